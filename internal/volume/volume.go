@@ -1,0 +1,83 @@
+// Package volume defines what the volume manager and the volume plugins share:
+// the description of one pod volume (Spec), the Plugin interface every volume
+// type implements, and the optional capabilities a plugin may add.
+//
+// It owns no state and performs no I/O. Plugins must never mutate a Spec: the
+// pod and the objects it points at are shared, read-only snapshots.
+package volume
+
+import (
+	"context"
+	"errors"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// ErrNotFound is returned by Objects when the named object does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Objects looks up the API objects a pod's volumes refer to, from the source
+// the pod came from (the manifest directory or the API server).
+type Objects interface {
+	ConfigMap(namespace, name string) (*v1.ConfigMap, error)
+	Secret(namespace, name string) (*v1.Secret, error)
+}
+
+// Spec is one volume of one pod, with everything a plugin needs to set it up.
+type Spec struct {
+	// Pod is the pod as last seen by its source. Read-only.
+	Pod *v1.Pod
+	// Volume is the entry of pod.spec.volumes this spec describes. Read-only.
+	Volume *v1.Volume
+	// Objects resolves the ConfigMaps and Secrets the volume refers to.
+	Objects Objects
+	// Node is this node's object when the source knows it (labels, allocatable); may be nil.
+	Node *v1.Node
+}
+
+// Result is what SetUp reports about a volume it set up.
+type Result struct {
+	// Path is where the volume's content is on the host: the volume directory,
+	// or for hostPath the host path itself.
+	Path string
+	// Version identifies the content written (see Versioner); empty for
+	// plugins without content.
+	Version string
+}
+
+// Plugin sets up and tears down one type of volume.
+type Plugin interface {
+	// Name is the plugin's kubelet name, e.g. "kubernetes.io/configmap".
+	Name() string
+	// CanSupport reports whether the plugin handles this pod volume.
+	CanSupport(v *v1.Volume) bool
+	// SetUp makes the volume's content available in dir, creating dir as
+	// needed. It must be idempotent: on a volume that is already set up it
+	// must neither remount nor lose data, only bring content up to date.
+	// On error it undoes what this call did, but never removes data that was
+	// there before.
+	SetUp(ctx context.Context, spec *Spec, dir string) (Result, error)
+	// TearDown unmounts what SetUp mounted in dir and removes dir. It needs
+	// no Spec, so a volume found on disk after a restart can be torn down.
+	// It never follows a symlink out of dir, never crosses into a mount
+	// nested inside it, and never deletes data that lives outside the agent's
+	// root directory.
+	TearDown(ctx context.Context, dir string) error
+}
+
+// Versioner is implemented by plugins whose content can change while the pod
+// runs (configMap, secret, downwardAPI, projected). ContentVersion must be
+// cheap — it runs on every change of the desired state — and must change
+// whenever the content SetUp would write changes. The reconciler calls SetUp
+// again when the version in the desired state differs from the version
+// recorded at the last SetUp.
+type Versioner interface {
+	ContentVersion(spec *Spec) (string, error)
+}
+
+// Validator is implemented by plugins that can reject a volume spec without
+// any I/O. An error is permanent for that spec: the volume is reported
+// Failed and not attempted until the spec changes.
+type Validator interface {
+	Validate(spec *Spec) error
+}
