@@ -40,9 +40,6 @@ type Result struct {
 	// Path is where the volume's content is on the host: the volume directory,
 	// or for hostPath the host path itself.
 	Path string
-	// Version identifies the content written (see Versioner); empty for
-	// plugins without content.
-	Version string
 }
 
 // Plugin sets up and tears down one type of volume.
@@ -68,9 +65,10 @@ type Plugin interface {
 // Versioner is implemented by plugins whose content can change while the pod
 // runs (configMap, secret, downwardAPI, projected). ContentVersion must be
 // cheap — it runs on every change of the desired state — and must change
-// whenever the content SetUp would write changes. The reconciler calls SetUp
-// again when the version in the desired state differs from the version
-// recorded at the last SetUp.
+// whenever the content SetUp would write changes (a version may also change
+// when the content does not; SetUp then rewrites nothing). The reconciler
+// calls SetUp again when the version in the desired state differs from the
+// version the last successful SetUp was asked to write.
 type Versioner interface {
 	ContentVersion(spec *Spec) (string, error)
 }

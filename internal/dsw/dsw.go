@@ -1,0 +1,131 @@
+// Package dsw holds the desired state of the world: for every pod that should
+// run on this node, every volume it needs, the plugin that handles it and the
+// version of the content it should have.
+//
+// The populator is the only writer of pods; the operation executor records
+// the last error of each volume here so the status API can show it. The
+// world performs no I/O and never decides what to do: the reconciler does.
+package dsw
+
+import (
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// Volume is one volume a pod needs.
+type Volume struct {
+	Name   string
+	Plugin string // plugin name; empty when no plugin supports the volume
+	// Spec is what the plugin needs for SetUp. Read-only.
+	Spec *volume.Spec
+	// Version changes whenever SetUp would produce different content.
+	Version string
+	// Problem, when set, is a permanent problem with the spec (invalid or
+	// unsupported): the volume is not attempted until the spec changes.
+	Problem string
+	// Unsupported marks a Problem caused by a volume type the agent lacks.
+	Unsupported bool
+}
+
+// Pod is a pod that should run on this node.
+type Pod struct {
+	UID       types.UID
+	Namespace string
+	Name      string
+	Source    string
+	Volumes   []Volume // sorted by name
+}
+
+// Key names one volume of one pod.
+type Key struct {
+	PodUID types.UID
+	Volume string
+}
+
+// World is the desired state. Its methods are safe for concurrent use.
+type World struct {
+	onChange func()
+
+	mu        sync.Mutex
+	pods      map[types.UID]Pod // guarded by mu
+	errors    map[Key]string    // guarded by mu; last operation error per volume
+	populated bool              // guarded by mu
+}
+
+// New returns an empty world; onChange (may be nil) is called after every
+// change, outside the lock.
+func New(onChange func()) *World {
+	if onChange == nil {
+		onChange = func() {}
+	}
+	return &World{onChange: onChange, pods: map[types.UID]Pod{}, errors: map[Key]string{}}
+}
+
+// SetPod adds or replaces a pod. Replacing a pod with one that differs only
+// in its Spec pointers stores the new specs without signalling a change.
+func (w *World) SetPod(p Pod) {
+	sort.Slice(p.Volumes, func(i, j int) bool { return p.Volumes[i].Name < p.Volumes[j].Name })
+	w.mu.Lock()
+	old, had := w.pods[p.UID]
+	w.pods[p.UID] = p
+	changed := !had || !samePod(old, p)
+	if changed {
+		w.dropStaleErrorsLocked(p)
+	}
+	w.mu.Unlock()
+	if changed {
+		w.onChange()
+	}
+}
+
+// DeletePod removes a pod and its recorded errors.
+func (w *World) DeletePod(uid types.UID) {
+	w.mu.Lock()
+	_, had := w.pods[uid]
+	delete(w.pods, uid)
+	for k := range w.errors {
+		if k.PodUID == uid {
+			delete(w.errors, k)
+		}
+	}
+	w.mu.Unlock()
+	if had {
+		w.onChange()
+	}
+}
+
+// Pods returns a snapshot of every pod, sorted by namespace and name.
+func (w *World) Pods() []Pod {
+	w.mu.Lock()
+	out := make([]Pod, 0, len(w.pods))
+	for _, p := range w.pods {
+		out = append(out, p)
+	}
+	w.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Pod returns one pod.
+func (w *World) Pod(uid types.UID) (Pod, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p, ok := w.pods[uid]
+	return p, ok
+}
+
+// Volume returns one volume of one pod.
+func (w *World) Volume(k Key) (Volume, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.volumeLocked(k)
+}

@@ -1,0 +1,197 @@
+// Package executor runs volume operations: each on its own goroutine, never
+// two at once for the same key (one volume of one pod), with per-key
+// exponential backoff after failures so one failing volume never delays the
+// others.
+//
+// The executor decides nothing about what to run; the reconciler does. It
+// owns every goroutine it starts and Wait joins them.
+package executor
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Defaults for Config.
+const (
+	DefaultInitialBackoff = 500 * time.Millisecond
+	DefaultMaxBackoff     = 2*time.Minute + 2*time.Second
+	DefaultTimeout        = 2 * time.Minute
+)
+
+// Config configures an Executor. Zero values take the defaults.
+type Config struct {
+	// OnDone is called after every operation ends and when a backoff
+	// expires, so the caller can look again (it must not block).
+	OnDone func()
+	// InitialBackoff is the wait after the first failure (500 ms); it
+	// doubles on every further failure up to MaxBackoff (2 min 2 s).
+	InitialBackoff, MaxBackoff time.Duration
+	// Timeout bounds each operation (2 min). An operation that does not
+	// return in time has its context cancelled.
+	Timeout time.Duration
+	Clock   clock.WithDelayedExecution
+}
+
+// Op is an operation; ctx carries the operation's deadline.
+type Op func(ctx context.Context) error
+
+// Executor runs operations. Create with New.
+type Executor struct {
+	cfg Config
+
+	mu      sync.Mutex
+	running map[string]bool    // guarded by mu
+	failed  map[string]failure // guarded by mu
+	wg      sync.WaitGroup
+}
+
+// failure remembers why a key is backing off.
+type failure struct {
+	generation string // what was attempted; a new generation is tried at once
+	count      int
+	until      time.Time
+	wake       clock.Timer // calls OnDone when the backoff expires
+}
+
+// New returns an executor; it starts nothing.
+func New(cfg Config) *Executor {
+	if cfg.OnDone == nil {
+		cfg.OnDone = func() {}
+	}
+	if cfg.InitialBackoff == 0 {
+		cfg.InitialBackoff = DefaultInitialBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Executor{cfg: cfg, running: map[string]bool{}, failed: map[string]failure{}}
+}
+
+// Start runs op for key unless an operation for key is running, or key is
+// backing off from a failure of the same generation. It reports whether op
+// was started. generation names what op attempts (e.g. a content version):
+// when it differs from the one that failed, the backoff does not apply.
+func (e *Executor) Start(key, generation string, op Op) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[key] {
+		return false
+	}
+	if f, ok := e.failed[key]; ok && f.generation == generation && e.cfg.Clock.Now().Before(f.until) {
+		return false
+	}
+	e.running[key] = true
+	e.wg.Add(1)
+	go e.run(key, generation, op)
+	return true
+}
+
+func (e *Executor) run(key, generation string, op Op) {
+	defer e.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Timeout)
+	err := op(ctx)
+	cancel()
+	e.mu.Lock()
+	delete(e.running, key)
+	if err == nil {
+		e.forgetLocked(key)
+	} else {
+		e.recordFailureLocked(key, generation)
+	}
+	e.mu.Unlock()
+	e.cfg.OnDone()
+}
+
+// recordFailureLocked starts or extends key's backoff and arranges a wake-up
+// for when it expires.
+func (e *Executor) recordFailureLocked(key, generation string) {
+	f := e.failed[key]
+	if f.generation != generation {
+		f = failure{generation: generation, wake: f.wake}
+	}
+	if f.wake != nil {
+		f.wake.Stop()
+	}
+	f.count++
+	delay := e.backoff(f.count)
+	f.until = e.cfg.Clock.Now().Add(delay)
+	f.wake = e.cfg.Clock.AfterFunc(delay, e.cfg.OnDone)
+	e.failed[key] = f
+}
+
+// forgetLocked drops key's backoff.
+func (e *Executor) forgetLocked(key string) {
+	if f, ok := e.failed[key]; ok && f.wake != nil {
+		f.wake.Stop()
+	}
+	delete(e.failed, key)
+}
+
+// Forget drops key's backoff, e.g. when its volume is no longer wanted.
+func (e *Executor) Forget(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.forgetLocked(key)
+}
+
+// backoff returns the wait after n consecutive failures, with up to 10% jitter.
+func (e *Executor) backoff(n int) time.Duration {
+	d := e.cfg.InitialBackoff
+	for i := 1; i < n && d < e.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, e.cfg.MaxBackoff)
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+// Running reports whether an operation for key is in flight.
+func (e *Executor) Running(key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running[key]
+}
+
+// Wait waits for every running operation to end, or for ctx to end, and
+// stops pending backoff wake-ups. It returns ctx.Err() if operations were
+// still running when ctx ended.
+func (e *Executor) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	e.mu.Lock()
+	for key := range e.failed {
+		e.forgetLocked(key)
+	}
+	e.mu.Unlock()
+	return err
+}
+
+// Retain drops the backoff of every key for which keep returns false.
+func (e *Executor) Retain(keep func(key string) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for key := range e.failed {
+		if !keep(key) {
+			e.forgetLocked(key)
+		}
+	}
+}

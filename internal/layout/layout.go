@@ -1,0 +1,59 @@
+// Package layout knows the kubelet-compatible on-disk layout under the
+// agent's root directory:
+//
+//	<root>/pods/<podUID>/volumes/<plugin name with / replaced by ~>/<volume name>
+//
+// It builds those paths and parses them back; it never creates or removes
+// anything. Callers validate pod UIDs and volume names (ValidName) before
+// building a path from them, so a name can never climb out of the root.
+package layout
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Root is the agent's root directory.
+type Root string
+
+// PodsDir is <root>/pods.
+func (r Root) PodsDir() string { return filepath.Join(string(r), "pods") }
+
+// PodDir is <root>/pods/<uid>.
+func (r Root) PodDir(uid types.UID) string { return filepath.Join(r.PodsDir(), string(uid)) }
+
+// VolumesDir is <root>/pods/<uid>/volumes.
+func (r Root) VolumesDir(uid types.UID) string { return filepath.Join(r.PodDir(uid), "volumes") }
+
+// PluginDir is <root>/pods/<uid>/volumes/<escaped plugin>.
+func (r Root) PluginDir(uid types.UID, plugin string) string {
+	return filepath.Join(r.VolumesDir(uid), EscapePluginName(plugin))
+}
+
+// VolumeDir is <root>/pods/<uid>/volumes/<escaped plugin>/<volume>.
+func (r Root) VolumeDir(uid types.UID, plugin, volume string) string {
+	return filepath.Join(r.PluginDir(uid, plugin), volume)
+}
+
+// EscapePluginName turns "kubernetes.io/configmap" into "kubernetes.io~configmap".
+func EscapePluginName(name string) string { return strings.ReplaceAll(name, "/", "~") }
+
+// UnescapePluginName reverses EscapePluginName.
+func UnescapePluginName(dir string) string { return strings.ReplaceAll(dir, "~", "/") }
+
+// ValidName checks that s can be used as one path element under the root: a
+// pod UID or volume name. It does not enforce Kubernetes naming rules.
+func ValidName(s string) error {
+	switch {
+	case s == "" || s == "." || s == "..":
+		return fmt.Errorf("%q is not a usable directory name", s)
+	case strings.ContainsAny(s, "/\x00"):
+		return fmt.Errorf("%q contains '/' or NUL", s)
+	case len(s) > 255:
+		return fmt.Errorf("%q is longer than 255 bytes", s)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// EnsureMounted mounts m on dir unless dir is a mount point already, so
+// that setting a volume up again after a restart never mounts twice.
+// It reports whether it mounted.
+func EnsureMounted(ctx context.Context, mounter Mounter, m Mount, dir string) (bool, error) {
+	mounted, err := mounter.IsMountPoint(ctx, dir)
+	if err != nil {
+		return false, fmt.Errorf("check mount point %s: %w", dir, err)
+	}
+	if mounted {
+		return false, nil
+	}
+	return true, mounter.Mount(ctx, m, dir)
+}
+
+// RemoveDir tears a volume directory down: it unmounts dir if it is a mount
+// point, then removes it with RemoveAll (which refuses to cross any other
+// mount). A missing dir is not an error.
+func RemoveDir(ctx context.Context, mounter Mounter, dir string) error {
+	mounted, err := mounter.IsMountPoint(ctx, dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check mount point %s: %w", dir, err)
+	}
+	if mounted {
+		if err := mounter.Unmount(ctx, dir); err != nil {
+			return err
+		}
+	}
+	return RemoveAll(ctx, mounter, dir)
+}
+
+// MakeDir creates dir with mode (and its parents, 0750) and reports whether
+// dir is new. An existing dir is left as it is.
+func MakeDir(dir string, mode os.FileMode) (bool, error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return false, fmt.Errorf("create %s: %w", filepath.Dir(dir), err)
+	}
+	err := os.Mkdir(dir, mode)
+	if errors.Is(err, os.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create %s: %w", dir, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,79 @@
+// Package contentdir sets up the directories of volumes whose content the
+// agent writes itself — configMap, secret, downwardAPI and projected: it
+// creates the volume directory, mounts a tmpfs on it when the content must
+// never reach disk, and writes the payload with the atomic writer.
+//
+// It never writes outside the volume directory (the atomic writer works
+// through an os.Root) and on failure undoes only what the same call did.
+package contentdir
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/atomicwriter"
+	"github.com/volume-agent/volume-agent/internal/mount"
+)
+
+// Payload is the content of a volume: relative path → file.
+type Payload = map[string]atomicwriter.File
+
+// Dir sets up content volume directories.
+type Dir struct {
+	Mounter mount.Mounter
+	// Memory puts the volume on a tmpfs (secrets, tokens).
+	Memory bool
+}
+
+// SetUp makes dir hold exactly payload.
+func (d Dir) SetUp(ctx context.Context, dir string, payload Payload) (retErr error) {
+	created, err := mount.MakeDir(dir, 0o755)
+	if err != nil {
+		return err
+	}
+	mounted := false
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		undo := context.WithoutCancel(ctx)
+		if mounted {
+			_ = d.Mounter.Unmount(undo, dir)
+		}
+		if created {
+			_ = mount.RemoveDir(undo, d.Mounter, dir)
+		}
+	}()
+	if d.Memory {
+		m := mount.Mount{Type: "tmpfs", Source: "tmpfs", Options: []string{"mode=0755"}}
+		if mounted, err = mount.EnsureMounted(ctx, d.Mounter, m, dir); err != nil {
+			return err
+		}
+	}
+	if _, err := atomicwriter.New(dir).Write(payload); err != nil {
+		return fmt.Errorf("write content: %w", err)
+	}
+	return nil
+}
+
+// TearDown unmounts the tmpfs, if any, and removes the directory.
+func (d Dir) TearDown(ctx context.Context, dir string) error {
+	return mount.RemoveDir(ctx, d.Mounter, dir)
+}
+
+// ApplyFsGroup gives the pod's fsGroup ownership of every file and lets the
+// group read it, as the kubelet does for content volumes (a 0400 file
+// becomes 0440).
+func ApplyFsGroup(pod *v1.Pod, payload Payload) {
+	if pod == nil || pod.Spec.SecurityContext == nil || pod.Spec.SecurityContext.FSGroup == nil {
+		return
+	}
+	gid := *pod.Spec.SecurityContext.FSGroup
+	for path, f := range payload {
+		f.GID = &gid
+		f.Mode |= 0o440
+		payload[path] = f
+	}
+}

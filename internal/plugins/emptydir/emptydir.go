@@ -1,0 +1,136 @@
+// Package emptydir implements emptyDir volumes: a fresh directory (mode
+// 0777) that lives as long as its pod, on the node's disk or, with medium
+// Memory, on a tmpfs sized by sizeLimit and the pod's memory limit.
+//
+// Teardown removes the directory and its data; it never follows a symlink
+// and never crosses into a mount nested inside the volume.
+package emptydir
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// Name is the plugin's kubelet name.
+const Name = "kubernetes.io/empty-dir"
+
+// Plugin sets up emptyDir volumes.
+type Plugin struct {
+	Mounter mount.Mounter
+}
+
+var (
+	_ volume.Plugin    = (*Plugin)(nil)
+	_ volume.Validator = (*Plugin)(nil)
+)
+
+// Name implements volume.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+// CanSupport implements volume.Plugin.
+func (p *Plugin) CanSupport(v *v1.Volume) bool { return v.EmptyDir != nil }
+
+// Validate rejects media the agent cannot provide.
+func (p *Plugin) Validate(spec *volume.Spec) error {
+	switch m := spec.Volume.EmptyDir.Medium; m {
+	case v1.StorageMediumDefault, v1.StorageMediumMemory:
+		return nil
+	default:
+		return fmt.Errorf("emptyDir medium %q is not supported (use \"\" or \"Memory\")", m)
+	}
+}
+
+// SetUp creates the directory and, for medium Memory, mounts a tmpfs on it.
+func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res volume.Result, retErr error) {
+	created, err := mount.MakeDir(dir, 0o777)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if retErr != nil && created {
+			_ = mount.RemoveDir(context.WithoutCancel(ctx), p.Mounter, dir)
+		}
+	}()
+	if spec.Volume.EmptyDir.Medium == v1.StorageMediumMemory {
+		m := mount.Mount{Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(spec)}
+		if _, err := mount.EnsureMounted(ctx, p.Mounter, m, dir); err != nil {
+			return res, err
+		}
+	}
+	if err := setPermissions(dir, fsGroup(spec.Pod)); err != nil {
+		return res, err
+	}
+	return volume.Result{Path: dir}, nil
+}
+
+// TearDown unmounts the tmpfs, if any, and removes the directory.
+func (p *Plugin) TearDown(ctx context.Context, dir string) error {
+	return mount.RemoveDir(ctx, p.Mounter, dir)
+}
+
+// setPermissions makes dir world-writable, as the kubelet does; with an
+// fsGroup the group owns it and new files inherit the group (setgid).
+func setPermissions(dir string, gid *int64) error {
+	mode := os.FileMode(0o777)
+	if gid != nil {
+		if err := os.Lchown(dir, -1, int(*gid)); err != nil {
+			return fmt.Errorf("set fsGroup on %s: %w", dir, err)
+		}
+		mode |= os.ModeSetgid
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return fmt.Errorf("set mode of %s: %w", dir, err)
+	}
+	return nil
+}
+
+func fsGroup(pod *v1.Pod) *int64 {
+	if pod == nil || pod.Spec.SecurityContext == nil {
+		return nil
+	}
+	return pod.Spec.SecurityContext.FSGroup
+}
+
+// tmpfsOptions sizes the tmpfs by the smaller of sizeLimit and the pod's
+// memory limit; with neither the kernel's default (half of RAM) applies.
+func tmpfsOptions(spec *volume.Spec) []string {
+	opts := []string{"mode=0777"}
+	size := spec.Volume.EmptyDir.SizeLimit
+	if limit := podMemoryLimit(spec.Pod); limit != nil && (size == nil || limit.Cmp(*size) < 0) {
+		size = limit
+	}
+	if size != nil && size.Sign() > 0 {
+		opts = append(opts, fmt.Sprintf("size=%d", size.Value()))
+	}
+	return opts
+}
+
+// podMemoryLimit is the pod's effective memory limit — the larger of the
+// sum over its containers and the largest init container — or nil when a
+// container has no limit.
+func podMemoryLimit(pod *v1.Pod) *resource.Quantity {
+	if pod == nil || len(pod.Spec.Containers) == 0 {
+		return nil
+	}
+	sum := resource.Quantity{}
+	for _, c := range pod.Spec.Containers {
+		l, ok := c.Resources.Limits[v1.ResourceMemory]
+		if !ok {
+			return nil
+		}
+		sum.Add(l)
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if l, ok := c.Resources.Limits[v1.ResourceMemory]; ok && l.Cmp(sum) > 0 {
+			sum = l
+		}
+	}
+	return &sum
+}

@@ -1,0 +1,112 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/executor"
+)
+
+// key serialises operations: one at a time per volume of a pod, and one per
+// pod directory.
+func (a action) key() string { return string(a.pod) + "/" + a.volume }
+
+// generation tells the executor what is being attempted: a set-up of a new
+// content version is tried at once even while an older one backs off.
+func (a action) generation() string {
+	switch a.kind {
+	case opSetUp, opRefresh:
+		return a.plugin + "@" + a.desired.Version
+	}
+	return string(a.kind)
+}
+
+func (a action) dsKey() dsw.Key { return dsw.Key{PodUID: a.pod, Volume: a.volume} }
+
+// operation returns the executor operation that carries out a.
+func (r *Reconciler) operation(a action) executor.Op {
+	switch a.kind {
+	case opTearDown:
+		return r.tearDown(a)
+	case opCleanup:
+		return r.cleanup(a)
+	}
+	return r.setUp(a)
+}
+
+func (r *Reconciler) setUp(a action) executor.Op {
+	return func(ctx context.Context) error {
+		log := r.volumeLogger(a)
+		plugin, ok := r.cfg.Plugins.Get(a.plugin)
+		if !ok {
+			return fmt.Errorf("plugin %s is not registered", a.plugin)
+		}
+		dir := r.cfg.Root.VolumeDir(a.pod, a.plugin, a.volume)
+		start := time.Now()
+		res, err := plugin.SetUp(ctx, a.desired.Spec, dir)
+		r.observe(a, start, err)
+		if err != nil {
+			r.setUpFailed(a, dir, err)
+			log.Info("volume set-up failed", zap.String("operation", string(a.kind)), zap.Error(err))
+			return err
+		}
+		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted, Version: a.desired.Version})
+		r.cfg.Desired.SetError(a.dsKey(), "")
+		log.Debug("volume set up", zap.String("operation", string(a.kind)), zap.String("path", res.Path))
+		return nil
+	}
+}
+
+// setUpFailed records a failed set-up. A volume whose set-up timed out may
+// be half set up: it becomes Uncertain so that it is either set up again or
+// torn down. A failed refresh leaves the volume Mounted with its old content.
+func (r *Reconciler) setUpFailed(a action, dir string, err error) {
+	r.cfg.Desired.SetError(a.dsKey(), err.Error())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	if prev, ok := r.cfg.Actual.Get(a.dsKey()); ok && prev.State == asw.Mounted {
+		return
+	}
+	r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: dir, State: asw.Uncertain})
+}
+
+func (r *Reconciler) tearDown(a action) executor.Op {
+	return func(ctx context.Context) error {
+		plugin, ok := r.cfg.Plugins.Get(a.plugin)
+		if !ok {
+			return fmt.Errorf("plugin %s is not registered", a.plugin)
+		}
+		start := time.Now()
+		err := plugin.TearDown(ctx, a.actual.Dir)
+		r.observe(a, start, err)
+		if err != nil {
+			r.volumeLogger(a).Info("volume teardown failed", zap.Error(err))
+			return err
+		}
+		r.cfg.Actual.Delete(a.dsKey())
+		r.volumeLogger(a).Debug("volume torn down")
+		return nil
+	}
+}
+
+func (r *Reconciler) observe(a action, start time.Time, err error) {
+	outcome := "success"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		outcome = "timeout"
+	case err != nil:
+		outcome = "error"
+	}
+	r.cfg.Observer.ObserveOperation(a.plugin, string(a.kind), outcome, time.Since(start))
+}
+
+func (r *Reconciler) volumeLogger(a action) *zap.Logger {
+	return r.log.With(zap.String("podUID", string(a.pod)), zap.String("volume", a.volume), zap.String("plugin", a.plugin))
+}

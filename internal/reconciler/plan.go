@@ -1,0 +1,128 @@
+package reconciler
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+)
+
+// opKind is what an action does.
+type opKind string
+
+const (
+	opSetUp    opKind = "setup"    // set up a volume that is not (certainly) set up
+	opRefresh  opKind = "refresh"  // bring a set-up volume's content up to date
+	opTearDown opKind = "teardown" // tear down a volume no longer wanted
+	opCleanup  opKind = "cleanup"  // remove an empty, unwanted pod directory
+)
+
+// action is one step towards the desired state.
+type action struct {
+	kind    opKind
+	pod     types.UID
+	volume  string     // empty for opCleanup
+	plugin  string     // empty for opCleanup
+	desired dsw.Volume // for opSetUp and opRefresh
+	actual  asw.Volume // for opRefresh and opTearDown
+}
+
+// snapshot is what plan looks at.
+type snapshot struct {
+	desired []dsw.Pod
+	actual  []asw.Volume
+	podDirs []asw.PodDir
+	// populated: every source has delivered its complete state since start;
+	// until then nothing found on disk at start is torn down.
+	populated bool
+}
+
+// plan returns the actions that move the actual state towards the desired
+// one: first teardowns and cleanups of what is no longer wanted, then
+// set-ups and refreshes. It is a pure function of its snapshot.
+func plan(s snapshot) []action {
+	want := desiredVolumes(s.desired)
+	have := map[dsw.Key]asw.Volume{}
+	for _, a := range s.actual {
+		have[a.Key()] = a
+	}
+	actions := teardowns(s, want)
+	actions = append(actions, cleanups(s)...)
+	return append(actions, setups(s.desired, have)...)
+}
+
+func desiredVolumes(pods []dsw.Pod) map[dsw.Key]dsw.Volume {
+	want := map[dsw.Key]dsw.Volume{}
+	for _, p := range pods {
+		for _, v := range p.Volumes {
+			want[dsw.Key{PodUID: p.UID, Volume: v.Name}] = v
+		}
+	}
+	return want
+}
+
+// teardowns: a volume is torn down when its pod no longer wants it, or wants
+// it from another plugin. A volume whose desired spec has a problem (and so
+// no plugin) is kept: a broken spec never tears down a healthy volume.
+func teardowns(s snapshot, want map[dsw.Key]dsw.Volume) []action {
+	var out []action
+	for _, a := range s.actual {
+		d, wanted := want[a.Key()]
+		switch {
+		case wanted && (d.Plugin == "" || d.Plugin == a.Plugin):
+			continue
+		case !wanted && a.Reconstructed && !s.populated:
+			continue
+		}
+		out = append(out, action{kind: opTearDown, pod: a.PodUID, volume: a.Name, plugin: a.Plugin, actual: a})
+	}
+	return out
+}
+
+// cleanups: a pod directory is removed once its pod is gone and none of its
+// volumes is set up any more.
+func cleanups(s snapshot) []action {
+	wantedPods := map[types.UID]bool{}
+	for _, p := range s.desired {
+		wantedPods[p.UID] = true
+	}
+	busy := map[types.UID]bool{}
+	for _, a := range s.actual {
+		busy[a.PodUID] = true
+	}
+	var out []action
+	for _, d := range s.podDirs {
+		if wantedPods[d.UID] || busy[d.UID] || (d.Reconstructed && !s.populated) {
+			continue
+		}
+		out = append(out, action{kind: opCleanup, pod: d.UID})
+	}
+	return out
+}
+
+// setups: a desired volume without problems is set up when it is missing or
+// uncertain, and refreshed when its content version moved on.
+func setups(pods []dsw.Pod, have map[dsw.Key]asw.Volume) []action {
+	var out []action
+	for _, p := range pods {
+		for _, d := range p.Volumes {
+			if d.Problem != "" || d.Plugin == "" {
+				continue
+			}
+			a, ok := have[dsw.Key{PodUID: p.UID, Volume: d.Name}]
+			act := action{pod: p.UID, volume: d.Name, plugin: d.Plugin, desired: d, actual: a}
+			switch {
+			case ok && a.Plugin != d.Plugin:
+				continue // the old volume is torn down first
+			case !ok || a.State == asw.Uncertain:
+				act.kind = opSetUp
+			case a.Version != d.Version:
+				act.kind = opRefresh
+			default:
+				continue
+			}
+			out = append(out, act)
+		}
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package reconciler
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+)
+
+const (
+	cm = "kubernetes.io/configmap"
+	ed = "kubernetes.io/empty-dir"
+)
+
+func pod(uid string, vols ...dsw.Volume) dsw.Pod {
+	return dsw.Pod{UID: types.UID(uid), Namespace: "ns", Name: uid, Volumes: vols}
+}
+
+func want(name, plugin, version string) dsw.Volume {
+	return dsw.Volume{Name: name, Plugin: plugin, Version: version}
+}
+
+func have(uid, name, plugin, version string, state asw.State, reconstructed bool) asw.Volume {
+	return asw.Volume{PodUID: types.UID(uid), Name: name, Plugin: plugin, Version: version, State: state, Reconstructed: reconstructed}
+}
+
+// describe renders actions compactly: "setup p/v", "cleanup p".
+func describe(actions []action) []string {
+	out := []string{}
+	for _, a := range actions {
+		if a.kind == opCleanup {
+			out = append(out, fmt.Sprintf("%s %s", a.kind, a.pod))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s/%s", a.kind, a.pod, a.volume))
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	problem := dsw.Volume{Name: "v", Problem: "csi volumes are not supported", Unsupported: true}
+	tests := []struct {
+		name string
+		s    snapshot
+		want []string
+	}{
+		{"nothing to do", snapshot{populated: true}, []string{}},
+		{"new volume is set up",
+			snapshot{desired: []dsw.Pod{pod("p", want("v", cm, "1"))}, populated: true},
+			[]string{"setup p/v"}},
+		{"mounted at the desired version: nothing",
+			snapshot{desired: []dsw.Pod{pod("p", want("v", cm, "1"))}, actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, populated: true},
+			[]string{}},
+		{"content version moved on: refresh",
+			snapshot{desired: []dsw.Pod{pod("p", want("v", cm, "2"))}, actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, populated: true},
+			[]string{"refresh p/v"}},
+		{"uncertain volume is set up again, not torn down",
+			snapshot{desired: []dsw.Pod{pod("p", want("v", cm, "1"))}, actual: []asw.Volume{have("p", "v", cm, "", asw.Uncertain, true)}},
+			[]string{"setup p/v"}},
+		{"volume of a gone pod is torn down, then its directory cleaned",
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "p"}}, populated: true},
+			[]string{"teardown p/v"}},
+		{"empty directory of a gone pod is cleaned",
+			snapshot{podDirs: []asw.PodDir{{UID: "p"}}, populated: true},
+			[]string{"cleanup p"}},
+		{"directory of a wanted pod is kept",
+			snapshot{desired: []dsw.Pod{pod("p")}, podDirs: []asw.PodDir{{UID: "p"}}, populated: true},
+			[]string{}},
+		{"reconstructed volume of an unknown pod waits for the sources",
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "", asw.Uncertain, true)}, podDirs: []asw.PodDir{{UID: "p", Reconstructed: true}}},
+			[]string{}},
+		{"reconstructed volume of a gone pod is torn down once populated",
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "", asw.Uncertain, true)}, podDirs: []asw.PodDir{{UID: "p", Reconstructed: true}}, populated: true},
+			[]string{"teardown p/v"}},
+		{"volume mounted this run is torn down even before every source synced",
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "p"}}},
+			[]string{"teardown p/v"}},
+		{"volume removed from the pod spec is torn down",
+			snapshot{desired: []dsw.Pod{pod("p", want("a", cm, "1"))}, actual: []asw.Volume{have("p", "a", cm, "1", asw.Mounted, false), have("p", "b", ed, "1", asw.Mounted, false)}, populated: true},
+			[]string{"teardown p/b"}},
+		{"volume that changed plugin is torn down before it is set up",
+			snapshot{desired: []dsw.Pod{pod("p", want("v", cm, "1"))}, actual: []asw.Volume{have("p", "v", ed, "1", asw.Uncertain, false)}, populated: true},
+			[]string{"teardown p/v"}},
+		{"a spec problem never tears down a healthy volume",
+			snapshot{desired: []dsw.Pod{pod("p", problem)}, actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, populated: true},
+			[]string{}},
+		{"a volume with a problem is not attempted",
+			snapshot{desired: []dsw.Pod{pod("p", problem)}, populated: true},
+			[]string{}},
+		{"teardowns come before setups",
+			snapshot{desired: []dsw.Pod{pod("q", want("v", cm, "1"))}, actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "r"}}, populated: true},
+			[]string{"teardown p/v", "cleanup r", "setup q/v"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := describe(plan(tt.s)); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("plan = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,142 @@
+package reconciler
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/executor"
+	"github.com/volume-agent/volume-agent/internal/layout"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// Plugins finds a plugin by name.
+type Plugins interface {
+	Get(name string) (volume.Plugin, bool)
+}
+
+// Observer records the outcome of operations (metrics).
+type Observer interface {
+	ObserveOperation(plugin, operation, outcome string, d time.Duration)
+}
+
+// Defaults for Config.
+const (
+	DefaultResync        = 2 * time.Minute
+	DefaultShutdownGrace = 20 * time.Second
+)
+
+// Config configures a Reconciler.
+type Config struct {
+	Desired *dsw.World
+	Actual  *asw.World
+	Plugins Plugins
+	Root    layout.Root
+	Logger  *zap.Logger
+	// Observer may be nil.
+	Observer Observer
+	// Executor tuning; OnDone is set by the reconciler.
+	Executor executor.Config
+	// Resync is the safety-net pass period (2 min, jittered ±10%).
+	Resync time.Duration
+	// ShutdownGrace bounds how long running operations may finish after
+	// the context ends (20 s).
+	ShutdownGrace time.Duration
+}
+
+// Reconciler runs reconcile passes. Create with New, start with Run.
+type Reconciler struct {
+	cfg       Config
+	log       *zap.Logger
+	exec      *executor.Executor
+	wake      chan struct{}
+	recovered atomic.Bool
+}
+
+// New returns a reconciler; it starts nothing.
+func New(cfg Config) *Reconciler {
+	if cfg.Resync == 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	r := &Reconciler{cfg: cfg, log: cfg.Logger.Named("reconciler"), wake: make(chan struct{}, 1)}
+	cfg.Executor.OnDone = r.Notify
+	r.exec = executor.New(cfg.Executor)
+	return r
+}
+
+// Notify asks for a pass soon. It never blocks.
+func (r *Reconciler) Notify() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Recovered reports whether the actual state has been rebuilt from disk.
+func (r *Reconciler) Recovered() bool { return r.recovered.Load() }
+
+// Run rebuilds the actual state from disk, then reconciles until ctx ends.
+// It then lets running operations finish (up to ShutdownGrace) and returns.
+func (r *Reconciler) Run(ctx context.Context) error {
+	if err := r.reconstruct(ctx); err != nil {
+		return err
+	}
+	r.recovered.Store(true)
+	timer := time.NewTimer(jitter(r.cfg.Resync))
+	defer timer.Stop()
+	for {
+		r.reconcile()
+		select {
+		case <-ctx.Done():
+			return r.shutdown()
+		case <-r.wake:
+		case <-timer.C:
+			timer.Reset(jitter(r.cfg.Resync))
+		}
+	}
+}
+
+func (r *Reconciler) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownGrace)
+	defer cancel()
+	if err := r.exec.Wait(ctx); err != nil {
+		r.log.Info("operations still running at shutdown; their outcome is uncertain", zap.Error(err))
+	}
+	return nil
+}
+
+// reconcile runs one pass.
+func (r *Reconciler) reconcile() {
+	s := snapshot{
+		desired:   r.cfg.Desired.Pods(),
+		actual:    r.cfg.Actual.Volumes(),
+		podDirs:   r.cfg.Actual.PodDirs(),
+		populated: r.cfg.Desired.Populated(),
+	}
+	live := map[string]bool{}
+	for _, a := range plan(s) {
+		key := a.key()
+		live[key] = true
+		r.exec.Start(key, a.generation(), r.operation(a))
+	}
+	r.exec.Retain(func(key string) bool { return live[key] })
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveOperation(string, string, string, time.Duration) {}
