@@ -130,3 +130,17 @@ func Bounded[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 
 // ErrMountPointsRemain is returned by RemoveAll when a mount lies below the tree.
 var ErrMountPointsRemain = errors.New("mount points remain")
+
+// Unprivileged is the mounter of the degraded mode for running without
+// root: it mounts nothing. A tmpfs "mount" succeeds without mounting, so
+// memory-backed emptyDir, secret and projected volumes end up on disk; any
+// other mount fails.
+type Unprivileged struct{ System }
+
+// Mount skips tmpfs mounts and refuses every other mount.
+func (Unprivileged) Mount(_ context.Context, m Mount, target string) error {
+	if m.Type == "tmpfs" {
+		return nil
+	}
+	return fmt.Errorf("mount %s on %s: mounting needs root (running with --unprivileged)", m, target)
+}

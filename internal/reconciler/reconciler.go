@@ -13,6 +13,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/executor"
 	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/volume"
+	"github.com/volume-agent/volume-agent/internal/wakeup"
 )
 
 // Plugins finds a plugin by name.
@@ -54,7 +55,7 @@ type Reconciler struct {
 	cfg       Config
 	log       *zap.Logger
 	exec      *executor.Executor
-	wake      chan struct{}
+	wake      *wakeup.Signal
 	recovered atomic.Bool
 }
 
@@ -69,19 +70,17 @@ func New(cfg Config) *Reconciler {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	r := &Reconciler{cfg: cfg, log: cfg.Logger.Named("reconciler"), wake: make(chan struct{}, 1)}
+	r := &Reconciler{cfg: cfg, log: cfg.Logger.Named("reconciler"), wake: wakeup.New("reconciler")}
 	cfg.Executor.OnDone = r.Notify
 	r.exec = executor.New(cfg.Executor)
 	return r
 }
 
 // Notify asks for a pass soon. It never blocks.
-func (r *Reconciler) Notify() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *Reconciler) Notify() { r.wake.Notify() }
+
+// Stuck returns an error when a pass has been pending for longer than limit.
+func (r *Reconciler) Stuck(limit time.Duration) error { return r.wake.Stuck(limit) }
 
 // Recovered reports whether the actual state has been rebuilt from disk.
 func (r *Reconciler) Recovered() bool { return r.recovered.Load() }
@@ -96,11 +95,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	timer := time.NewTimer(jitter(r.cfg.Resync))
 	defer timer.Stop()
 	for {
+		r.wake.Taken()
 		r.reconcile()
 		select {
 		case <-ctx.Done():
 			return r.shutdown()
-		case <-r.wake:
+		case <-r.wake.C():
 		case <-timer.C:
 			timer.Reset(jitter(r.cfg.Resync))
 		}

@@ -1,0 +1,158 @@
+package projected
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/atomicwriter"
+	"github.com/volume-agent/volume-agent/internal/plugins/configmap"
+	"github.com/volume-agent/volume-agent/internal/plugins/contentdir"
+	"github.com/volume-agent/volume-agent/internal/plugins/downwardapi"
+	"github.com/volume-agent/volume-agent/internal/plugins/secret"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// errNoTokens is returned for serviceAccountToken sources without an API server.
+var errNoTokens = errors.New("serviceAccountToken sources need an API server to mint tokens (run with --kubeconfig)")
+
+// Validate checks every source.
+func (p *Plugin) Validate(spec *volume.Spec) error {
+	src := spec.Volume.Projected
+	if err := contentdir.ValidateItems("projected", nil, src.DefaultMode); err != nil {
+		return err
+	}
+	for i, s := range src.Sources {
+		if err := validateSource(fmt.Sprintf("projected.sources[%d]", i), spec.Pod, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateSource(f string, pod *v1.Pod, s v1.VolumeProjection) error {
+	switch {
+	case countSet(s) != 1:
+		return fmt.Errorf("%s must set exactly one of configMap, secret, downwardAPI, serviceAccountToken", f)
+	case s.ConfigMap != nil:
+		return contentdir.ValidateItems(f+".configMap", s.ConfigMap.Items, nil)
+	case s.Secret != nil:
+		return contentdir.ValidateItems(f+".secret", s.Secret.Items, nil)
+	case s.DownwardAPI != nil:
+		return downwardapi.ValidateItems(f+".downwardAPI", pod, s.DownwardAPI.Items, nil)
+	case s.ServiceAccountToken != nil:
+		if err := atomicwriter.ValidatePath(s.ServiceAccountToken.Path); err != nil {
+			return fmt.Errorf("%s.serviceAccountToken.path: %w", f, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: only configMap, secret, downwardAPI and serviceAccountToken sources are supported", f)
+}
+
+// countSet counts the source types a projection sets.
+func countSet(s v1.VolumeProjection) int {
+	n := 0
+	for _, set := range []bool{s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.ServiceAccountToken != nil, s.ClusterTrustBundle != nil, s.PodCertificate != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// ContentVersion joins the versions of every source.
+func (p *Plugin) ContentVersion(spec *volume.Spec) (string, error) {
+	parts := make([]string, 0, len(spec.Volume.Projected.Sources))
+	for i := range spec.Volume.Projected.Sources {
+		v, err := p.sourceVersion(spec, i)
+		if err != nil {
+			return "", fmt.Errorf("projected.sources[%d]: %w", i, err)
+		}
+		parts = append(parts, v)
+	}
+	return strings.Join(parts, ","), nil
+}
+
+func (p *Plugin) sourceVersion(spec *volume.Spec, i int) (string, error) {
+	s := spec.Volume.Projected.Sources[i]
+	ns := spec.Pod.Namespace
+	switch {
+	case s.ConfigMap != nil:
+		cm, err := spec.Objects.ConfigMap(ns, s.ConfigMap.Name)
+		if err != nil {
+			return absent(err)
+		}
+		return string(cm.UID) + "@" + cm.ResourceVersion, nil
+	case s.Secret != nil:
+		sec, err := spec.Objects.Secret(ns, s.Secret.Name)
+		if err != nil {
+			return absent(err)
+		}
+		return string(sec.UID) + "@" + sec.ResourceVersion, nil
+	case s.DownwardAPI != nil:
+		files, err := p.sourcePayload(context.Background(), spec, i)
+		if err != nil {
+			return "", err
+		}
+		return downwardapi.Hash(files), nil
+	case s.ServiceAccountToken != nil && p.Tokens != nil:
+		return p.Tokens.Version(spec.Pod, s.ServiceAccountToken), nil
+	}
+	return "", nil
+}
+
+func absent(err error) (string, error) {
+	if errors.Is(err, volume.ErrNotFound) {
+		return "absent", nil
+	}
+	return "", err
+}
+
+// sourcePayload returns the files of source i.
+func (p *Plugin) sourcePayload(ctx context.Context, spec *volume.Spec, i int) (contentdir.Payload, error) {
+	s := spec.Volume.Projected.Sources[i]
+	mode := contentdir.Mode(spec.Volume.Projected.DefaultMode)
+	ns := spec.Pod.Namespace
+	switch {
+	case s.ConfigMap != nil:
+		cm, err := spec.Objects.ConfigMap(ns, s.ConfigMap.Name)
+		if err != nil && !errors.Is(err, volume.ErrNotFound) {
+			return nil, fmt.Errorf("get configMap %s/%s: %w", ns, s.ConfigMap.Name, err)
+		}
+		if err != nil {
+			cm = nil
+		}
+		return configmap.Payload(ns, s.ConfigMap.Name, cm, s.ConfigMap.Items, mode, isTrue(s.ConfigMap.Optional))
+	case s.Secret != nil:
+		sec, err := spec.Objects.Secret(ns, s.Secret.Name)
+		if err != nil && !errors.Is(err, volume.ErrNotFound) {
+			return nil, fmt.Errorf("get secret %s/%s: %w", ns, s.Secret.Name, err)
+		}
+		if err != nil {
+			sec = nil
+		}
+		return secret.Payload(ns, s.Secret.Name, sec, s.Secret.Items, mode, isTrue(s.Secret.Optional))
+	case s.DownwardAPI != nil:
+		return downwardapi.Payload(spec.Pod, downwardapi.Allocatable(spec.Node), s.DownwardAPI.Items, mode)
+	case s.ServiceAccountToken != nil:
+		return p.tokenPayload(ctx, spec.Pod, s.ServiceAccountToken, mode)
+	}
+	return nil, errors.New("unsupported projection source")
+}
+
+func (p *Plugin) tokenPayload(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, mode os.FileMode) (contentdir.Payload, error) {
+	if p.Tokens == nil {
+		return nil, errNoTokens
+	}
+	token, err := p.Tokens.Token(ctx, pod, src)
+	if err != nil {
+		return nil, fmt.Errorf("serviceAccountToken: %w", err)
+	}
+	return contentdir.Payload{src.Path: {Data: token, Mode: mode}}, nil
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }

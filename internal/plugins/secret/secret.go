@@ -1,0 +1,103 @@
+// Package secret implements secret volumes: the keys of a Secret written as
+// files with the atomic writer on a tmpfs, so that secrets never reach the
+// node's disk, and refreshed when the Secret changes. Secret content is
+// never logged, put into an error or served.
+package secret
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins/contentdir"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// Name is the plugin's kubelet name.
+const Name = "kubernetes.io/secret"
+
+// Plugin sets up secret volumes.
+type Plugin struct {
+	Mounter mount.Mounter
+}
+
+var (
+	_ volume.Plugin    = (*Plugin)(nil)
+	_ volume.Versioner = (*Plugin)(nil)
+	_ volume.Validator = (*Plugin)(nil)
+)
+
+// Name implements volume.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+// CanSupport implements volume.Plugin.
+func (p *Plugin) CanSupport(v *v1.Volume) bool { return v.Secret != nil }
+
+// Validate checks the name, items and modes.
+func (p *Plugin) Validate(spec *volume.Spec) error {
+	src := spec.Volume.Secret
+	if src.SecretName == "" {
+		return errors.New("secret.secretName is required")
+	}
+	return contentdir.ValidateItems("secret", src.Items, src.DefaultMode)
+}
+
+// ContentVersion is the Secret's uid and resourceVersion, or "absent".
+func (p *Plugin) ContentVersion(spec *volume.Spec) (string, error) {
+	s, err := spec.Objects.Secret(spec.Pod.Namespace, spec.Volume.Secret.SecretName)
+	if errors.Is(err, volume.ErrNotFound) {
+		return "absent", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(s.UID) + "@" + s.ResourceVersion, nil
+}
+
+// SetUp writes the Secret's content into dir, on a tmpfs.
+func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volume.Result, error) {
+	src := spec.Volume.Secret
+	s, err := spec.Objects.Secret(spec.Pod.Namespace, src.SecretName)
+	if err != nil && !errors.Is(err, volume.ErrNotFound) {
+		return volume.Result{}, fmt.Errorf("get secret %s/%s: %w", spec.Pod.Namespace, src.SecretName, err)
+	}
+	if err != nil {
+		s = nil
+	}
+	payload, err := Payload(spec.Pod.Namespace, src.SecretName, s, src.Items, contentdir.Mode(src.DefaultMode), src.Optional != nil && *src.Optional)
+	if err != nil {
+		return volume.Result{}, err
+	}
+	contentdir.ApplyFsGroup(spec.Pod, payload)
+	if err := p.dir().SetUp(ctx, dir, payload); err != nil {
+		return volume.Result{}, err
+	}
+	return volume.Result{Path: dir}, nil
+}
+
+// TearDown unmounts the tmpfs and removes the directory.
+func (p *Plugin) TearDown(ctx context.Context, dir string) error {
+	return p.dir().TearDown(ctx, dir)
+}
+
+func (p *Plugin) dir() contentdir.Dir {
+	return contentdir.Dir{Mounter: p.Mounter, Memory: true}
+}
+
+// Payload returns the files a Secret projects: every key, or only the listed
+// items at their paths. s is nil when the Secret does not exist: that gives
+// an empty payload when optional and an error otherwise.
+func Payload(namespace, name string, s *v1.Secret, items []v1.KeyToPath, mode os.FileMode, optional bool) (contentdir.Payload, error) {
+	what := fmt.Sprintf("secret %s/%s", namespace, name)
+	if s == nil {
+		if optional {
+			return contentdir.Payload{}, nil
+		}
+		return nil, fmt.Errorf("%s not found", what)
+	}
+	return contentdir.Project(what, s.Data, items, mode, optional)
+}

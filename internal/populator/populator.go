@@ -1,0 +1,137 @@
+// Package populator fills the desired state of the world from the pod
+// sources: for every pod on this node that has not terminated, every volume
+// it needs, with the plugin that handles it and its content version.
+//
+// It is level-triggered: a notification from any source leads to one full
+// pass over every source's current state (cheap: it reads in-memory caches
+// and resourceVersions, never volume content). A slow jittered resync is the
+// safety net. It removes a pod from the desired state only when the pod's
+// source is synced and no longer lists it.
+package populator
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"go.uber.org/zap"
+
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/volume"
+	"github.com/volume-agent/volume-agent/internal/wakeup"
+)
+
+// Plugins finds the plugin for a pod volume.
+type Plugins interface {
+	Find(v *v1.Volume) (volume.Plugin, error)
+}
+
+// DefaultResync is the safety-net pass period.
+const DefaultResync = time.Minute
+
+// Config configures a Populator.
+type Config struct {
+	Sources []source.Source
+	Desired *dsw.World
+	Plugins Plugins
+	Logger  *zap.Logger
+	// Resync is the safety-net pass period (1 min, jittered ±10%).
+	Resync time.Duration
+}
+
+// Populator keeps the desired state in step with the sources.
+type Populator struct {
+	cfg    Config
+	log    *zap.Logger
+	wake   *wakeup.Signal
+	passes atomic.Int64
+}
+
+// New returns a populator; it starts nothing.
+func New(cfg Config) *Populator {
+	if cfg.Resync == 0 {
+		cfg.Resync = DefaultResync
+	}
+	return &Populator{cfg: cfg, log: cfg.Logger.Named("populator"), wake: wakeup.New("populator")}
+}
+
+// Notify asks for a pass soon. It never blocks.
+func (p *Populator) Notify() { p.wake.Notify() }
+
+// Stuck returns an error when a pass has been pending for longer than limit.
+func (p *Populator) Stuck(limit time.Duration) error { return p.wake.Stuck(limit) }
+
+// Passes returns how many passes have run (for tests and benchmarks).
+func (p *Populator) Passes() int64 { return p.passes.Load() }
+
+// Run populates until ctx ends.
+func (p *Populator) Run(ctx context.Context) error {
+	timer := time.NewTimer(jitter(p.cfg.Resync))
+	defer timer.Stop()
+	for {
+		p.wake.Taken()
+		p.Populate()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.wake.C():
+		case <-timer.C:
+			timer.Reset(jitter(p.cfg.Resync))
+		}
+	}
+}
+
+// Populate runs one pass.
+func (p *Populator) Populate() {
+	seen := map[types.UID]bool{}
+	synced := map[string]bool{}
+	allSynced := true
+	for _, src := range p.cfg.Sources {
+		synced[src.Name()] = src.Status().Synced
+		allSynced = allSynced && synced[src.Name()]
+		p.addSource(src, seen)
+	}
+	for _, pod := range p.cfg.Desired.Pods() {
+		if !seen[pod.UID] && synced[pod.Source] {
+			p.cfg.Desired.DeletePod(pod.UID)
+			p.log.Info("pod removed from desired state", podFields(pod.Namespace, pod.Name, pod.UID)...)
+		}
+	}
+	if allSynced {
+		p.cfg.Desired.MarkPopulated()
+	}
+	p.passes.Add(1)
+}
+
+func (p *Populator) addSource(src source.Source, seen map[types.UID]bool) {
+	node := src.Node()
+	for _, pod := range src.Pods() {
+		if terminated(pod) {
+			continue
+		}
+		if seen[pod.UID] {
+			p.log.Info("ignoring pod with a UID already in use", podFields(pod.Namespace, pod.Name, pod.UID)...)
+			continue
+		}
+		seen[pod.UID] = true
+		p.cfg.Desired.SetPod(p.desiredPod(src, pod, node))
+	}
+}
+
+// terminated pods need no volumes: their volumes are torn down.
+func terminated(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+func podFields(namespace, name string, uid types.UID) []zap.Field {
+	return []zap.Field{zap.String("pod", namespace+"/"+name), zap.String("podUID", string(uid))}
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1))
+}

@@ -1,0 +1,110 @@
+package status
+
+import (
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+)
+
+// Volume states shown by the API.
+const (
+	Pending     = "Pending"
+	Mounted     = "Mounted"
+	Failed      = "Failed"
+	Unsupported = "Unsupported"
+)
+
+// Pod is one pod in the API.
+type Pod struct {
+	UID       string   `json:"uid"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Ready     bool     `json:"ready"`
+	Volumes   []Volume `json:"volumes"`
+}
+
+// Volume is one volume of a pod in the API. It never carries content.
+type Volume struct {
+	Name   string `json:"name"`
+	Plugin string `json:"plugin"`
+	// Path is where the volume's content is on the host; empty until set up.
+	Path  string `json:"path"`
+	State string `json:"state"`
+	Error string `json:"error"`
+}
+
+// Worlds is what the status is computed from.
+type Worlds struct {
+	Desired *dsw.World
+	Actual  *asw.World
+}
+
+// Pods computes the status of every desired pod.
+func (w Worlds) Pods() []Pod {
+	actual := map[dsw.Key]asw.Volume{}
+	for _, v := range w.Actual.Volumes() {
+		actual[v.Key()] = v
+	}
+	desired := w.Desired.Pods()
+	out := make([]Pod, 0, len(desired))
+	for _, p := range desired {
+		out = append(out, w.pod(p, actual))
+	}
+	return out
+}
+
+// Pod computes the status of one pod.
+func (w Worlds) Pod(uid string) (Pod, bool) {
+	for _, p := range w.Pods() {
+		if p.UID == uid {
+			return p, true
+		}
+	}
+	return Pod{}, false
+}
+
+func (w Worlds) pod(p dsw.Pod, actual map[dsw.Key]asw.Volume) Pod {
+	out := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Ready: true, Volumes: []Volume{}}
+	for _, d := range p.Volumes {
+		key := dsw.Key{PodUID: p.UID, Volume: d.Name}
+		a, ok := actual[key]
+		v := volumeStatus(d, a, ok, w.Desired.Error(key))
+		out.Ready = out.Ready && v.State == Mounted
+		out.Volumes = append(out.Volumes, v)
+	}
+	return out
+}
+
+// volumeStatus: Unsupported and Failed for spec problems; Mounted once set
+// up with the desired plugin (an error then is a failed refresh: the old
+// content stays); Failed after a failed set-up; Pending otherwise.
+func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
+	v := Volume{Name: d.Name, Plugin: d.Plugin, Error: opErr}
+	switch {
+	case d.Unsupported:
+		v.State, v.Error = Unsupported, d.Problem
+	case d.Problem != "" && !(have && a.State == asw.Mounted):
+		v.State, v.Error = Failed, d.Problem
+	case have && a.State == asw.Mounted && (a.Plugin == d.Plugin || d.Plugin == ""):
+		v.State, v.Path, v.Plugin = Mounted, a.Path, a.Plugin
+		if d.Problem != "" {
+			v.Error = d.Problem
+		}
+	case opErr != "":
+		v.State = Failed
+	default:
+		v.State = Pending
+	}
+	return v
+}
+
+// VolumesByState counts the desired volumes in each state; every state is
+// present, possibly with 0.
+func (w Worlds) VolumesByState() map[string]int {
+	counts := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0}
+	for _, p := range w.Pods() {
+		for _, v := range p.Volumes {
+			counts[v.State]++
+		}
+	}
+	return counts
+}

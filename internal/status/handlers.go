@@ -1,0 +1,103 @@
+package status
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/volume-agent/volume-agent/internal/source"
+)
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.Healthy != nil {
+		if err := s.cfg.Healthy(); err != nil {
+			writeText(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if reason := s.notReady(); reason != "" {
+		writeText(w, http.StatusServiceUnavailable, reason)
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+// notReady says why the agent is not ready, or returns "".
+func (s *Server) notReady() string {
+	var reasons []string
+	if s.cfg.Recovered != nil && !s.cfg.Recovered() {
+		reasons = append(reasons, "start-up recovery of mounted volumes is not done")
+	}
+	for _, src := range s.cfg.Sources {
+		if st := src.Status(); !st.Synced {
+			reasons = append(reasons, fmt.Sprintf("source %s is not synced: %s", st.Name, st.Reason))
+		}
+	}
+	return strings.Join(reasons, "; ")
+}
+
+func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string][]Pod{"pods": s.cfg.Worlds.Pods()})
+}
+
+func (s *Server) sources(w http.ResponseWriter, _ *http.Request) {
+	out := make([]source.Status, 0, len(s.cfg.Sources))
+	for _, src := range s.cfg.Sources {
+		out = append(out, src.Status())
+	}
+	writeJSON(w, http.StatusOK, map[string][]source.Status{"sources": out})
+}
+
+// pod answers for one pod. With ?wait=DURATION it answers as soon as the pod
+// is ready (200) or, when the time is up, 504 with the same body (404 if the
+// pod never appeared).
+func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
+	uid := r.PathValue("uid")
+	wait, err := parseWait(r.URL.Query().Get("wait"))
+	if err != nil {
+		writeText(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		changed := s.changes()
+		p, found := s.cfg.Worlds.Pod(uid)
+		if wait == 0 || (found && p.Ready) {
+			writePod(w, p, found, http.StatusOK)
+			return
+		}
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			return
+		case <-deadline.C:
+			writePod(w, p, found, http.StatusGatewayTimeout)
+			return
+		}
+	}
+}
+
+func writePod(w http.ResponseWriter, p Pod, found bool, code int) {
+	if !found {
+		writeText(w, http.StatusNotFound, "pod not found")
+		return
+	}
+	writeJSON(w, code, p)
+}
+
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("wait=%q: want a duration such as 5s", v)
+	}
+	return min(d, MaxWait), nil
+}
