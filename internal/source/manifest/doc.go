@@ -1,0 +1,26 @@
+// Package manifest is the pod source for running without a cluster: it reads
+// Pods, ConfigMaps, Secrets, PersistentVolumes, PersistentVolumeClaims and
+// the Node object from the YAML and JSON files directly inside one directory,
+// and keeps them current with fsnotify and a slow, jittered resync.
+//
+// It owns the file cache (the bytes of every file it read, the objects each
+// file defined last time it was good) and the snapshot it hands out. It never
+// touches volumes or the desired state itself.
+//
+// Invariants:
+//
+//   - A file with any problem is rejected whole and the last good content of
+//     that file stays in force: a typo never makes a pod disappear. Only
+//     deleting a file removes its objects.
+//   - The source is not synced until the first full scan is done and every
+//     file present has parsed at least once since start, so the agent tears
+//     down nothing it found on disk that might belong to a pod in a broken
+//     file.
+//   - Objects handed out are read-only snapshots: they are built fresh when a
+//     file changes and never mutated afterwards.
+//   - ConfigMap and Secret content never reaches a log line or a status
+//     error: messages are built from our own words, field paths and key
+//     names, never from document text or decoder messages about those kinds.
+//   - Run starts no goroutine of its own besides the watcher, which it closes
+//     (and so joins) before returning.
+package manifest

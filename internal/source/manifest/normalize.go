@@ -1,0 +1,133 @@
+package manifest
+
+import (
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// uidNamespace is the UUID namespace under which pods without metadata.uid
+// get a name-based (version 5) UID. Never change it: the UID names the pod's
+// directories on disk.
+var uidNamespace = [16]byte{
+	0x75, 0xaa, 0xa5, 0x9f, 0x6b, 0x05, 0x44, 0x11,
+	0x85, 0x9f, 0x25, 0x25, 0x66, 0xa1, 0xe6, 0xe1,
+}
+
+// safeUID is what an explicit pod UID may look like: it becomes one path
+// component (pods/<uid>), so no separator, no "." or "..", no hidden name.
+var safeUID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// normalize validates a decoded object and makes it what the API server would
+// have stored: namespace defaulted, Secret stringData merged, a pod UID, and
+// a resourceVersion that is a hash of the content.
+func (p *parser) normalize(obj runtime.Object, at where) (object, error) {
+	gvk := v1.SchemeGroupVersion.WithKind(at.kind)
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	m := obj.(metav1.Object)
+	if err := validateMeta(m, at.kind); err != nil {
+		return object{}, err
+	}
+	if err := p.normalizeKind(obj); err != nil {
+		return object{}, err
+	}
+	version, err := contentVersion(obj, m)
+	if err != nil {
+		return object{}, err
+	}
+	k := key{kind: at.kind, namespace: m.GetNamespace(), name: m.GetName()}
+	return object{key: k, obj: obj, version: version, at: at}, nil
+}
+
+// validateMeta checks the name and defaults or clears the namespace.
+func validateMeta(m metav1.Object, kind string) error {
+	if m.GetName() == "" {
+		return fmt.Errorf("metadata.name is missing")
+	}
+	if msgs := validation.IsDNS1123Subdomain(m.GetName()); len(msgs) > 0 {
+		return fmt.Errorf("invalid metadata.name %q: %s", m.GetName(), strings.Join(msgs, "; "))
+	}
+	switch {
+	case !namespaced[kind]:
+		m.SetNamespace("") // as the API server does for cluster-scoped kinds
+	case m.GetNamespace() == "":
+		m.SetNamespace(metav1.NamespaceDefault)
+	}
+	if msgs := validation.IsDNS1123Label(m.GetNamespace()); m.GetNamespace() != "" && len(msgs) > 0 {
+		return fmt.Errorf("invalid metadata.namespace %q: %s", m.GetNamespace(), strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+func (p *parser) normalizeKind(obj runtime.Object) error {
+	switch o := obj.(type) {
+	case *v1.Pod:
+		return p.normalizePod(o)
+	case *v1.Secret:
+		mergeStringData(o)
+	}
+	return nil
+}
+
+// normalizePod gives the pod a UID and binds it to this node when it names none.
+func (p *parser) normalizePod(pod *v1.Pod) error {
+	switch {
+	case pod.UID == "":
+		pod.UID = nameUID(uidNamespace, pod.Namespace+"/"+pod.Name)
+	case !safeUID.MatchString(string(pod.UID)):
+		return fmt.Errorf("metadata.uid %q is not a safe directory name "+
+			"(letters, digits, '.', '_', '-', starting with a letter or digit, at most 128)", pod.UID)
+	}
+	if pod.Spec.NodeName == "" {
+		pod.Spec.NodeName = p.nodeName
+	}
+	return nil
+}
+
+// mergeStringData moves stringData into data, stringData winning, as the API
+// server does on write.
+func mergeStringData(s *v1.Secret) {
+	if len(s.StringData) > 0 && s.Data == nil {
+		s.Data = make(map[string][]byte, len(s.StringData))
+	}
+	for k, v := range s.StringData {
+		s.Data[k] = []byte(v)
+	}
+	s.StringData = nil
+}
+
+// nameUID returns the version 5 (SHA-1, name-based) UUID of name in namespace ns.
+func nameUID(ns [16]byte, name string) types.UID {
+	h := sha1.New()
+	h.Write(ns[:])
+	h.Write([]byte(name))
+	u := h.Sum(nil)[:16]
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]))
+}
+
+// contentVersion sets metadata.resourceVersion to a short hash of the
+// object's normalized content and returns it. Equal content gives an equal
+// version, across restarts too: encoding/json sorts map keys.
+func contentVersion(obj runtime.Object, m metav1.Object) (string, error) {
+	m.SetResourceVersion("")
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return "", fmt.Errorf("hash content: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	version := hex.EncodeToString(sum[:8])
+	m.SetResourceVersion(version)
+	return version, nil
+}

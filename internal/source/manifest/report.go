@@ -1,0 +1,84 @@
+package manifest
+
+import (
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/volume-agent/volume-agent/internal/source"
+)
+
+// status reports the problems of every file and whether the source is synced.
+func (sc *scanner) status(dirErr error) source.Status {
+	st := source.Status{Name: sourceName}
+	if dirErr != nil {
+		st.Errors = append(st.Errors, dirErr.Error())
+	}
+	var pending []string
+	for _, name := range slices.Sorted(maps.Keys(sc.files)) {
+		f := sc.files[name]
+		for _, p := range f.allProblems() {
+			st.Errors = append(st.Errors, p.format(name))
+		}
+		if !f.accepted {
+			pending = append(pending, name)
+		}
+	}
+	switch {
+	case !sc.listed:
+		st.Reason = "manifest directory cannot be read"
+	case len(pending) > 0:
+		st.Reason = "waiting for files that have not parsed since start: " + strings.Join(pending, ", ")
+	default:
+		st.Synced = true
+	}
+	return st
+}
+
+// logChanges logs each file's problems once per distinct content and problem
+// list, and the directory error once per distinct message.
+func (sc *scanner) logChanges(dirErr error) {
+	if msg := errString(dirErr); msg != sc.loggedDirErr {
+		sc.loggedDirErr = msg
+		if dirErr != nil {
+			sc.logger.Info("manifest directory cannot be read", zap.Error(dirErr))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(sc.files)) {
+		sc.logFile(name, sc.files[name])
+	}
+}
+
+func (sc *scanner) logFile(name string, f *fileState) {
+	var msgs []string
+	for _, p := range f.allProblems() {
+		msgs = append(msgs, p.format(name))
+	}
+	report := ""
+	if len(msgs) > 0 {
+		report = hex.EncodeToString(f.sum[:]) + "\n" + strings.Join(msgs, "\n")
+	}
+	if report == f.logged {
+		return
+	}
+	switch {
+	case report == "":
+		sc.logger.Info("manifest file problems resolved", zap.String("file", name))
+	case f.parsedOK() && f.conflicts == nil:
+		sc.logger.Info("manifest file has warnings", zap.String("file", name), zap.Strings("errors", msgs))
+	default:
+		sc.logger.Info("manifest file rejected, last good content stays in force",
+			zap.String("file", name), zap.Strings("errors", msgs), zap.Bool("hasGoodContent", f.accepted))
+	}
+	f.logged = report
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

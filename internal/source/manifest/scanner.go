@@ -1,0 +1,180 @@
+package manifest
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+)
+
+// maxFileSize caps the size of one manifest file.
+const maxFileSize = 16 << 20
+
+// fileState is what the scanner knows about one manifest file.
+type fileState struct {
+	// sum is the SHA-256 of the bytes last read; valid when read is set.
+	sum  [sha256.Size]byte
+	read bool
+	// parsed and problems are the result of parsing those bytes; parsed is
+	// usable when no problem is fatal.
+	parsed   []object
+	problems []problem
+	// conflicts are the duplicates with earlier files found by the last merge.
+	conflicts []problem
+	// good is the content in force: the last parse that was accepted.
+	good     []object
+	accepted bool
+	// logged is the problem report last logged, so it is logged once.
+	logged string
+}
+
+// parsedOK reports whether the bytes last read parsed without a fatal problem.
+func (f *fileState) parsedOK() bool { return f.read && !hasFatal(f.problems) }
+
+// allProblems returns the file's current problems in document order.
+func (f *fileState) allProblems() []problem {
+	return append(append([]problem(nil), f.problems...), f.conflicts...)
+}
+
+// scanner owns the file cache. It is used by one goroutine at a time (Run's).
+type scanner struct {
+	dir      string
+	nodeName string
+	parser   *parser
+	logger   *zap.Logger
+	files    map[string]*fileState
+	// listed is set once a directory listing succeeded: the first full scan is done.
+	listed bool
+	// loggedDirErr is the directory error last logged.
+	loggedDirErr string
+}
+
+func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
+	return &scanner{
+		dir:      dir,
+		nodeName: nodeName,
+		parser:   newParser(nodeName),
+		logger:   logger,
+		files:    map[string]*fileState{},
+	}
+}
+
+// scan rereads the directory, reparses the files whose bytes changed and
+// returns the resulting snapshot.
+func (sc *scanner) scan() *snapshot {
+	names, err := sc.list()
+	if err == nil {
+		sc.listed = true
+		sc.refresh(names)
+	}
+	objs := sc.merge()
+	sc.logChanges(err)
+	return newSnapshot(objs, sc.nodeName, sc.status(err))
+}
+
+// list returns the names of the candidate manifest files in the directory.
+func (sc *scanner) list() ([]string, error) {
+	entries, err := os.ReadDir(sc.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest directory: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if isManifestName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// isManifestName accepts *.yaml, *.yml and *.json and refuses hidden files
+// (including the ..data machinery of a mounted configMap) and editor
+// backups, locks and swap files.
+func isManifestName(name string) bool {
+	switch {
+	case strings.HasPrefix(name, "."), strings.HasPrefix(name, "#"), strings.HasPrefix(name, "~"):
+		return false
+	}
+	switch filepath.Ext(name) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// refresh forgets files that are gone and loads the others.
+func (sc *scanner) refresh(names []string) {
+	present := make(map[string]bool, len(names))
+	for _, name := range names {
+		present[name] = sc.load(name)
+	}
+	for name := range sc.files {
+		if !present[name] {
+			delete(sc.files, name)
+			sc.logger.Info("manifest file removed", zap.String("file", name))
+		}
+	}
+}
+
+// load reads one file and reparses it when its bytes changed. It returns
+// false when the file is not there (or is not a regular file).
+func (sc *scanner) load(name string) bool {
+	raw, err := readManifest(filepath.Join(sc.dir, name))
+	if errors.Is(err, errNotManifest) {
+		return false
+	}
+	f := sc.files[name]
+	if f == nil {
+		f = &fileState{}
+		sc.files[name] = f
+	}
+	if err != nil {
+		f.read, f.parsed, f.problems = false, nil, []problem{{msg: err.Error()}}
+		return true
+	}
+	if sum := sha256.Sum256(raw); !f.read || sum != f.sum {
+		f.sum, f.read = sum, true
+		f.parsed, f.problems = sc.parser.parseFile(name, raw)
+		sc.logger.Debug("manifest file parsed", zap.String("file", name), zap.Int("objects", len(f.parsed)))
+	}
+	return true
+}
+
+// errNotManifest means the name is absent or not a regular file.
+var errNotManifest = errors.New("not a regular file")
+
+// readManifest reads a regular file, following symlinks, up to maxFileSize.
+// It opens without blocking and checks the opened file too, so a FIFO
+// swapped in after the stat cannot hang the scan.
+func readManifest(path string) ([]byte, error) {
+	// Stat first so that a device is never even opened.
+	if info, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && !info.Mode().IsRegular()) {
+		return nil, errNotManifest
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errNotManifest
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read file: %w", err)
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return nil, errNotManifest
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read file: %w", err)
+	}
+	if len(raw) > maxFileSize {
+		return nil, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
+	}
+	return raw, nil
+}

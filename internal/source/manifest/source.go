@@ -1,0 +1,189 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// sourceName is the name of this source in logs and the status API.
+const sourceName = "manifests"
+
+// defaultResync is the period of the safety full rescan when Config.Resync is zero.
+const defaultResync = time.Minute
+
+// Config configures a manifest Source.
+type Config struct {
+	// Dir is the directory of manifests. Required; must exist and be a directory.
+	Dir string
+	// NodeName is this node's name. Required.
+	NodeName string
+	// Logger is required; the source names it "manifests".
+	Logger *zap.Logger
+	// OnChange is called after the state (pods, objects, errors, synced)
+	// changed. It is never called while a lock is held and may be called
+	// spuriously. It runs on Run's goroutine, so it should only signal (for
+	// example enqueue) and return. Optional.
+	OnChange func()
+	// Resync is the period of the full rescan that catches missed events,
+	// jittered by ±10%. Default 1m.
+	Resync time.Duration
+}
+
+// Source reads pods and the objects they refer to from a directory of
+// manifests. Create it with New.
+type Source struct {
+	dir      string
+	nodeName string
+	resync   time.Duration
+	onChange func()
+	logger   *zap.Logger
+
+	// scanner is owned by the goroutine in Run; nothing else touches it.
+	scanner *scanner
+	// running prevents two concurrent calls of Run from sharing the scanner.
+	running atomic.Bool
+
+	mu   sync.Mutex
+	snap *snapshot // guarded by mu; replaced, never modified
+}
+
+var _ source.Source = (*Source)(nil)
+
+// New validates cfg and returns a Source. It starts nothing and reads no
+// manifest: Run does.
+func New(cfg Config) (*Source, error) {
+	if err := validateConfig(cfg); err != nil {
+		return nil, err
+	}
+	resync := cfg.Resync
+	if resync == 0 {
+		resync = defaultResync
+	}
+	dir := filepath.Clean(cfg.Dir)
+	logger := cfg.Logger.Named(sourceName).With(zap.String("dir", dir))
+	return &Source{
+		dir:      dir,
+		nodeName: cfg.NodeName,
+		resync:   resync,
+		onChange: cfg.OnChange,
+		logger:   logger,
+		scanner:  newScanner(dir, cfg.NodeName, logger),
+		snap:     initialSnapshot(),
+	}, nil
+}
+
+func validateConfig(cfg Config) error {
+	switch {
+	case cfg.Dir == "":
+		return errors.New("manifest source: Dir is required")
+	case cfg.NodeName == "":
+		return errors.New("manifest source: NodeName is required")
+	case cfg.Logger == nil:
+		return errors.New("manifest source: Logger is required")
+	case cfg.Resync < 0:
+		return fmt.Errorf("manifest source: Resync %v is negative", cfg.Resync)
+	}
+	info, err := os.Stat(cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("manifest source: manifest directory: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("manifest source: manifest directory %q is not a directory", cfg.Dir)
+	}
+	return nil
+}
+
+// Name returns "manifests".
+func (s *Source) Name() string { return sourceName }
+
+// Pods returns the pods bound to this node (spec.nodeName empty or equal to
+// NodeName), sorted by namespace and name. The pods are shared, read-only
+// snapshots; the slice is the caller's.
+func (s *Source) Pods() []*v1.Pod {
+	return slices.Clone(s.current().pods)
+}
+
+// Objects resolves ConfigMaps and Secrets against the current state at each call.
+func (s *Source) Objects() volume.Objects { return objects{s: s} }
+
+// Node returns the Node object named NodeName, or nil.
+func (s *Source) Node() *v1.Node {
+	node, err := lookup[*v1.Node](s, key{kind: kindNode, name: s.nodeName})
+	if err != nil {
+		return nil
+	}
+	return node
+}
+
+// PersistentVolume returns the named PersistentVolume; the error wraps
+// volume.ErrNotFound when there is none.
+func (s *Source) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	return lookup[*v1.PersistentVolume](s, key{kind: kindPV, name: name})
+}
+
+// PersistentVolumeClaim returns the named claim; the error wraps
+// volume.ErrNotFound when there is none.
+func (s *Source) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	return lookup[*v1.PersistentVolumeClaim](s, key{kind: kindPVC, namespace: namespace, name: name})
+}
+
+// Status reports whether the source is synced and what is wrong with it now.
+func (s *Source) Status() source.Status {
+	st := s.current().status
+	st.Errors = slices.Clone(st.Errors)
+	return st
+}
+
+func (s *Source) current() *snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap
+}
+
+// publish makes next the current snapshot and calls OnChange, outside the
+// lock, when it differs from the previous one.
+func (s *Source) publish(next *snapshot) {
+	s.mu.Lock()
+	changed := !s.snap.equal(next)
+	if changed {
+		s.snap = next
+	}
+	s.mu.Unlock()
+	if changed && s.onChange != nil {
+		s.onChange()
+	}
+}
+
+// lookup returns the object under k in the current snapshot.
+func lookup[T runtime.Object](s *Source, k key) (T, error) {
+	obj, ok := s.current().objects[k]
+	if !ok {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", k, volume.ErrNotFound)
+	}
+	return obj.(T), nil
+}
+
+// objects implements volume.Objects on the source's current snapshot.
+type objects struct{ s *Source }
+
+func (o objects) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
+	return lookup[*v1.ConfigMap](o.s, key{kind: kindConfigMap, namespace: namespace, name: name})
+}
+
+func (o objects) Secret(namespace, name string) (*v1.Secret, error) {
+	return lookup[*v1.Secret](o.s, key{kind: kindSecret, namespace: namespace, name: name})
+}
