@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -142,10 +143,20 @@ func (sc *scanner) load(name string) bool {
 	if sum := sha256.Sum256(raw); !f.read || sum != f.sum {
 		f.sum, f.read = sum, true
 		f.parsed, f.problems = sc.parser.parseFile(name, raw)
+		if len(bytes.TrimSpace(raw)) == 0 && len(f.good) > 0 {
+			f.problems = []problem{{msg: errEmptied}}
+		}
 		sc.logger.Debug("manifest file parsed", zap.String("file", name), zap.Int("objects", len(f.parsed)))
 	}
 	return true
 }
+
+// errEmptied rejects a file that had objects and is now empty. A shell
+// redirect (`kubectl get pod -o yaml > pod.yaml`) truncates the file before
+// the writer has anything to write; taking the empty file at its word would
+// tear the pods' volumes down and delete their emptyDir data. Deleting the
+// file is how objects are removed.
+const errEmptied = "file is empty: keeping its last good content (delete the file to remove its objects)"
 
 // errNotManifest means the name is absent or not a regular file.
 var errNotManifest = errors.New("not a regular file")

@@ -256,3 +256,27 @@ func mustSymlink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
+
+func TestEmptiedFileKeepsItsPods(t *testing.T) {
+	h := start(t, t.TempDir())
+	h.write("web.yaml", pod("web", "v1"))
+	h.write("blank.yaml", "")
+	h.expect("create", h.havePods("default/web"))
+
+	h.write("web.yaml", "") // a shell redirect truncates before writing
+	h.expect("emptied file reported", func() bool { return len(h.src.Status().Errors) == 1 })
+	if got := h.src.Status().Errors[0]; !strings.Contains(got, "web.yaml: file is empty") {
+		t.Errorf("error %q, want one saying web.yaml is empty", got)
+	}
+	if !h.havePods("default/web")() {
+		t.Fatalf("pods %v after the file was emptied, want web kept", podNames(h.src.Pods()))
+	}
+
+	h.write("web.yaml", pod("web", "v2"))
+	h.expect("rewritten", func() bool { return len(h.src.Status().Errors) == 0 && h.image("web") == "v2" })
+
+	if err := os.Remove(filepath.Join(h.dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("deleted", h.havePods())
+}
