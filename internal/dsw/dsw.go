@@ -8,6 +8,7 @@
 package dsw
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -67,8 +68,10 @@ func New(onChange func()) *World {
 
 // SetPod adds or replaces a pod. Replacing a pod with one that differs only
 // in its Spec pointers stores the new specs without signalling a change.
+// The world keeps its own copy of p.Volumes.
 func (w *World) SetPod(p Pod) {
-	sort.Slice(p.Volumes, func(i, j int) bool { return p.Volumes[i].Name < p.Volumes[j].Name })
+	p.Volumes = slices.Clone(p.Volumes)
+	sort.SliceStable(p.Volumes, func(i, j int) bool { return p.Volumes[i].Name < p.Volumes[j].Name })
 	w.mu.Lock()
 	old, had := w.pods[p.UID]
 	w.pods[p.UID] = p
@@ -98,29 +101,39 @@ func (w *World) DeletePod(uid types.UID) {
 	}
 }
 
-// Pods returns a snapshot of every pod, sorted by namespace and name.
+// Pods returns a snapshot of every pod, sorted by namespace, name and UID.
+// The snapshot is a copy: changing it does not change the world.
 func (w *World) Pods() []Pod {
 	w.mu.Lock()
 	out := make([]Pod, 0, len(w.pods))
 	for _, p := range w.pods {
-		out = append(out, p)
+		out = append(out, clonePod(p))
 	}
 	w.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {
 			return out[i].Namespace < out[j].Namespace
 		}
-		return out[i].Name < out[j].Name
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].UID < out[j].UID
 	})
 	return out
 }
 
-// Pod returns one pod.
+// Pod returns a copy of one pod.
 func (w *World) Pod(uid types.UID) (Pod, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	p, ok := w.pods[uid]
-	return p, ok
+	return clonePod(p), ok
+}
+
+// clonePod copies p's volume list; the Specs stay shared (they are read-only).
+func clonePod(p Pod) Pod {
+	p.Volumes = slices.Clone(p.Volumes)
+	return p
 }
 
 // Volume returns one volume of one pod.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -17,8 +19,8 @@ type Found struct {
 }
 
 // Scan lists the pod directories and the volume directories below them.
-// Entries that are not directories (or are symlinks) are skipped: the agent
-// made none of them.
+// Entries that are not directories (or are symlinks) are skipped, at every
+// level: the agent made none of them.
 func (r Root) Scan() (pods []types.UID, volumes []Found, err error) {
 	podNames, err := readDirs(r.PodsDir())
 	if err != nil {
@@ -45,12 +47,22 @@ func (r Root) Scan() (pods []types.UID, volumes []Found, err error) {
 	return pods, volumes, nil
 }
 
-// readDirs lists the names of real directories in dir; a missing dir is empty.
+// readDirs lists the names of real directories in dir, sorted. A missing dir
+// is empty, and so is a file or a symlink where dir should be: a symlink is
+// never followed, or a planted link would make the agent tear down
+// directories outside the root. (O_NOFOLLOW with O_DIRECTORY fails with
+// ENOTDIR on a symlink, ELOOP without O_DIRECTORY.)
 func readDirs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", dir, &os.PathError{Op: "open", Path: dir, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, fmt.Errorf("scan %s: %w", dir, err)
 	}
@@ -60,5 +72,6 @@ func readDirs(dir string) ([]string, error) {
 			names = append(names, e.Name())
 		}
 	}
+	sort.Strings(names)
 	return names, nil
 }

@@ -1,0 +1,192 @@
+package asw
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/dsw"
+)
+
+func counted() (*World, *atomic.Int64) {
+	var n atomic.Int64
+	return New(func() { n.Add(1) }), &n
+}
+
+func mounted(uid, name, version string) Volume {
+	return Volume{PodUID: types.UID(uid), Name: name, Plugin: "kubernetes.io/empty-dir", Dir: "/root/" + uid + "/" + name, Path: "/root/" + uid + "/" + name, State: Mounted, Version: version}
+}
+
+func found(uid, name string) Volume {
+	v := mounted(uid, name, "")
+	v.State, v.Reconstructed = Uncertain, true
+	return v
+}
+
+func TestSetGetDelete(t *testing.T) {
+	w, n := counted()
+	v := mounted("p", "v", "1")
+	w.Set(v)
+	if n.Load() != 1 {
+		t.Fatalf("first Set sent %d signals, want 1", n.Load())
+	}
+	if got, ok := w.Get(v.Key()); !ok || got != v {
+		t.Fatalf("Get = %+v, %v; want %+v", got, ok, v)
+	}
+	w.Set(v)
+	if n.Load() != 1 {
+		t.Fatal("setting the same volume again signalled a change")
+	}
+	v2 := v
+	v2.Version = "2"
+	w.Set(v2)
+	if n.Load() != 2 {
+		t.Fatal("a new version did not signal a change")
+	}
+	w.Delete(v.Key())
+	if _, ok := w.Get(v.Key()); ok {
+		t.Fatal("volume still known after Delete")
+	}
+	if n.Load() != 3 {
+		t.Fatal("Delete did not signal a change")
+	}
+	w.Delete(v.Key())
+	if n.Load() != 3 {
+		t.Fatal("deleting an unknown volume signalled a change")
+	}
+	if got := w.PodDirs(); !reflect.DeepEqual(got, []PodDir{{UID: "p"}}) {
+		t.Fatalf("PodDirs after Delete = %+v; the pod directory must stay known", got)
+	}
+}
+
+func TestKey(t *testing.T) {
+	if got, want := mounted("p", "v", "1").Key(), (dsw.Key{PodUID: "p", Volume: "v"}); got != want {
+		t.Fatalf("Key = %+v, want %+v", got, want)
+	}
+}
+
+func TestVolumesSortedCopies(t *testing.T) {
+	w := New(nil)
+	for _, v := range []Volume{mounted("b", "a", "1"), mounted("a", "z", "1"), mounted("a", "b", "1")} {
+		w.Set(v)
+	}
+	got := w.Volumes()
+	var keys []string
+	for _, v := range got {
+		keys = append(keys, fmt.Sprintf("%s/%s", v.PodUID, v.Name))
+	}
+	if want := []string{"a/b", "a/z", "b/a"}; !reflect.DeepEqual(keys, want) {
+		t.Fatalf("Volumes order = %v, want %v", keys, want)
+	}
+	got[0].State = Uncertain
+	got[0].Version = "mutated"
+	if v, _ := w.Get(dsw.Key{PodUID: "a", Volume: "b"}); v.State != Mounted || v.Version != "1" {
+		t.Fatalf("world changed through a snapshot: %+v", v)
+	}
+	dirs := w.PodDirs()
+	dirs[0].Reconstructed = true
+	if w.PodDirs()[0].Reconstructed {
+		t.Fatal("world changed through a PodDirs snapshot")
+	}
+}
+
+func TestPodDirs(t *testing.T) {
+	tests := []struct {
+		name string
+		do   func(w *World)
+		want []PodDir
+	}{
+		{"found at start", func(w *World) { w.AddPodDir("p", true) }, []PodDir{{UID: "p", Reconstructed: true}}},
+		{"AddPodDir does not overwrite", func(w *World) {
+			w.AddPodDir("p", false)
+			w.AddPodDir("p", true)
+		}, []PodDir{{UID: "p"}}},
+		{"Set of a new volume records its pod dir", func(w *World) { w.Set(mounted("p", "v", "1")) }, []PodDir{{UID: "p"}}},
+		{"reconstructed volume keeps the dir reconstructed", func(w *World) {
+			w.AddPodDir("p", true)
+			w.Set(found("p", "v"))
+		}, []PodDir{{UID: "p", Reconstructed: true}}},
+		{"a successful Set clears Reconstructed", func(w *World) {
+			w.AddPodDir("p", true)
+			w.Set(found("p", "v"))
+			w.Set(mounted("p", "v", "1"))
+		}, []PodDir{{UID: "p"}}},
+		{"Set in one pod leaves the other pod's dir alone", func(w *World) {
+			w.AddPodDir("p", true)
+			w.AddPodDir("q", true)
+			w.Set(mounted("p", "v", "1"))
+		}, []PodDir{{UID: "p"}, {UID: "q", Reconstructed: true}}},
+		{"a reconstructed volume does not mark a live dir reconstructed", func(w *World) {
+			w.Set(mounted("p", "v", "1"))
+			w.Set(found("p", "w"))
+		}, []PodDir{{UID: "p"}}},
+		{"RemovePodDir", func(w *World) {
+			w.AddPodDir("p", true)
+			w.AddPodDir("q", false)
+			w.RemovePodDir("p")
+		}, []PodDir{{UID: "q"}}},
+		{"sorted by UID", func(w *World) {
+			w.AddPodDir("c", false)
+			w.AddPodDir("a", false)
+			w.AddPodDir("b", false)
+		}, []PodDir{{UID: "a"}, {UID: "b"}, {UID: "c"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := New(nil)
+			tt.do(w)
+			if got := w.PodDirs(); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("PodDirs = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPodDirSignals(t *testing.T) {
+	w, n := counted()
+	w.AddPodDir("p", true)
+	w.AddPodDir("p", true)
+	if n.Load() != 1 {
+		t.Fatalf("AddPodDir twice sent %d signals, want 1", n.Load())
+	}
+	w.RemovePodDir("p")
+	w.RemovePodDir("p")
+	if n.Load() != 2 {
+		t.Fatalf("RemovePodDir twice sent %d signals in all, want 2", n.Load())
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	var signals atomic.Int64
+	w := New(func() { signals.Add(1) })
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uid := fmt.Sprint("pod", g%4)
+			for i := range 200 {
+				v := mounted(uid, fmt.Sprint("v", i%5), fmt.Sprint(i))
+				w.Set(v)
+				_, _ = w.Get(v.Key())
+				_ = w.Volumes()
+				_ = w.PodDirs()
+				if i%3 == 0 {
+					w.Delete(v.Key())
+				}
+				if i%50 == 0 {
+					w.AddPodDir(types.UID(uid), true)
+					w.RemovePodDir(types.UID(uid))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if signals.Load() == 0 || len(w.Volumes()) == 0 {
+		t.Fatal("concurrent use lost updates")
+	}
+}
