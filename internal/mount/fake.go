@@ -75,6 +75,13 @@ func (f *Fake) MountsUnder(ctx context.Context, dir string) ([]string, error) {
 	return out, nil
 }
 
+// Calls returns a copy of Log, safe to read while the Fake is in use.
+func (f *Fake) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.Log...)
+}
+
 // Mounted returns the mount recorded on target.
 func (f *Fake) Mounted(target string) (Mount, bool) {
 	f.mu.Lock()

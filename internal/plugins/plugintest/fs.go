@@ -1,0 +1,139 @@
+package plugintest
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moby/sys/mountinfo"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+)
+
+// NeedRoot skips t unless it runs as root; why says what needs root.
+func NeedRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("needs root (%s); run the tests as root to cover it", why)
+	}
+}
+
+// VolumeDir returns a volume directory, not yet created, below a fresh
+// temporary directory. As root, a cleanup unmounts whatever a failed test
+// left mounted below it before the temporary directory is removed.
+func VolumeDir(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	if os.Geteuid() == 0 {
+		t.Cleanup(func() { UnmountAll(t, root) })
+	}
+	return filepath.Join(root, "pods", "uid", "volumes", "plugin~vol", "vol")
+}
+
+// UnmountAll unmounts every mount at or below dir, deepest first.
+func UnmountAll(t *testing.T, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	mounts, err := mount.System{}.MountsUnder(ctx, dir)
+	if err != nil {
+		t.Errorf("list mounts below %s: %v", dir, err)
+	}
+	for _, m := range mounts {
+		if err := (mount.System{}).Unmount(ctx, m); err != nil {
+			t.Errorf("clean up: %v", err)
+		}
+	}
+}
+
+// Mounts returns the kernel's mount table entries at or below dir.
+func Mounts(t *testing.T, dir string) []*mountinfo.Info {
+	t.Helper()
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		t.Fatalf("read mount table: %v", err)
+	}
+	return infos
+}
+
+// Tree describes every entry at or below dir without following symlinks:
+// relative path → mode and file content or link target. A missing dir gives
+// nil.
+func Tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	var tree map[string]string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		var content []byte
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			content = []byte("-> " + target)
+			if err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			if content, err = os.ReadFile(path); err != nil {
+				return err
+			}
+		}
+		if tree == nil {
+			tree = map[string]string{}
+		}
+		rel, _ := filepath.Rel(dir, path)
+		tree[rel] = info.Mode().String() + " " + string(content)
+		return nil
+	})
+	if err != nil && !(os.IsNotExist(err) && tree == nil) {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return tree
+}
+
+// WriteFile writes data to path or fails t.
+func WriteFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReadFile returns the content of path or fails t.
+func ReadFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// mountCalls counts the mounts made on dir: the mounts a Fake recorded
+// there, or the entries at dir in the kernel's mount table.
+func mountCalls(t *testing.T, m mount.Mounter, dir string) int {
+	t.Helper()
+	if f, ok := m.(*mount.Fake); ok {
+		n := 0
+		for _, line := range f.Calls() {
+			if strings.HasPrefix(line, "mount ") && strings.HasSuffix(line, " "+dir) {
+				n++
+			}
+		}
+		return n
+	}
+	n := 0
+	for _, info := range Mounts(t, dir) {
+		if info.Mountpoint == dir {
+			n++
+		}
+	}
+	return n
+}
