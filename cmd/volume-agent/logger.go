@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 
+	"github.com/go-logr/zapr"
+	"k8s.io/klog/v2"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -27,4 +30,9 @@ func newLogger(level, format string) (*zap.Logger, error) {
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.Sampling = nil
 	return cfg.Build()
+}
+
+// routeKlog sends klog output (from mount-utils and client-go) through zap.
+func routeKlog(log *zap.Logger) {
+	klog.SetLogger(zapr.NewLogger(log.Named("klog")))
 }

@@ -37,6 +37,7 @@ func run(args []string) int {
 		return 2
 	}
 	defer func() { _ = logger.Sync() }()
+	routeKlog(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := runAgent(ctx, opts, logger); err != nil {
