@@ -39,8 +39,13 @@ func (r *Registry) Get(name string) (volume.Plugin, bool) {
 }
 
 // Find returns the plugin for a pod volume, or an error saying which volume
-// type is not supported.
+// type is not supported. A volume must set exactly one volume source: one
+// that also sets an unsupported source is rejected, not half set up.
 func (r *Registry) Find(v *v1.Volume) (volume.Plugin, error) {
+	types := sourceTypes(v)
+	if len(types) > 1 {
+		return nil, fmt.Errorf("the volume sets several volume sources (%s); exactly one is allowed", strings.Join(types, ", "))
+	}
 	var found []volume.Plugin
 	for _, p := range r.plugins {
 		if p.CanSupport(v) {
@@ -51,7 +56,7 @@ func (r *Registry) Find(v *v1.Volume) (volume.Plugin, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return nil, unsupported(v)
+		return nil, &UnsupportedError{Type: strings.Join(types, "")}
 	}
 	return nil, fmt.Errorf("volume %q matches several plugins", v.Name)
 }
@@ -66,8 +71,8 @@ func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("%s volumes are not supported by volume-agent", e.Type)
 }
 
-// unsupported names the volume source type that is set (by its JSON name).
-func unsupported(v *v1.Volume) error {
+// sourceTypes names the volume source types that are set (by JSON name).
+func sourceTypes(v *v1.Volume) []string {
 	var types []string
 	src := reflect.ValueOf(v.VolumeSource)
 	for i := 0; i < src.NumField(); i++ {
@@ -76,8 +81,5 @@ func unsupported(v *v1.Volume) error {
 			types = append(types, strings.Split(tag, ",")[0])
 		}
 	}
-	if len(types) > 1 {
-		return fmt.Errorf("the volume sets several volume sources (%s); exactly one is allowed", strings.Join(types, ", "))
-	}
-	return &UnsupportedError{Type: strings.Join(types, "")}
+	return types
 }
