@@ -10,7 +10,9 @@ import (
 
 // EnsureMounted mounts m on dir unless dir is a mount point already, so
 // that setting a volume up again after a restart never mounts twice.
-// It reports whether it mounted.
+// It reports whether it tried to mount: when it did and returns an error,
+// the mount may still have happened (a deadline passed), so a caller that
+// rolls back must unmount.
 func EnsureMounted(ctx context.Context, mounter Mounter, m Mount, dir string) (bool, error) {
 	mounted, err := mounter.IsMountPoint(ctx, dir)
 	if err != nil {

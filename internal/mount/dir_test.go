@@ -1,0 +1,216 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var tmpfs = Mount{Type: "tmpfs", Source: "tmpfs", Options: []string{"size=1m"}}
+
+// mountsAt counts the kernel's mount table entries at dir.
+func mountsAt(t *testing.T, dir string) int {
+	t.Helper()
+	under, err := System{}.MountsUnder(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range under {
+		if m == dir {
+			n++
+		}
+	}
+	return n
+}
+
+func TestEnsureMountedFakeMountsOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := &Fake{}
+	for i, want := range []bool{true, false, false} {
+		mounted, err := EnsureMounted(ctx, f, tmpfs, dir)
+		if err != nil || mounted != want {
+			t.Fatalf("call %d: EnsureMounted = %v, %v; want %v, nil", i, mounted, err, want)
+		}
+	}
+	if want := []string{"mount tmpfs " + dir}; !reflect.DeepEqual(f.Calls(), want) {
+		t.Fatalf("calls = %q, want %q", f.Calls(), want)
+	}
+}
+
+func TestEnsureMountedSystemMountsOnce(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	t.Cleanup(func() { _ = System{}.Unmount(ctx, dir) })
+	for i, want := range []bool{true, false} {
+		mounted, err := EnsureMounted(ctx, System{}, tmpfs, dir)
+		if err != nil || mounted != want {
+			t.Fatalf("call %d: EnsureMounted = %v, %v; want %v, nil", i, mounted, err, want)
+		}
+	}
+	if n := mountsAt(t, dir); n != 1 {
+		t.Fatalf("%d mounts at %s, want 1", n, dir)
+	}
+}
+
+func TestEnsureMountedErrors(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("boom")
+	if _, err := EnsureMounted(ctx, &Fake{}, tmpfs, filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("EnsureMounted on a missing dir = %v, want ErrNotExist", err)
+	}
+	// A failed mount may have happened (a deadline passed): report that
+	// it was attempted, so that a caller rolling back unmounts.
+	if mounted, err := EnsureMounted(ctx, &Fake{MountErr: boom}, tmpfs, t.TempDir()); !errors.Is(err, boom) || !mounted {
+		t.Errorf("EnsureMounted with a failing mount = %v, %v; want true, %v", mounted, err, boom)
+	}
+}
+
+func TestRemoveDirFake(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		mountAt     string // relative to dir; "-" for none
+		wantErr     error
+		wantUnmount bool
+	}{
+		{name: "plain directory", mountAt: "-"},
+		{name: "tmpfs on dir", mountAt: ".", wantUnmount: true},
+		{name: "mount nested inside", mountAt: "sub", wantErr: ErrMountPointsRemain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "vol")
+			mustMkdir(t, filepath.Join(dir, "sub"))
+			mustWrite(t, filepath.Join(dir, "sub", "f"))
+			f := &Fake{}
+			if tc.mountAt != "-" {
+				if err := f.Mount(ctx, tmpfs, filepath.Join(dir, tc.mountAt)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := RemoveDir(ctx, f, dir)
+			if !errors.Is(err, tc.wantErr) || (err != nil) != (tc.wantErr != nil) {
+				t.Fatalf("RemoveDir = %v, want %v", err, tc.wantErr)
+			}
+			_, statErr := os.Lstat(filepath.Join(dir, "sub", "f"))
+			if removed := errors.Is(statErr, os.ErrNotExist); removed != (tc.wantErr == nil) {
+				t.Errorf("file removed = %v, want %v", removed, tc.wantErr == nil)
+			}
+			if unmounted := slices.Contains(f.Calls(), "unmount "+dir); unmounted != tc.wantUnmount {
+				t.Errorf("calls = %q, want unmount of dir %v", f.Calls(), tc.wantUnmount)
+			}
+		})
+	}
+}
+
+func TestRemoveDirMissingIsNotAnError(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	for name, m := range map[string]Mounter{"fake": &Fake{}, "system": System{}} {
+		if err := RemoveDir(context.Background(), m, missing); err != nil {
+			t.Errorf("%s: RemoveDir of a missing dir: %v", name, err)
+		}
+	}
+}
+
+func TestRemoveDirUnmountsTmpfs(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "vol")
+	mustMkdir(t, dir)
+	if err := (System{}).Mount(ctx, tmpfs, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = System{}.Unmount(ctx, dir) })
+	mustMkdir(t, filepath.Join(dir, "a"))
+	mustWrite(t, filepath.Join(dir, "a", "f"))
+	if err := RemoveDir(ctx, System{}, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dir still there: %v", err)
+	}
+	if n := mountsAt(t, dir); n != 0 {
+		t.Fatalf("%d mounts left at %s", n, dir)
+	}
+}
+
+func TestRemoveDirRefusesNestedMount(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	for _, onTmpfs := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "vol")
+		mustMkdir(t, dir)
+		if onTmpfs {
+			if err := (System{}).Mount(ctx, tmpfs, dir); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = System{}.Unmount(ctx, dir) })
+		}
+		nested := filepath.Join(dir, "nested")
+		mustMkdir(t, nested)
+		src := t.TempDir()
+		mustWrite(t, filepath.Join(src, "data"))
+		if err := (System{}).Mount(ctx, Mount{Type: "none", Source: src, Options: []string{"bind"}}, nested); err != nil {
+			t.Fatal(err)
+		}
+		err := RemoveDir(ctx, System{}, dir)
+		_ = System{}.Unmount(ctx, nested)
+		if err == nil || (!onTmpfs && !errors.Is(err, ErrMountPointsRemain)) {
+			t.Errorf("tmpfs=%v: RemoveDir = %v, want an error (ErrMountPointsRemain on disk)", onTmpfs, err)
+		}
+		if _, err := os.Stat(filepath.Join(src, "data")); err != nil {
+			t.Errorf("tmpfs=%v: data behind the nested mount: %v", onTmpfs, err)
+		}
+	}
+}
+
+func TestUnprivileged(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var m Unprivileged
+	mounted, err := EnsureMounted(ctx, m, tmpfs, dir)
+	if err != nil || !mounted {
+		t.Fatalf("EnsureMounted(tmpfs) = %v, %v; want true, nil", mounted, err)
+	}
+	if ok, err := m.IsMountPoint(ctx, dir); err != nil || ok {
+		t.Fatalf("IsMountPoint after an unprivileged tmpfs = %v, %v; want false: nothing is mounted", ok, err)
+	}
+	err = m.Mount(ctx, Mount{Type: "none", Source: t.TempDir(), Options: []string{"bind"}}, dir)
+	if err == nil || !strings.Contains(err.Error(), "needs root") {
+		t.Fatalf("bind mount = %v, want an error saying it needs root", err)
+	}
+	if ok, _ := m.IsMountPoint(ctx, dir); ok {
+		t.Fatal("a refused bind mount mounted")
+	}
+	if err := RemoveDir(ctx, m, dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMakeDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b", "vol")
+	if created, err := MakeDir(dir, 0o700); err != nil || !created {
+		t.Fatalf("MakeDir new = %v, %v; want true, nil", created, err)
+	}
+	mustWrite(t, filepath.Join(dir, "keep"))
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := MakeDir(dir, 0o700); err != nil || created {
+		t.Fatalf("MakeDir existing = %v, %v; want false, nil", created, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("existing dir: %v, %v; want mode 0711 left alone", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keep")); err != nil {
+		t.Fatalf("content of an existing dir: %v", err)
+	}
+}
