@@ -72,7 +72,7 @@ func conformanceCases(t *testing.T) map[string]map[string]plugintest.Case {
 	}}})
 	return map[string]map[string]plugintest.Case{
 		emptydir.Name: {
-			"disk": {Spec: spec(v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}), CheckContent: checkMode(0o777)},
+			"disk":   {Spec: spec(v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}), CheckContent: checkMode(0o777)},
 			"memory": {Spec: memory, Tmpfs: true, CheckContent: checkMode(0o777), Failing: mountFails(emptydir.Name, memory)},
 		},
 		hostpath.Name: {
