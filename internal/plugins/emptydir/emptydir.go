@@ -99,14 +99,17 @@ func fsGroup(pod *v1.Pod) *int64 {
 }
 
 // tmpfsOptions sizes the tmpfs by the smaller of sizeLimit and the pod's
-// memory limit; with neither the kernel's default (half of RAM) applies.
+// memory limit, each ignored when zero as in the kubelet; with neither the
+// kernel's default (half of RAM) applies.
 func tmpfsOptions(spec *volume.Spec) []string {
 	opts := []string{"mode=0777"}
-	size := spec.Volume.EmptyDir.SizeLimit
-	if limit := podMemoryLimit(spec.Pod); limit != nil && (size == nil || limit.Cmp(*size) < 0) {
-		size = limit
+	var size *resource.Quantity
+	for _, q := range []*resource.Quantity{spec.Volume.EmptyDir.SizeLimit, podMemoryLimit(spec.Pod)} {
+		if q != nil && q.Sign() > 0 && (size == nil || q.Cmp(*size) < 0) {
+			size = q
+		}
 	}
-	if size != nil && size.Sign() > 0 {
+	if size != nil {
 		opts = append(opts, fmt.Sprintf("size=%d", size.Value()))
 	}
 	return opts

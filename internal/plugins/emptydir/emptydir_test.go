@@ -1,0 +1,151 @@
+package emptydir_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
+	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+func spec(src v1.EmptyDirVolumeSource, containers ...v1.Container) *volume.Spec {
+	return &volume.Spec{
+		Pod:    &v1.Pod{Spec: v1.PodSpec{Containers: containers}},
+		Volume: &v1.Volume{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &src}},
+	}
+}
+
+func TestValidateMedium(t *testing.T) {
+	p := &emptydir.Plugin{}
+	for medium, ok := range map[v1.StorageMedium]bool{
+		v1.StorageMediumDefault:   true,
+		v1.StorageMediumMemory:    true,
+		v1.StorageMediumHugePages: false,
+		"HugePages-2Mi":           false,
+		"memory":                  false,
+	} {
+		err := p.Validate(spec(v1.EmptyDirVolumeSource{Medium: medium}))
+		if (err == nil) != ok {
+			t.Errorf("Validate(medium %q) = %v, want ok=%v", medium, err, ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("%q", medium)) {
+			t.Errorf("error %q does not name the medium %q", err, medium)
+		}
+	}
+}
+
+func TestSetUpPermissions(t *testing.T) {
+	gid := int64(os.Getgid()) // a group a non-root user may chown to
+	if os.Geteuid() == 0 {
+		gid = 4321
+	}
+	for _, tc := range []struct {
+		name     string
+		fsGroup  *int64
+		wantMode os.FileMode
+		wantGID  uint32
+	}{
+		{"no fsGroup", nil, 0o777, uint32(os.Getgid())},
+		{"fsGroup", &gid, os.ModeSetgid | 0o777, uint32(gid)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec(v1.EmptyDirVolumeSource{})
+			s.Pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: tc.fsGroup}
+			dir := plugintest.VolumeDir(t)
+			if _, err := (&emptydir.Plugin{Mounter: &mount.Fake{}}).SetUp(context.Background(), s, dir); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode()&(os.ModePerm|os.ModeSetgid) != tc.wantMode {
+				t.Errorf("mode = %v, want %v", fi.Mode(), tc.wantMode)
+			}
+			if got := fi.Sys().(*syscall.Stat_t).Gid; got != tc.wantGID {
+				t.Errorf("group = %d, want %d", got, tc.wantGID)
+			}
+		})
+	}
+}
+
+func limits(memory string) v1.Container {
+	c := v1.Container{Name: "c" + memory}
+	if memory != "" {
+		c.Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse(memory)}
+	}
+	return c
+}
+
+// TestMemorySize checks the tmpfs size: the smaller of sizeLimit and the
+// pod's memory limit, on the fake mounter and, as root, in the kernel.
+func TestMemorySize(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		sizeLimit  string
+		containers []v1.Container
+		init       []v1.Container
+		wantMiB    int64 // 0: no size option
+	}{
+		{"sizeLimit only", "64Mi", nil, nil, 64},
+		{"pod limit smaller", "64Mi", []v1.Container{limits("32Mi")}, nil, 32},
+		{"sizeLimit smaller", "8Mi", []v1.Container{limits("32Mi")}, nil, 8},
+		{"sum of containers", "", []v1.Container{limits("16Mi"), limits("8Mi")}, nil, 24},
+		{"a container without limit", "128Mi", []v1.Container{limits("16Mi"), limits("")}, nil, 128},
+		{"larger init container", "", []v1.Container{limits("16Mi")}, []v1.Container{limits("40Mi")}, 40},
+		{"no limit at all", "", []v1.Container{limits("")}, nil, 0},
+		{"zero sizeLimit is no limit", "0", []v1.Container{limits("32Mi")}, nil, 32},
+		{"zero pod limit is no limit", "64Mi", []v1.Container{limits("0")}, nil, 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}
+			if tc.sizeLimit != "" {
+				q := resource.MustParse(tc.sizeLimit)
+				src.SizeLimit = &q
+			}
+			s := spec(src, tc.containers...)
+			s.Pod.Spec.InitContainers = tc.init
+			wantOpt := fmt.Sprintf("size=%d", tc.wantMiB<<20)
+			f := &mount.Fake{}
+			dir := setUp(t, f, s)
+			m, _ := f.Mounted(dir)
+			if has := slices.Contains(m.Options, wantOpt); has != (tc.wantMiB > 0) || m.Type != "tmpfs" {
+				t.Errorf("mount = %v, want tmpfs with %s: %v", m, wantOpt, tc.wantMiB > 0)
+			}
+			if os.Geteuid() != 0 {
+				return
+			}
+			dir = setUp(t, mount.System{}, s)
+			infos := plugintest.Mounts(t, dir)
+			if len(infos) != 1 || infos[0].FSType != "tmpfs" {
+				t.Fatalf("mounts at %s = %d, want one tmpfs", dir, len(infos))
+			}
+			wantKernel := fmt.Sprintf("size=%dk", tc.wantMiB<<10)
+			if has := slices.Contains(strings.Split(infos[0].VFSOptions, ","), wantKernel); has != (tc.wantMiB > 0) {
+				t.Errorf("super options %q, want %s: %v", infos[0].VFSOptions, wantKernel, tc.wantMiB > 0)
+			}
+			if err := (&emptydir.Plugin{Mounter: mount.System{}}).TearDown(context.Background(), dir); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func setUp(t *testing.T, m mount.Mounter, s *volume.Spec) string {
+	t.Helper()
+	res, err := (&emptydir.Plugin{Mounter: m}).SetUp(context.Background(), s, plugintest.VolumeDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Path
+}
