@@ -150,8 +150,11 @@ func TestSetUpCreates(t *testing.T) {
 				t.Fatalf("%s: %v", tc.typ, err)
 			}
 			fi, err := os.Lstat(path)
-			if err != nil || fi.Mode() != tc.wantMode {
-				t.Fatalf("%s created %s: %v, %v; want mode %v", tc.typ, path, fi, err, tc.wantMode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode() != tc.wantMode {
+				t.Fatalf("%s created %s with mode %v, want %v", tc.typ, path, fi.Mode(), tc.wantMode)
 			}
 		}
 		if fi, err := os.Stat(filepath.Join(root, "a", "b")); tc.typ == v1.HostPathDirectoryOrCreate && (err != nil || !fi.IsDir()) {
