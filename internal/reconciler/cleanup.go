@@ -35,7 +35,9 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 }
 
 // removeEmptyTree removes dir and the empty directories in it, depth first,
-// without following symlinks. A non-empty directory stops it with ENOTEMPTY.
+// without following symlinks. It returns the first error (ENOTEMPTY for a
+// directory that holds anything else) after removing every empty directory
+// it can: a foreign file in one subtree does not keep its empty siblings.
 func removeEmptyTree(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -44,12 +46,16 @@ func removeEmptyTree(dir string) error {
 	if err != nil {
 		return err
 	}
+	var first error
 	for _, e := range entries {
 		if e.Type().IsDir() {
-			if err := removeEmptyTree(filepath.Join(dir, e.Name())); err != nil {
-				return err
+			if err := removeEmptyTree(filepath.Join(dir, e.Name())); err != nil && first == nil {
+				first = err
 			}
 		}
+	}
+	if first != nil {
+		return first
 	}
 	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
 		return &os.PathError{Op: "rmdir", Path: dir, Err: err}

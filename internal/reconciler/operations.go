@@ -40,9 +40,23 @@ func (r *Reconciler) operation(a action) executor.Op {
 	return r.setUp(a)
 }
 
+// stale reports whether the actual state of a's volume changed since the
+// pass that planned a took its snapshot. Only operations on the same key
+// change it, and the executor runs those one at a time, so a change means
+// one completed between the snapshot and the start of a: a repeats or
+// contradicts it and is skipped. That completion already asked for a pass.
+func (r *Reconciler) stale(a action) bool {
+	cur, _ := r.cfg.Actual.Get(a.dsKey())
+	return cur != a.actual
+}
+
 func (r *Reconciler) setUp(a action) executor.Op {
 	return func(ctx context.Context) error {
 		log := r.volumeLogger(a)
+		if r.stale(a) {
+			log.Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
+			return nil
+		}
 		plugin, ok := r.cfg.Plugins.Get(a.plugin)
 		if !ok {
 			return fmt.Errorf("plugin %s is not registered", a.plugin)
@@ -79,6 +93,10 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 
 func (r *Reconciler) tearDown(a action) executor.Op {
 	return func(ctx context.Context) error {
+		if r.stale(a) {
+			r.volumeLogger(a).Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
+			return nil
+		}
 		plugin, ok := r.cfg.Plugins.Get(a.plugin)
 		if !ok {
 			return fmt.Errorf("plugin %s is not registered", a.plugin)

@@ -86,25 +86,28 @@ func (r *Reconciler) Stuck(limit time.Duration) error { return r.wake.Stuck(limi
 func (r *Reconciler) Recovered() bool { return r.recovered.Load() }
 
 // Run rebuilds the actual state from disk, then reconciles until ctx ends.
-// It then lets running operations finish (up to ShutdownGrace) and returns.
+// It then lets running operations finish (up to ShutdownGrace) and returns
+// nil; it starts no operation once ctx has ended.
 func (r *Reconciler) Run(ctx context.Context) error {
-	if err := r.reconstruct(ctx); err != nil {
+	if err := r.reconstruct(); err != nil {
 		return err
 	}
 	r.recovered.Store(true)
 	timer := time.NewTimer(jitter(r.cfg.Resync))
 	defer timer.Stop()
-	for {
+	// ctx is checked before every pass: when a wake-up and the end of ctx
+	// arrive together, select may pick the wake-up.
+	for ctx.Err() == nil {
 		r.wake.Taken()
 		r.reconcile()
 		select {
 		case <-ctx.Done():
-			return r.shutdown()
 		case <-r.wake.C():
 		case <-timer.C:
 			timer.Reset(jitter(r.cfg.Resync))
 		}
 	}
+	return r.shutdown()
 }
 
 func (r *Reconciler) shutdown() error {

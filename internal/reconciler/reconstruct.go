@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"context"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -15,7 +14,7 @@ import (
 // neither remounts nor rewrites what is right) and torn down otherwise, but
 // only after every source has delivered its complete state. Volumes of
 // plugins this agent does not know are left alone.
-func (r *Reconciler) reconstruct(ctx context.Context) error {
+func (r *Reconciler) reconstruct() error {
 	pods, found, err := r.cfg.Root.Scan()
 	if err != nil {
 		return fmt.Errorf("reconstruct actual state: %w", err)
@@ -27,7 +26,7 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 		r.addFound(f)
 	}
 	r.log.Info("actual state reconstructed", zap.Int("pods", len(pods)), zap.Int("volumes", len(found)))
-	return ctx.Err()
+	return nil
 }
 
 func (r *Reconciler) addFound(f layout.Found) {

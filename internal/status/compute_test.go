@@ -1,0 +1,143 @@
+package status
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+const (
+	cm = "kubernetes.io/configmap"
+	ed = "kubernetes.io/empty-dir"
+)
+
+func wanted(name, plugin, version string) dsw.Volume {
+	return dsw.Volume{Name: name, Plugin: plugin, Spec: &volume.Spec{}, Version: version}
+}
+
+func setUp(uid, name, plugin, version string, state asw.State) asw.Volume {
+	return asw.Volume{PodUID: types.UID(uid), Name: name, Plugin: plugin, Dir: "/root/" + name, Path: "/host/" + name, State: state, Version: version}
+}
+
+func TestVolumeStates(t *testing.T) {
+	problem := dsw.Volume{Name: "v", Problem: "configMap.items[0].path: must be relative"}
+	unsupported := dsw.Volume{Name: "v", Problem: "csi volumes are not supported by volume-agent", Unsupported: true}
+	mounted := setUp("p", "v", cm, "1", asw.Mounted)
+	tests := []struct {
+		name    string
+		desired dsw.Volume
+		actual  *asw.Volume
+		opErr   string
+		want    Volume
+	}{
+		{"nothing set up yet", wanted("v", cm, "1"), nil, "",
+			Volume{Name: "v", Plugin: cm, State: Pending}},
+		{"mounted", wanted("v", cm, "1"), &mounted, "",
+			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted}},
+		{"mounted, refresh pending", wanted("v", cm, "2"), &mounted, "",
+			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted}},
+		{"mounted with a refresh error keeps Mounted and shows the error", wanted("v", cm, "2"), &mounted, "get configMap ns/app: boom",
+			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted, Error: "get configMap ns/app: boom"}},
+		{"set-up failed", wanted("v", cm, "1"), nil, "configMap ns/app not found",
+			Volume{Name: "v", Plugin: cm, State: Failed, Error: "configMap ns/app not found"}},
+		{"uncertain", wanted("v", cm, "1"), ptr(setUp("p", "v", cm, "", asw.Uncertain)), "",
+			Volume{Name: "v", Plugin: cm, State: Pending}},
+		{"uncertain after a timeout", wanted("v", cm, "1"), ptr(setUp("p", "v", cm, "", asw.Uncertain)), "context deadline exceeded",
+			Volume{Name: "v", Plugin: cm, State: Failed, Error: "context deadline exceeded"}},
+		{"mounted by the plugin it no longer wants", wanted("v", ed, "1"), &mounted, "",
+			Volume{Name: "v", Plugin: ed, State: Pending}},
+		{"unsupported", unsupported, nil, "",
+			Volume{Name: "v", State: Unsupported, Error: unsupported.Problem}},
+		{"unsupported even if something is mounted", unsupported, &mounted, "",
+			Volume{Name: "v", State: Unsupported, Error: unsupported.Problem}},
+		{"problem", problem, nil, "",
+			Volume{Name: "v", State: Failed, Error: problem.Problem}},
+		{"problem with an old operation error shows the problem", problem, nil, "old error",
+			Volume{Name: "v", State: Failed, Error: problem.Problem}},
+		{"problem after the volume was mounted keeps Mounted and shows the problem", problem, &mounted, "",
+			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted, Error: problem.Problem}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}
+			w.Desired.SetPod(dsw.Pod{UID: "p", Namespace: "ns", Name: "web", Volumes: []dsw.Volume{tt.desired}})
+			if tt.actual != nil {
+				w.Actual.Set(*tt.actual)
+			}
+			w.Desired.SetError(dsw.Key{PodUID: "p", Volume: "v"}, tt.opErr)
+			pods := w.Pods()
+			if len(pods) != 1 || len(pods[0].Volumes) != 1 {
+				t.Fatalf("Pods = %+v", pods)
+			}
+			if got := pods[0].Volumes[0]; got != tt.want {
+				t.Fatalf("volume = %+v\nwant %+v", got, tt.want)
+			}
+			if ready := tt.want.State == Mounted; pods[0].Ready != ready {
+				t.Fatalf("Ready = %v, want %v", pods[0].Ready, ready)
+			}
+			counts := w.VolumesByState()
+			want := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0}
+			want[tt.want.State] = 1
+			if !reflect.DeepEqual(counts, want) {
+				t.Fatalf("VolumesByState = %v, want %v", counts, want)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestPodReadiness(t *testing.T) {
+	w := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}
+	w.Desired.SetPod(dsw.Pod{UID: "none", Namespace: "ns", Name: "no-volumes"})
+	w.Desired.SetPod(dsw.Pod{UID: "two", Namespace: "ns", Name: "two-volumes", Volumes: []dsw.Volume{wanted("a", cm, "1"), wanted("b", ed, "1")}})
+
+	ready := func(uid string) bool {
+		t.Helper()
+		p, ok := w.Pod(uid)
+		if !ok {
+			t.Fatalf("pod %s unknown", uid)
+		}
+		return p.Ready
+	}
+	if !ready("none") {
+		t.Error("a pod without volumes is not ready")
+	}
+	if ready("two") {
+		t.Error("a pod with no volume set up is ready")
+	}
+	w.Actual.Set(setUp("two", "a", cm, "1", asw.Mounted))
+	if ready("two") {
+		t.Error("a pod with one of two volumes set up is ready")
+	}
+	w.Actual.Set(setUp("two", "b", ed, "1", asw.Mounted))
+	if !ready("two") {
+		t.Error("a pod with every volume mounted is not ready")
+	}
+	w.Actual.Set(setUp("two", "b", ed, "1", asw.Uncertain))
+	if ready("two") {
+		t.Error("a pod with an uncertain volume is ready")
+	}
+	if _, ok := w.Pod("unknown"); ok {
+		t.Error("an unknown pod was found")
+	}
+	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 1, Failed: 0, Unsupported: 0}) {
+		t.Errorf("VolumesByState = %v", got)
+	}
+}
+
+func TestActualVolumesOfUndesiredPodsAreNotShown(t *testing.T) {
+	w := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}
+	w.Actual.Set(setUp("gone", "v", cm, "1", asw.Mounted))
+	if pods := w.Pods(); len(pods) != 0 {
+		t.Fatalf("Pods = %+v; want only desired pods", pods)
+	}
+	if got := w.VolumesByState(); got[Mounted] != 0 {
+		t.Fatalf("VolumesByState = %v", got)
+	}
+}

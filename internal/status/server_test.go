@@ -1,0 +1,384 @@
+package status
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/metrics"
+	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeSource is a source whose status the test sets.
+type fakeSource struct {
+	mu     sync.Mutex
+	status source.Status // guarded by mu
+}
+
+var _ source.Source = (*fakeSource)(nil)
+
+func (s *fakeSource) Name() string { return s.Status().Name }
+func (s *fakeSource) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+func (s *fakeSource) Pods() []*v1.Pod         { return nil }
+func (s *fakeSource) Objects() volume.Objects { return nil }
+func (s *fakeSource) Node() *v1.Node          { return nil }
+
+func (s *fakeSource) Status() source.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
+func (s *fakeSource) set(st source.Status) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = st
+}
+
+// fixture is a Server over real worlds that notify it, as in the agent.
+type fixture struct {
+	srv       *Server
+	worlds    Worlds
+	src       *fakeSource
+	metrics   *metrics.Metrics
+	recovered atomic.Bool
+	healthErr atomic.Pointer[error]
+	ts        *httptest.Server
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{src: &fakeSource{status: source.Status{Name: "manifests", Synced: true}}}
+	f.worlds = Worlds{Desired: dsw.New(func() { f.srv.Notify() }), Actual: asw.New(func() { f.srv.Notify() })}
+	reg := prometheus.NewRegistry()
+	f.metrics = metrics.New(reg, f.worlds.VolumesByState)
+	f.recovered.Store(true)
+	f.srv = New(Config{
+		Addr:      "127.0.0.1:0",
+		Worlds:    f.worlds,
+		Sources:   []source.Source{f.src},
+		Recovered: f.recovered.Load,
+		Healthy: func() error {
+			if err := f.healthErr.Load(); err != nil {
+				return *err
+			}
+			return nil
+		},
+		Gatherer: reg,
+		Logger:   zaptest.NewLogger(t),
+	})
+	f.ts = httptest.NewServer(f.srv.Handler())
+	t.Cleanup(f.ts.Close)
+	return f
+}
+
+// get returns the status code and body of a GET.
+func (f *fixture) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := f.ts.Client().Get(f.ts.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// addPod adds pod uid with one emptyDir volume "data", mounted or not.
+func (f *fixture) addPod(uid string, mounted bool) {
+	f.worlds.Desired.SetPod(dsw.Pod{UID: types.UID(uid), Namespace: "ns", Name: "web-" + uid, Volumes: []dsw.Volume{wanted("data", ed, "1")}})
+	if mounted {
+		f.mount(uid)
+	}
+}
+
+func (f *fixture) mount(uid string) {
+	f.worlds.Actual.Set(setUp(uid, "data", ed, "1", asw.Mounted))
+}
+
+func compact(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, s)
+	}
+	return b.String()
+}
+
+func TestHealthz(t *testing.T) {
+	f := newFixture(t)
+	if code, body := f.get(t, "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("healthz = %d %q", code, body)
+	}
+	err := errors.New("reconciler loop has not run for 31s after a change")
+	f.healthErr.Store(&err)
+	if code, body := f.get(t, "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, err.Error()) {
+		t.Fatalf("healthz = %d %q; want 503 with the message", code, body)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	f := newFixture(t)
+	f.recovered.Store(false)
+	f.src.set(source.Status{Name: "manifests", Reason: "reading /etc/manifests"})
+	code, body := f.get(t, "/readyz")
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz = %d, want 503", code)
+	}
+	for _, reason := range []string{"recovery of mounted volumes is not done", "source manifests is not synced: reading /etc/manifests"} {
+		if !strings.Contains(body, reason) {
+			t.Errorf("readyz body %q does not say %q", body, reason)
+		}
+	}
+
+	f.recovered.Store(true)
+	if code, body := f.get(t, "/readyz"); code != http.StatusServiceUnavailable || strings.Contains(body, "recovery") {
+		t.Fatalf("readyz = %d %q; want 503 for the source only", code, body)
+	}
+	f.src.set(source.Status{Name: "manifests", Synced: true})
+	if code, body := f.get(t, "/readyz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("readyz = %d %q, want 200 ok", code, body)
+	}
+}
+
+func TestPodsJSON(t *testing.T) {
+	f := newFixture(t)
+	if code, body := f.get(t, "/v1/pods"); code != http.StatusOK || compact(t, body) != `{"pods":[]}` {
+		t.Fatalf("empty /v1/pods = %d %s", code, body)
+	}
+
+	f.addPod("u1", true)
+	f.worlds.Desired.SetPod(dsw.Pod{UID: "u2", Namespace: "ns", Name: "web-u2", Volumes: []dsw.Volume{
+		wanted("cfg", cm, "1"),
+		{Name: "vol", Problem: "csi volumes are not supported by volume-agent", Unsupported: true},
+	}})
+	f.worlds.Desired.SetError(dsw.Key{PodUID: "u2", Volume: "cfg"}, `configMap ns/app not found`)
+	code, body := f.get(t, "/v1/pods")
+	if code != http.StatusOK {
+		t.Fatalf("/v1/pods = %d", code)
+	}
+	want := `{"pods":[` +
+		`{"uid":"u1","namespace":"ns","name":"web-u1","ready":true,"volumes":[` +
+		`{"name":"data","plugin":"kubernetes.io/empty-dir","path":"/host/data","state":"Mounted","error":""}]},` +
+		`{"uid":"u2","namespace":"ns","name":"web-u2","ready":false,"volumes":[` +
+		`{"name":"cfg","plugin":"kubernetes.io/configmap","path":"","state":"Failed","error":"configMap ns/app not found"},` +
+		`{"name":"vol","plugin":"","path":"","state":"Unsupported","error":"csi volumes are not supported by volume-agent"}]}]}`
+	if got := compact(t, body); got != want {
+		t.Fatalf("/v1/pods =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestPod(t *testing.T) {
+	f := newFixture(t)
+	f.addPod("u1", false)
+	tests := []struct {
+		path string
+		code int
+		body string // substring
+	}{
+		{"/v1/pods/unknown", http.StatusNotFound, "pod not found"},
+		{"/v1/pods/u1", http.StatusOK, `"ready": false`},
+		{"/v1/pods/u1?wait=0s", http.StatusOK, `"ready": false`},
+		{"/v1/pods/u1?wait=soon", http.StatusBadRequest, `wait="soon"`},
+		{"/v1/pods/u1?wait=-1s", http.StatusBadRequest, `wait="-1s"`},
+		{"/v1/pods/unknown?wait=50ms", http.StatusNotFound, "pod not found"},
+	}
+	for _, tt := range tests {
+		if code, body := f.get(t, tt.path); code != tt.code || !strings.Contains(body, tt.body) {
+			t.Errorf("GET %s = %d %q; want %d with %q", tt.path, code, body, tt.code, tt.body)
+		}
+	}
+	code, body := f.get(t, "/v1/pods/u1")
+	var p Pod
+	if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusOK || p.UID != "u1" || len(p.Volumes) != 1 {
+		t.Fatalf("GET /v1/pods/u1 = %d %s (%v)", code, body, err)
+	}
+}
+
+func TestPodWaitAnswersWhenReady(t *testing.T) {
+	f := newFixture(t)
+	f.addPod("u1", false)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(50 * time.Millisecond)
+		f.mount("u1")
+	}()
+	start := time.Now()
+	code, body := f.get(t, "/v1/pods/u1?wait=5s")
+	elapsed := time.Since(start)
+	if code != http.StatusOK || !strings.Contains(body, `"ready": true`) {
+		t.Fatalf("wait = %d %s; want 200 and ready", code, body)
+	}
+	if elapsed < 40*time.Millisecond || elapsed > 2*time.Second {
+		t.Fatalf("answered after %v; want as soon as the pod became ready (~50ms)", elapsed)
+	}
+}
+
+func TestPodWaitTimesOut(t *testing.T) {
+	f := newFixture(t)
+	f.addPod("u1", false)
+	start := time.Now()
+	code, body := f.get(t, "/v1/pods/u1?wait=100ms")
+	elapsed := time.Since(start)
+	if code != http.StatusGatewayTimeout {
+		t.Fatalf("wait = %d, want 504", code)
+	}
+	var p Pod
+	if err := json.Unmarshal([]byte(body), &p); err != nil || p.UID != "u1" || p.Ready {
+		t.Fatalf("504 body = %s (%v); want the pod, not ready", body, err)
+	}
+	if elapsed < 100*time.Millisecond || elapsed > 2*time.Second {
+		t.Fatalf("answered after %v; want about 100ms", elapsed)
+	}
+	// Changes that do not make the pod ready do not end the wait early.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 5; i++ {
+			time.Sleep(10 * time.Millisecond)
+			f.srv.Notify()
+		}
+	}()
+	if code, _ := f.get(t, "/v1/pods/u1?wait=100ms"); code != http.StatusGatewayTimeout {
+		t.Fatalf("wait with unrelated changes = %d, want 504", code)
+	}
+	<-done
+}
+
+func TestSources(t *testing.T) {
+	f := newFixture(t)
+	f.src.set(source.Status{Name: "manifests", Reason: "reading", Errors: []string{"bad.yaml: line 3: mapping values are not allowed"}})
+	code, body := f.get(t, "/v1/sources")
+	want := `{"sources":[{"name":"manifests","synced":false,"reason":"reading","errors":["bad.yaml: line 3: mapping values are not allowed"]}]}`
+	if code != http.StatusOK || compact(t, body) != want {
+		t.Fatalf("/v1/sources = %d %s\nwant %s", code, body, want)
+	}
+	f.src.set(source.Status{Name: "manifests", Synced: true})
+	if _, body := f.get(t, "/v1/sources"); compact(t, body) != `{"sources":[{"name":"manifests","synced":true}]}` {
+		t.Fatalf("/v1/sources = %s", body)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFixture(t)
+	f.addPod("u1", true)
+	f.addPod("u2", false)
+	f.metrics.ObserveOperation(ed, "setup", "success", 3*time.Millisecond)
+	code, body := f.get(t, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, line := range []string{
+		`volume_agent_operations_total{operation="setup",outcome="success",plugin="kubernetes.io/empty-dir"} 1`,
+		`volume_agent_operation_duration_seconds_count{operation="setup",plugin="kubernetes.io/empty-dir"} 1`,
+		`volume_agent_volumes{state="Mounted"} 1`,
+		`volume_agent_volumes{state="Pending"} 1`,
+		`volume_agent_volumes{state="Failed"} 0`,
+		`volume_agent_volumes{state="Unsupported"} 0`,
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+}
+
+func TestNoMetricsWithoutGatherer(t *testing.T) {
+	srv := New(Config{Worlds: Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}, Logger: zaptest.NewLogger(t)})
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("/metrics without a gatherer = %d, want 404", rec.Code)
+	}
+}
+
+func TestRun(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := newFixture(t)
+	f.ts.Close()
+	f.addPod("u1", false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.srv.Run(ctx) }()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for f.srv.Addr() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("server did not start listening")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	base := "http://" + f.srv.Addr().String()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz = %d", resp.StatusCode)
+	}
+
+	// A long poll in flight does not hold up the shutdown.
+	polled := make(chan error, 1)
+	go func() {
+		resp, err := client.Get(base + "/v1/pods/u1?wait=1m")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		polled <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after ctx was cancelled")
+	}
+	if elapsed := time.Since(start); elapsed > 3*time.Second {
+		t.Fatalf("shutdown took %v with a long poll in flight", elapsed)
+	}
+	<-polled
+}
+
+func TestRunListenError(t *testing.T) {
+	srv := New(Config{Addr: "127.0.0.1:-1", Worlds: Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}, Logger: zaptest.NewLogger(t)})
+	if err := srv.Run(context.Background()); err == nil {
+		t.Fatal("Run on a bad address succeeded")
+	}
+}
