@@ -25,6 +25,8 @@ import (
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
 // fakeSource is a source.Source whose state the test sets directly.
 type fakeSource struct {
 	name string
