@@ -51,6 +51,13 @@ func setUpTwice(t *testing.T, c Case) {
 	dir := VolumeDir(t)
 	path := setUp(t, c, c.Plugin, c.Spec, dir)
 	mounts := mountCalls(t, c.Mounter, dir)
+	wantMounts := 0
+	if c.Tmpfs {
+		wantMounts = 1
+	}
+	if mounts != wantMounts {
+		t.Errorf("SetUp: %d mounts on %s, want %d", mounts, dir, wantMounts)
+	}
 	if !c.NoDir {
 		WriteFile(t, filepath.Join(dir, "written-by-pod"), "pod data")
 	}

@@ -3,8 +3,8 @@
 // file system, and small fakes of what plugins depend on (Objects, Tokens)
 // plus helpers to inspect mounts and directory trees.
 //
-// It is imported by tests only: the agent must never import it. Nothing in
-// it mounts except through the Mounter a Case supplies, and the cleanups it
-// registers only unmount what lies below the test's own temporary
-// directories.
+// It is imported by tests only: the agent must never import it. It mounts
+// and unmounts only below the test's own temporary directories (as root: the
+// bind mount the suite nests into a volume, and cleanups that unmount what a
+// failed test left behind).
 package plugintest
