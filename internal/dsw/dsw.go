@@ -30,6 +30,10 @@ type Volume struct {
 	Problem string
 	// Unsupported marks a Problem caused by a volume type the agent lacks.
 	Unsupported bool
+	// Waiting, when set, says which input of the content is not known yet
+	// (a watch that has not listed): the volume is not set up or refreshed
+	// until it is, and this is not a failure.
+	Waiting string
 }
 
 // Pod is a pod that should run on this node.

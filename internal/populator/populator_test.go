@@ -2,6 +2,7 @@ package populator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,8 @@ type fakeSource struct {
 	configMaps map[string]*v1.ConfigMap // guarded by mu; by namespace/name
 	node       *v1.Node                 // guarded by mu
 	synced     bool                     // guarded by mu
+	// objects, when set, answers lookups instead of configMaps.
+	objects volume.Objects
 }
 
 var _ source.Source = (*fakeSource)(nil)
@@ -57,7 +60,12 @@ func (s *fakeSource) Pods() []*v1.Pod {
 	return slices.Clone(s.pods)
 }
 
-func (s *fakeSource) Objects() volume.Objects { return s }
+func (s *fakeSource) Objects() volume.Objects {
+	if s.objects != nil {
+		return s.objects
+	}
+	return s
+}
 
 func (s *fakeSource) Node() *v1.Node {
 	s.mu.Lock()
@@ -308,10 +316,10 @@ func TestVolumeProblems(t *testing.T) {
 			volume: "..", problem: `volume name ".."`},
 		{name: "invalid pod UID", uid: "../x", volumes: []v1.Volume{emptyDirVolume("data")},
 			volume: "data", problem: "pod metadata.uid"},
-		{name: "duplicate volume name: first is kept", uid: "u1", volumes: []v1.Volume{emptyDirVolume("data"), configMapVolume("data", "app")},
-			volume: "data", index: 0},
+		{name: "duplicate volume name: first has a problem", uid: "u1", volumes: []v1.Volume{emptyDirVolume("data"), configMapVolume("data", "app")},
+			volume: "data", index: 0, problem: `spec.volumes[0].name "data" is used more than once`},
 		{name: "duplicate volume name: second has a problem", uid: "u1", volumes: []v1.Volume{emptyDirVolume("data"), configMapVolume("data", "app")},
-			volume: "data", index: 1, problem: `spec.volumes[1].name "data" is used twice`},
+			volume: "data", index: 1, problem: `spec.volumes[1].name "data" is used more than once`},
 		{name: "unsupported type", uid: "u1", volumes: []v1.Volume{{Name: "vol", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}},
 			volume: "vol", problem: "csi volumes are not supported", unsupported: true},
 		{name: "no volume source", uid: "u1", volumes: []v1.Volume{{Name: "vol"}},
@@ -488,5 +496,27 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after ctx was cancelled")
+	}
+}
+
+// notReadyObjects answers every lookup with an input that is not known yet.
+type notReadyObjects struct{}
+
+func (notReadyObjects) ConfigMap(ns, name string) (*v1.ConfigMap, error) {
+	return nil, fmt.Errorf("configmaps %s/%s: %w", ns, name, volume.ErrNotReady)
+}
+
+func (notReadyObjects) Secret(ns, name string) (*v1.Secret, error) {
+	return nil, fmt.Errorf("secrets %s/%s: %w", ns, name, volume.ErrNotReady)
+}
+
+func TestVolumeWaitsForInputsNotKnownYet(t *testing.T) {
+	src := newSource("api", true, testPod("u1", "web", configMapVolume("cfg", "app")))
+	src.objects = notReadyObjects{}
+	h := newHarness(t, src)
+	h.p.Populate()
+	v, ok := h.desired.Volume(dsw.Key{PodUID: "u1", Volume: "cfg"})
+	if !ok || v.Problem != "" || v.Plugin == "" || !strings.Contains(v.Waiting, "configmaps ns/app") {
+		t.Fatalf("volume = %+v; want it waiting for configmaps ns/app, without a problem", v)
 	}
 }

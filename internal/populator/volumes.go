@@ -24,16 +24,20 @@ func (p *Populator) desiredPod(src source.Source, pod *v1.Pod, node *v1.Node) ds
 	if err := layout.ValidName(string(pod.UID)); err != nil {
 		podProblem = fmt.Sprintf("pod metadata.uid: %v", err)
 	}
-	names := map[string]bool{}
+	uses := map[string]int{}
+	for _, v := range pod.Spec.Volumes {
+		uses[v.Name]++
+	}
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		spec := &volume.Spec{Pod: pod, Volume: v, Objects: src.Objects(), Node: node}
-		dv := p.desiredVolume(spec, podProblem)
-		if names[v.Name] {
-			dv = dsw.Volume{Name: v.Name, Problem: fmt.Sprintf("spec.volumes[%d].name %q is used twice", i, v.Name)}
+		if uses[v.Name] > 1 {
+			// Like API validation, reject every volume of that name: which
+			// one is meant cannot be known.
+			d.Volumes = append(d.Volumes, dsw.Volume{Name: v.Name, Problem: fmt.Sprintf("spec.volumes[%d].name %q is used more than once", i, v.Name)})
+			continue
 		}
-		names[v.Name] = true
-		d.Volumes = append(d.Volumes, dv)
+		spec := &volume.Spec{Pod: pod, Volume: v, Objects: src.Objects(), Node: node, Source: src.Name()}
+		d.Volumes = append(d.Volumes, p.desiredVolume(spec, podProblem))
 	}
 	return d
 }
@@ -64,24 +68,30 @@ func (p *Populator) desiredVolume(spec *volume.Spec, podProblem string) dsw.Volu
 			return d
 		}
 	}
-	d.Plugin, d.Spec, d.Version = plugin.Name(), spec, version(plugin, spec)
+	d.Plugin, d.Spec = plugin.Name(), spec
+	d.Version, d.Waiting = version(plugin, spec)
 	return d
 }
 
 // version identifies what SetUp would produce: the volume's spec and, for
 // plugins with changing content, their content version. An error looking
 // the content up becomes part of the version, so that a change of error
-// (or its disappearance) is noticed.
-func version(plugin volume.Plugin, spec *volume.Spec) string {
+// (or its disappearance) is noticed; an input not known yet is returned as
+// the reason to wait.
+func version(plugin volume.Plugin, spec *volume.Spec) (string, string) {
 	raw, _ := json.Marshal(spec.Volume)
 	sum := sha256.Sum256(raw)
 	v := hex.EncodeToString(sum[:8])
-	if versioner, ok := plugin.(volume.Versioner); ok {
-		content, err := versioner.ContentVersion(spec)
-		if err != nil {
-			return v + "/error:" + err.Error()
-		}
-		v += "/" + content
+	versioner, ok := plugin.(volume.Versioner)
+	if !ok {
+		return v, ""
 	}
-	return v
+	content, err := versioner.ContentVersion(spec)
+	switch {
+	case errors.Is(err, volume.ErrNotReady):
+		return v + "/waiting", err.Error()
+	case err != nil:
+		return v + "/error:" + err.Error(), ""
+	}
+	return v + "/" + content, ""
 }

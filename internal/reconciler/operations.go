@@ -50,6 +50,13 @@ func (r *Reconciler) stale(a action) bool {
 	return cur != a.actual
 }
 
+// wantedAgain reports whether the volume a tears down is desired again
+// (its pod came back) since the pass that planned a.
+func (r *Reconciler) wantedAgain(a action) bool {
+	d, ok := r.cfg.Desired.Volume(a.dsKey())
+	return ok && (d.Plugin == a.plugin || d.Plugin == "")
+}
+
 func (r *Reconciler) setUp(a action) executor.Op {
 	return func(ctx context.Context) error {
 		log := r.volumeLogger(a)
@@ -67,11 +74,15 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		r.observe(a, start, err)
 		if err != nil {
 			r.setUpFailed(a, dir, err)
+			r.cfg.Recorder.SetUpFailed(a.desired.Spec, err)
 			log.Info("volume set-up failed", zap.String("operation", string(a.kind)), zap.Error(err))
 			return err
 		}
 		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted, Version: a.desired.Version})
 		r.cfg.Desired.SetError(a.dsKey(), "")
+		if a.kind == opSetUp && !a.actual.Reconstructed {
+			r.cfg.Recorder.SetUpSucceeded(a.desired.Spec)
+		}
 		log.Debug("volume set up", zap.String("operation", string(a.kind)), zap.String("path", res.Path))
 		return nil
 	}
@@ -93,7 +104,7 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 
 func (r *Reconciler) tearDown(a action) executor.Op {
 	return func(ctx context.Context) error {
-		if r.stale(a) {
+		if r.stale(a) || r.wantedAgain(a) {
 			r.volumeLogger(a).Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
 			return nil
 		}

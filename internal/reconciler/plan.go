@@ -106,7 +106,7 @@ func setups(pods []dsw.Pod, have map[dsw.Key]asw.Volume) []action {
 	var out []action
 	for _, p := range pods {
 		for _, d := range p.Volumes {
-			if d.Problem != "" || d.Plugin == "" {
+			if d.Problem != "" || d.Plugin == "" || d.Waiting != "" {
 				continue
 			}
 			a, ok := have[dsw.Key{PodUID: p.UID, Volume: d.Name}]

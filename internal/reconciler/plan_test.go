@@ -103,3 +103,16 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanSkipsWaitingVolumes(t *testing.T) {
+	waiting := want("v", cm, "1")
+	waiting.Waiting = "configmaps ns/app: not yet read"
+	for name, s := range map[string]snapshot{
+		"not set up":                   {desired: []dsw.Pod{pod("p", waiting)}, populated: true},
+		"not refreshed, not torn down": {desired: []dsw.Pod{pod("p", waiting)}, actual: []asw.Volume{have("p", "v", cm, "0", asw.Mounted, false)}, populated: true},
+	} {
+		if got := describe(plan(s)); len(got) != 0 {
+			t.Errorf("%s: plan = %q, want nothing", name, got)
+		}
+	}
+}

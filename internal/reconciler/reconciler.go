@@ -21,6 +21,12 @@ type Plugins interface {
 	Get(name string) (volume.Plugin, bool)
 }
 
+// Recorder reports set-up outcomes on the pod (Kubernetes events).
+type Recorder interface {
+	SetUpSucceeded(spec *volume.Spec)
+	SetUpFailed(spec *volume.Spec, err error)
+}
+
 // Observer records the outcome of operations (metrics).
 type Observer interface {
 	ObserveOperation(plugin, operation, outcome string, d time.Duration)
@@ -41,6 +47,8 @@ type Config struct {
 	Logger  *zap.Logger
 	// Observer may be nil.
 	Observer Observer
+	// Recorder may be nil.
+	Recorder Recorder
 	// Executor tuning; OnDone is set by the reconciler.
 	Executor executor.Config
 	// Resync is the safety-net pass period (2 min, jittered ±10%).
@@ -66,6 +74,9 @@ func New(cfg Config) *Reconciler {
 	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = nopRecorder{}
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
@@ -139,6 +150,11 @@ func (r *Reconciler) reconcile() {
 func jitter(d time.Duration) time.Duration {
 	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1))
 }
+
+type nopRecorder struct{}
+
+func (nopRecorder) SetUpSucceeded(*volume.Spec)     {}
+func (nopRecorder) SetUpFailed(*volume.Spec, error) {}
 
 type nopObserver struct{}
 

@@ -91,6 +91,8 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 		}
 	case opErr != "":
 		v.State = Failed
+	case d.Waiting != "":
+		v.State, v.Error = Pending, "waiting: "+d.Waiting
 	default:
 		v.State = Pending
 	}

@@ -16,6 +16,11 @@ import (
 // ErrNotFound is returned by Objects when the named object does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrNotReady is returned (wrapped) by Objects and by Versioner when an
+// input is not known yet — a watch that has not delivered its first list.
+// It is not a failure: the volume waits, Pending, until the input is known.
+var ErrNotReady = errors.New("not known yet")
+
 // Objects looks up the API objects a pod's volumes refer to, from the source
 // the pod came from (the manifest directory or the API server).
 type Objects interface {
@@ -33,6 +38,8 @@ type Spec struct {
 	Objects Objects
 	// Node is this node's object when the source knows it (labels, allocatable); may be nil.
 	Node *v1.Node
+	// Source names the pod source the pod came from ("manifests", "api").
+	Source string
 }
 
 // Result is what SetUp reports about a volume it set up.
