@@ -43,6 +43,10 @@ type Op func(ctx context.Context) error
 // Executor runs operations. Create with New.
 type Executor struct {
 	cfg Config
+	// base is the parent of every operation's context; Wait cancels it
+	// when its grace period ends, so abandoned operations stop early.
+	base   context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	running map[string]bool    // guarded by mu
@@ -75,7 +79,8 @@ func New(cfg Config) *Executor {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Executor{cfg: cfg, running: map[string]bool{}, failed: map[string]failure{}}
+	base, cancel := context.WithCancel(context.Background())
+	return &Executor{cfg: cfg, base: base, cancel: cancel, running: map[string]bool{}, failed: map[string]failure{}}
 }
 
 // Start runs op for key unless an operation for key is running, or key is
@@ -99,7 +104,7 @@ func (e *Executor) Start(key, generation string, op Op) bool {
 
 func (e *Executor) run(key, generation string, op Op) {
 	defer e.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(e.base, e.cfg.Timeout)
 	err := op(ctx)
 	cancel()
 	e.mu.Lock()
@@ -164,7 +169,7 @@ func (e *Executor) Running(key string) bool {
 
 // Wait waits for every running operation to end, or for ctx to end, and
 // stops pending backoff wake-ups. It returns ctx.Err() if operations were
-// still running when ctx ended.
+// still running when ctx ended; their contexts are then cancelled.
 func (e *Executor) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -176,6 +181,7 @@ func (e *Executor) Wait(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+		e.cancel()
 	}
 	e.mu.Lock()
 	for key := range e.failed {

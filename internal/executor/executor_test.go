@@ -150,3 +150,25 @@ func TestWaitGivesUpWhenItsContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestWaitCancelsAbandonedOperations(t *testing.T) {
+	e := New(Config{})
+	cancelled := make(chan error, 1)
+	e.Start("k", "1", func(ctx context.Context) error {
+		<-ctx.Done()
+		cancelled <- ctx.Err()
+		return ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_ = e.Wait(ctx)
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("operation context ended with %v, want Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an abandoned operation's context was not cancelled")
+	}
+	_ = e.Wait(context.Background())
+}
