@@ -30,37 +30,9 @@ import (
 // /healthz fails.
 const stuckAfter = 30 * time.Second
 
-// runAgent wires the components and runs them until ctx ends.
-func runAgent(ctx context.Context, o options, log *zap.Logger) error {
-	mounter, err := chooseMounter(o, log)
-	if err != nil {
-		return err
-	}
-	root, err := filepath.Abs(o.rootDir)
-	if err != nil {
-		return fmt.Errorf("--root-dir: %w", err)
-	}
-	if err := os.MkdirAll(root, 0o750); err != nil {
-		return fmt.Errorf("create --root-dir: %w", err)
-	}
-	a := &agent{}
-	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify() })
-	a.actual = asw.New(func() { a.server.Notify() })
-	registry := plugins.Default(plugins.Config{Mounter: mounter})
-	src, err := manifest.New(manifest.Config{Dir: o.manifests, NodeName: o.nodeName, Logger: log, OnChange: func() { a.populator.Notify() }})
-	if err != nil {
-		return err
-	}
-	sources := []source.Source{src}
-	a.populator = populator.New(populator.Config{Sources: sources, Desired: a.desired, Plugins: registry, Logger: log})
-	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg, worlds.VolumesByState)
-	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry, Root: layout.Root(root), Logger: log, Observer: m})
-	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: sources, Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log})
-	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root), zap.String("manifests", o.manifests))
-	return a.run(ctx, src)
+// runner is a long-running component: Run blocks until ctx ends.
+type runner interface {
+	Run(ctx context.Context) error
 }
 
 // agent holds the long-running components.
@@ -70,13 +42,73 @@ type agent struct {
 	populator  *populator.Populator
 	reconciler *reconciler.Reconciler
 	server     *status.Server
+	sources    []source.Source
+	// others run beside the loops (token manager, event recorder).
+	others map[string]runner
+}
+
+// runAgent wires the components and runs them until ctx ends.
+func runAgent(ctx context.Context, o options, log *zap.Logger) error {
+	mounter, err := chooseMounter(o, log)
+	if err != nil {
+		return err
+	}
+	root, err := prepareRoot(o.rootDir)
+	if err != nil {
+		return err
+	}
+	a := &agent{others: map[string]runner{}}
+	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify() })
+	a.actual = asw.New(func() { a.server.Notify() })
+	notify := func() { a.populator.Notify() }
+	cluster, err := newCluster(o, log, notify)
+	if err != nil {
+		return err
+	}
+	if err := a.addSources(o, log, cluster, notify); err != nil {
+		return err
+	}
+	registry := plugins.Default(plugins.Config{Mounter: mounter, Tokens: cluster.tokenSource()})
+	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Plugins: registry, Logger: log})
+	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg, worlds.VolumesByState)
+	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
+		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder()})
+	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources,
+		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log})
+	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),
+		zap.String("manifests", o.manifests), zap.Bool("cluster", cluster != nil))
+	return a.run(ctx)
+}
+
+// addSources creates the manifest source and, in cluster mode, the API one.
+func (a *agent) addSources(o options, log *zap.Logger, c *cluster, notify func()) error {
+	if o.manifests != "" {
+		src, err := manifest.New(manifest.Config{Dir: o.manifests, NodeName: o.nodeName, Logger: log, OnChange: notify})
+		if err != nil {
+			return err
+		}
+		a.sources = append(a.sources, src)
+	}
+	if c != nil {
+		a.sources = append(a.sources, c.source)
+		for name, r := range c.runners() {
+			a.others[name] = r
+		}
+	}
+	return nil
 }
 
 // run runs every loop under one errgroup; the first to fail stops the rest.
-func (a *agent) run(ctx context.Context, sources ...source.Source) error {
+func (a *agent) run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	for _, src := range sources {
+	for _, src := range a.sources {
 		g.Go(func() error { return named("source "+src.Name(), src.Run(ctx)) })
+	}
+	for name, r := range a.others {
+		g.Go(func() error { return named(name, r.Run(ctx)) })
 	}
 	g.Go(func() error { return named("populator", a.populator.Run(ctx)) })
 	g.Go(func() error { return named("reconciler", a.reconciler.Run(ctx)) })
@@ -93,6 +125,17 @@ func named(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+func prepareRoot(dir string) (string, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--root-dir: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o750); err != nil {
+		return "", fmt.Errorf("create --root-dir: %w", err)
+	}
+	return root, nil
 }
 
 // chooseMounter refuses to run without root unless --unprivileged says to.

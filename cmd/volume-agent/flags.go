@@ -17,12 +17,17 @@ type options struct {
 	logLevel     string
 	logFormat    string
 	unprivileged bool
+	kubeconfig   string
+	mintTokens   bool
+	apiQPS       float32
+	apiBurst     int
 }
 
 const usage = `volume-agent mounts the volumes of the pods on this node under its root directory.
 
 Usage:
-  volume-agent --manifests DIR [flags]
+  volume-agent --manifests DIR [flags]          # no cluster: pods from a manifest directory
+  volume-agent --kubeconfig FILE [flags]        # a node agent of a cluster (in a pod: no flag needed)
 
 Flags:
 `
@@ -41,9 +46,14 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log format: console or json")
 	fs.BoolVar(&o.unprivileged, "unprivileged", false, "run without root: mount nothing, so memory-backed emptyDir, secret and projected volumes are written to disk instead of tmpfs")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to watch pods bound to --node-name from; inside a pod the in-cluster config is used without it")
+	fs.BoolVar(&o.mintTokens, "mint-tokens", true, "mint service account tokens for projected serviceAccountToken sources (TokenRequest API); when false such volumes fail")
+	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server")
+	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.apiQPS = float32(*qps)
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
@@ -52,8 +62,8 @@ func parseFlags(args []string) (options, error) {
 
 func (o options) validate() error {
 	switch {
-	case o.manifests == "":
-		return errors.New("nothing to serve: give --manifests DIR (see --help)")
+	case o.manifests == "" && o.kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "":
+		return errNothingToServe
 	case o.nodeName == "":
 		return errors.New("--node-name is empty and neither $NODE_NAME nor the hostname is set")
 	case o.rootDir == "":

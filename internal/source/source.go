@@ -46,4 +46,8 @@ type Status struct {
 	// Errors lists current problems (a file that does not parse, a watch
 	// that fails) that do not stop the source from serving its last good state.
 	Errors []string `json:"errors,omitempty"`
+	// Disconnected, when set, says why the source cannot see changes right
+	// now (the API server does not answer); it serves its last state and
+	// /readyz reports it.
+	Disconnected string `json:"disconnected,omitempty"`
 }

@@ -34,8 +34,12 @@ func (s *Server) notReady() string {
 		reasons = append(reasons, "start-up recovery of mounted volumes is not done")
 	}
 	for _, src := range s.cfg.Sources {
-		if st := src.Status(); !st.Synced {
+		st := src.Status()
+		if !st.Synced {
 			reasons = append(reasons, fmt.Sprintf("source %s is not synced: %s", st.Name, st.Reason))
+		}
+		if st.Disconnected != "" {
+			reasons = append(reasons, fmt.Sprintf("source %s: %s", st.Name, st.Disconnected))
 		}
 	}
 	return strings.Join(reasons, "; ")

@@ -76,6 +76,9 @@ func Project(what string, data map[string][]byte, items []v1.KeyToPath, mode os.
 		if it.Mode != nil {
 			m = os.FileMode(*it.Mode) & os.ModePerm
 		}
+		if _, dup := payload[it.Path]; dup {
+			return nil, fmt.Errorf("%s: two items write path %q", what, it.Path)
+		}
 		payload[it.Path] = atomicwriter.File{Data: value, Mode: m}
 	}
 	return payload, nil

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/volume-agent/volume-agent/internal/events"
+	"github.com/volume-agent/volume-agent/internal/plugins/projected"
+	"github.com/volume-agent/volume-agent/internal/reconciler"
+	"github.com/volume-agent/volume-agent/internal/source/apiserver"
+	"github.com/volume-agent/volume-agent/internal/tokens"
+)
+
+// cluster holds what cluster mode adds: the API source, the token manager
+// and the event recorder. A nil *cluster means no cluster.
+type cluster struct {
+	source *apiserver.Source
+	tokens *tokens.Manager // nil with --mint-tokens=false
+	events *events.Recorder
+}
+
+// newCluster connects to the API server when --kubeconfig is given or the
+// agent runs in a pod; it returns nil otherwise.
+func newCluster(o options, log *zap.Logger, notify func()) (*cluster, error) {
+	cfg, err := restConfig(o)
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	conn := &apiserver.Connection{}
+	conn.Wrap(cfg)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	src, err := apiserver.New(apiserver.Config{Client: client, NodeName: o.nodeName, Logger: log, OnChange: notify, Connection: conn})
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{source: src, events: events.New(events.Config{Client: client, NodeName: o.nodeName, Source: apiserver.Name})}
+	if o.mintTokens {
+		c.tokens = tokens.New(tokens.Config{Client: client, Logger: log, OnChange: notify})
+	}
+	return c, nil
+}
+
+// restConfig loads --kubeconfig, or the in-cluster config inside a pod.
+func restConfig(o options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	switch {
+	case o.kubeconfig != "":
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+		cfg, err = rest.InClusterConfig()
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load API server config: %w", err)
+	}
+	cfg.QPS, cfg.Burst = o.apiQPS, o.apiBurst
+	cfg.UserAgent = "volume-agent/" + o.nodeName
+	return cfg, nil
+}
+
+// tokenSource returns the token manager as the projected plugin wants it:
+// a nil interface when tokens are not minted.
+func (c *cluster) tokenSource() projected.Tokens {
+	if c == nil || c.tokens == nil {
+		return nil
+	}
+	return c.tokens
+}
+
+// recorder returns the event recorder, or nil without a cluster.
+func (c *cluster) recorder() reconciler.Recorder {
+	if c == nil {
+		return nil
+	}
+	return c.events
+}
+
+// runners lists what runs beside the loops.
+func (c *cluster) runners() map[string]runner {
+	r := map[string]runner{"event recorder": c.events}
+	if c.tokens != nil {
+		r["token manager"] = c.tokens
+	}
+	return r
+}
+
+var errNothingToServe = errors.New("nothing to serve: give --manifests DIR and/or --kubeconfig FILE (see --help)")

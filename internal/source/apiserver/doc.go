@@ -1,0 +1,19 @@
+// Package apiserver is the pod source for running as a node agent of a
+// Kubernetes cluster. It watches the pods bound to this node (a
+// field-selected informer), this node's Node object, PersistentVolumes and
+// PersistentVolumeClaims, and — one watch per object — exactly the
+// ConfigMaps and Secrets those pods' volumes refer to.
+//
+// Why per-object watches rather than namespace informers: a node runs ~100
+// pods that refer to a few dozen objects, while a namespace may hold
+// thousands of ConfigMaps and Secrets. Per-object watches keep memory and
+// the secrets the agent holds to what its pods use (the kubelet's watch
+// strategy does the same); the API server serves them from its watch cache,
+// so the cost is one cheap watch per referenced object. Immutable objects
+// are read once and not watched after that.
+//
+// The source never tears anything down itself and never reports a pod gone
+// because a list or watch failed: informers keep their last state while the
+// API server is unreachable, and the populator removes pods only when the
+// pod informer has synced.
+package apiserver

@@ -1,0 +1,121 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/volume-agent/volume-agent/internal/volume"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ref names a namespaced object.
+type ref struct{ namespace, name string }
+
+// objects keeps one watch per referenced object of one resource.
+type objects struct {
+	resource string // "configmaps" or "secrets"
+	example  runtime.Object
+	client   cache.Getter
+	runner   *runner
+	log      *zap.Logger
+	onChange func()
+
+	mu      sync.Mutex
+	entries map[ref]*watched // guarded by mu
+}
+
+// watched is the watch of one object. An immutable object is kept in
+// frozen and its watch stopped.
+type watched struct {
+	informer cache.SharedIndexInformer
+	stop     context.CancelFunc
+	frozen   runtime.Object
+}
+
+func newObjects(resource string, example runtime.Object, client cache.Getter, r *runner, log *zap.Logger, onChange func()) *objects {
+	return &objects{resource: resource, example: example, client: client, runner: r, log: log, onChange: onChange, entries: map[ref]*watched{}}
+}
+
+// watch makes the set of watched objects exactly refs.
+func (o *objects) watch(refs map[ref]bool) {
+	ctx := o.runner.context()
+	if ctx == nil {
+		return // not running yet; the first pod event after start calls again
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for r, w := range o.entries {
+		if !refs[r] {
+			w.stop()
+			delete(o.entries, r)
+		}
+	}
+	for r := range refs {
+		if _, ok := o.entries[r]; !ok {
+			o.entries[r] = o.startLocked(ctx, r)
+		}
+	}
+}
+
+// startLocked starts the watch of one object.
+func (o *objects) startLocked(parent context.Context, r ref) *watched {
+	ctx, cancel := context.WithCancel(parent)
+	lw := cache.NewListWatchFromClient(o.client, o.resource, r.namespace, fields.OneTermEqualSelector("metadata.name", r.name))
+	inf := cache.NewSharedIndexInformer(lw, o.example, 0, cache.Indexers{})
+	w := &watched{informer: inf, stop: cancel}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { o.changed(r, obj) },
+		UpdateFunc: func(_, obj any) { o.changed(r, obj) },
+		DeleteFunc: func(any) { o.onChange() },
+	})
+	o.runner.run(ctx, inf.RunWithContext)
+	o.log.Debug("watching object", zap.String("resource", o.resource), zap.String("namespace", r.namespace), zap.String("name", r.name))
+	return w
+}
+
+// changed freezes immutable objects (no watch needed after the first read)
+// and signals the change.
+func (o *objects) changed(r ref, obj any) {
+	if isImmutable(obj) {
+		o.mu.Lock()
+		if w, ok := o.entries[r]; ok && w.frozen == nil {
+			w.frozen = obj.(runtime.Object)
+			w.stop()
+			o.log.Debug("immutable object read; watch stopped", zap.String("resource", o.resource), zap.String("namespace", r.namespace), zap.String("name", r.name))
+		}
+		o.mu.Unlock()
+	}
+	o.onChange()
+}
+
+func isImmutable(obj any) bool {
+	switch t := obj.(type) {
+	case *v1.ConfigMap:
+		return t.Immutable != nil && *t.Immutable
+	case *v1.Secret:
+		return t.Immutable != nil && *t.Immutable
+	}
+	return false
+}
+
+// lookup returns a watched object: ErrNotFound when the API server says it
+// does not exist, another error while it is not known yet.
+func lookup[T runtime.Object](o *objects, namespace, name string) (T, error) {
+	var zero T
+	r := ref{namespace, name}
+	o.mu.Lock()
+	w, ok := o.entries[r]
+	o.mu.Unlock()
+	switch {
+	case !ok:
+		return zero, fmt.Errorf("%s %s/%s: not watched yet: %w", o.resource, namespace, name, volume.ErrNotReady)
+	case w.frozen != nil:
+		return w.frozen.(T), nil
+	}
+	return get[T](w.informer, o.resource, namespace, name)
+}

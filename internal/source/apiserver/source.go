@@ -1,0 +1,205 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// Name is the source's name in logs and the status API.
+const Name = "api"
+
+// Config configures a Source.
+type Config struct {
+	Client   kubernetes.Interface
+	NodeName string
+	Logger   *zap.Logger
+	// OnChange is called (from informer goroutines; it must not block)
+	// whenever a pod, the node or a referenced object changed.
+	OnChange func()
+	// Connection reports whether the API server answers; may be nil.
+	Connection *Connection
+}
+
+// Source serves the pods of this node from the API server.
+type Source struct {
+	cfg        Config
+	log        *zap.Logger
+	pods       cache.SharedIndexInformer
+	node       cache.SharedIndexInformer
+	pvs        cache.SharedIndexInformer
+	pvcs       cache.SharedIndexInformer
+	configMaps *objects
+	secrets    *objects
+	runner     *runner
+}
+
+var _ source.Source = (*Source)(nil)
+
+// New builds the informers; it starts nothing.
+func New(cfg Config) (*Source, error) {
+	if cfg.Client == nil || cfg.NodeName == "" || cfg.Logger == nil {
+		return nil, errors.New("apiserver source: Client, NodeName and Logger are required")
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func() {}
+	}
+	log := cfg.Logger.Named("api")
+	rest := cfg.Client.CoreV1().RESTClient()
+	s := &Source{cfg: cfg, log: log, runner: &runner{}}
+	s.pods = informer(rest, "pods", "", fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName), &v1.Pod{})
+	s.node = informer(rest, "nodes", "", fields.OneTermEqualSelector("metadata.name", cfg.NodeName), &v1.Node{})
+	s.pvs = informer(rest, "persistentvolumes", "", fields.Everything(), &v1.PersistentVolume{})
+	s.pvcs = informer(rest, "persistentvolumeclaims", "", fields.Everything(), &v1.PersistentVolumeClaim{})
+	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, rest, s.runner, log, cfg.OnChange)
+	s.secrets = newObjects("secrets", &v1.Secret{}, rest, s.runner, log, cfg.OnChange)
+	for _, inf := range []cache.SharedIndexInformer{s.node, s.pvs, s.pvcs} {
+		if _, err := inf.AddEventHandler(notifyHandler(cfg.OnChange)); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.pods.AddEventHandler(notifyHandler(s.podsChanged)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func informer(c cache.Getter, resource, namespace string, sel fields.Selector, obj runtime.Object) cache.SharedIndexInformer {
+	lw := cache.NewListWatchFromClient(c, resource, namespace, sel)
+	return cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
+}
+
+// notifyHandler calls fn on every add, update and delete.
+func notifyHandler(fn func()) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { fn() },
+		UpdateFunc: func(any, any) { fn() },
+		DeleteFunc: func(any) { fn() },
+	}
+}
+
+// Name implements source.Source.
+func (s *Source) Name() string { return Name }
+
+// Run runs the informers until ctx ends and joins them.
+func (s *Source) Run(ctx context.Context) error {
+	s.runner.start(ctx)
+	for _, inf := range []cache.SharedIndexInformer{s.pods, s.node, s.pvs, s.pvcs} {
+		s.runner.run(ctx, inf.RunWithContext)
+	}
+	s.log.Info("watching the API server", zap.String("node", s.cfg.NodeName))
+	<-ctx.Done()
+	s.runner.wait()
+	return nil
+}
+
+// podsChanged re-derives which ConfigMaps and Secrets to watch.
+func (s *Source) podsChanged() {
+	cms, secrets := references(s.Pods())
+	s.configMaps.watch(cms)
+	s.secrets.watch(secrets)
+	s.cfg.OnChange()
+}
+
+// Pods returns the pods bound to this node, sorted by namespace/name.
+func (s *Source) Pods() []*v1.Pod {
+	items := s.pods.GetStore().List()
+	pods := make([]*v1.Pod, 0, len(items))
+	for _, it := range items {
+		if p, ok := it.(*v1.Pod); ok && p.Spec.NodeName == s.cfg.NodeName {
+			pods = append(pods, p)
+		}
+	}
+	sort.Slice(pods, func(i, j int) bool {
+		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+	})
+	return pods
+}
+
+// Objects implements source.Source.
+func (s *Source) Objects() volume.Objects { return lookups{s} }
+
+// Node returns this node's object once seen.
+func (s *Source) Node() *v1.Node {
+	obj, ok, err := s.node.GetStore().GetByKey(s.cfg.NodeName)
+	if err != nil || !ok {
+		return nil
+	}
+	n, _ := obj.(*v1.Node)
+	return n
+}
+
+// PersistentVolume returns a PV from the informer.
+func (s *Source) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	return get[*v1.PersistentVolume](s.pvs, "persistentVolume", "", name)
+}
+
+// PersistentVolumeClaim returns a PVC from the informer.
+func (s *Source) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	return get[*v1.PersistentVolumeClaim](s.pvcs, "persistentVolumeClaim", namespace, name)
+}
+
+// get looks an object up in an informer's store.
+func get[T runtime.Object](inf cache.SharedIndexInformer, kind, namespace, name string) (T, error) {
+	var zero T
+	if !inf.HasSynced() {
+		return zero, fmt.Errorf("%s %s: %w", kind, key(namespace, name), errNotSynced)
+	}
+	obj, ok, err := inf.GetStore().GetByKey(key(namespace, name))
+	if err != nil {
+		return zero, err
+	}
+	if !ok {
+		return zero, fmt.Errorf("%s %s: %w", kind, key(namespace, name), volume.ErrNotFound)
+	}
+	t, ok := obj.(T)
+	if !ok {
+		return zero, fmt.Errorf("%s %s: unexpected type %T", kind, key(namespace, name), obj)
+	}
+	return t, nil
+}
+
+// errNotSynced: the watch has not delivered its first list yet.
+var errNotSynced = fmt.Errorf("not yet read from the API server: %w", volume.ErrNotReady)
+
+func key(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// Status: synced once the pod informer has listed; Errors say whether the
+// API server answers.
+func (s *Source) Status() source.Status {
+	st := source.Status{Name: Name, Synced: s.pods.HasSynced()}
+	if !st.Synced {
+		st.Reason = "pods bound to node " + s.cfg.NodeName + " not yet listed from the API server"
+	}
+	if err := s.cfg.Connection.Err(); err != nil {
+		st.Disconnected = "API server unreachable: " + err.Error()
+	}
+	return st
+}
+
+// lookups resolves ConfigMaps and Secrets through the per-object watches.
+type lookups struct{ s *Source }
+
+func (l lookups) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
+	return lookup[*v1.ConfigMap](l.s.configMaps, namespace, name)
+}
+
+func (l lookups) Secret(namespace, name string) (*v1.Secret, error) {
+	return lookup[*v1.Secret](l.s.secrets, namespace, name)
+}
