@@ -6,7 +6,7 @@ package configmap
 import (
 	"context"
 	"errors"
-	"fmt"
+	"os"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -44,31 +44,29 @@ func (p *Plugin) Validate(spec *volume.Spec) error {
 	return contentdir.ValidateItems("configMap", src.Items, src.DefaultMode)
 }
 
-// ContentVersion is the ConfigMap's resourceVersion, or "absent".
+// ContentVersion is the ConfigMap's uid@resourceVersion, or "absent".
 func (p *Plugin) ContentVersion(spec *volume.Spec) (string, error) {
-	cm, err := spec.Objects.ConfigMap(spec.Pod.Namespace, spec.Volume.ConfigMap.Name)
-	return objectVersion(cm, err)
+	return contentdir.ObjectVersion(spec.Objects.ConfigMap(spec.Pod.Namespace, spec.Volume.ConfigMap.Name))
 }
 
 // SetUp writes the ConfigMap's content into dir.
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volume.Result, error) {
 	src := spec.Volume.ConfigMap
-	cm, err := spec.Objects.ConfigMap(spec.Pod.Namespace, src.Name)
-	if err != nil && !errors.Is(err, volume.ErrNotFound) {
-		return volume.Result{}, fmt.Errorf("get configMap %s/%s: %w", spec.Pod.Namespace, src.Name, err)
-	}
-	if err != nil {
-		cm = nil
-	}
-	payload, err := Payload(spec.Pod.Namespace, src.Name, cm, src.Items, contentdir.Mode(src.DefaultMode), optional(src.Optional))
+	payload, err := Lookup(spec, src.Name, src.Items, contentdir.Mode(src.DefaultMode), optional(src.Optional))
 	if err != nil {
 		return volume.Result{}, err
 	}
-	contentdir.ApplyFsGroup(spec.Pod, payload)
-	if err := (contentdir.Dir{Mounter: p.Mounter}).SetUp(ctx, dir, payload); err != nil {
-		return volume.Result{}, err
+	return contentdir.Dir{Mounter: p.Mounter}.Publish(ctx, spec, dir, payload)
+}
+
+// Lookup finds the pod's ConfigMap name and returns its payload.
+func Lookup(spec *volume.Spec, name string, items []v1.KeyToPath, mode os.FileMode, optional bool) (contentdir.Payload, error) {
+	ns := spec.Pod.Namespace
+	cm, err := spec.Objects.ConfigMap(ns, name)
+	if cm, err = contentdir.Existing(cm, err, "configMap "+ns+"/"+name); err != nil {
+		return nil, err
 	}
-	return volume.Result{Path: dir}, nil
+	return Payload(ns, name, cm, items, mode, optional)
 }
 
 // TearDown removes the directory.
@@ -77,13 +75,3 @@ func (p *Plugin) TearDown(ctx context.Context, dir string) error {
 }
 
 func optional(b *bool) bool { return b != nil && *b }
-
-func objectVersion(cm *v1.ConfigMap, err error) (string, error) {
-	if errors.Is(err, volume.ErrNotFound) {
-		return "absent", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	return string(cm.UID) + "@" + cm.ResourceVersion, nil
-}

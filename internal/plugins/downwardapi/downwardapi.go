@@ -59,11 +59,7 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volu
 	if err != nil {
 		return volume.Result{}, err
 	}
-	contentdir.ApplyFsGroup(spec.Pod, payload)
-	if err := (contentdir.Dir{Mounter: p.Mounter}).SetUp(ctx, dir, payload); err != nil {
-		return volume.Result{}, err
-	}
-	return volume.Result{Path: dir}, nil
+	return contentdir.Dir{Mounter: p.Mounter}.Publish(ctx, spec, dir, payload)
 }
 
 // TearDown removes the directory.

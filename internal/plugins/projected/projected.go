@@ -52,11 +52,7 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volu
 	if err != nil {
 		return volume.Result{}, err
 	}
-	contentdir.ApplyFsGroup(spec.Pod, payload)
-	if err := p.dir().SetUp(ctx, dir, payload); err != nil {
-		return volume.Result{}, err
-	}
-	return volume.Result{Path: dir}, nil
+	return p.dir().Publish(ctx, spec, dir, payload)
 }
 
 // TearDown unmounts the tmpfs and removes the directory.

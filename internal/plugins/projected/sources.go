@@ -82,17 +82,9 @@ func (p *Plugin) sourceVersion(spec *volume.Spec, i int) (string, error) {
 	ns := spec.Pod.Namespace
 	switch {
 	case s.ConfigMap != nil:
-		cm, err := spec.Objects.ConfigMap(ns, s.ConfigMap.Name)
-		if err != nil {
-			return absent(err)
-		}
-		return string(cm.UID) + "@" + cm.ResourceVersion, nil
+		return contentdir.ObjectVersion(spec.Objects.ConfigMap(ns, s.ConfigMap.Name))
 	case s.Secret != nil:
-		sec, err := spec.Objects.Secret(ns, s.Secret.Name)
-		if err != nil {
-			return absent(err)
-		}
-		return string(sec.UID) + "@" + sec.ResourceVersion, nil
+		return contentdir.ObjectVersion(spec.Objects.Secret(ns, s.Secret.Name))
 	case s.DownwardAPI != nil:
 		files, err := p.sourcePayload(context.Background(), spec, i)
 		if err != nil {
@@ -105,37 +97,15 @@ func (p *Plugin) sourceVersion(spec *volume.Spec, i int) (string, error) {
 	return "", nil
 }
 
-func absent(err error) (string, error) {
-	if errors.Is(err, volume.ErrNotFound) {
-		return "absent", nil
-	}
-	return "", err
-}
-
 // sourcePayload returns the files of source i.
 func (p *Plugin) sourcePayload(ctx context.Context, spec *volume.Spec, i int) (contentdir.Payload, error) {
 	s := spec.Volume.Projected.Sources[i]
 	mode := contentdir.Mode(spec.Volume.Projected.DefaultMode)
-	ns := spec.Pod.Namespace
 	switch {
 	case s.ConfigMap != nil:
-		cm, err := spec.Objects.ConfigMap(ns, s.ConfigMap.Name)
-		if err != nil && !errors.Is(err, volume.ErrNotFound) {
-			return nil, fmt.Errorf("get configMap %s/%s: %w", ns, s.ConfigMap.Name, err)
-		}
-		if err != nil {
-			cm = nil
-		}
-		return configmap.Payload(ns, s.ConfigMap.Name, cm, s.ConfigMap.Items, mode, isTrue(s.ConfigMap.Optional))
+		return configmap.Lookup(spec, s.ConfigMap.Name, s.ConfigMap.Items, mode, isTrue(s.ConfigMap.Optional))
 	case s.Secret != nil:
-		sec, err := spec.Objects.Secret(ns, s.Secret.Name)
-		if err != nil && !errors.Is(err, volume.ErrNotFound) {
-			return nil, fmt.Errorf("get secret %s/%s: %w", ns, s.Secret.Name, err)
-		}
-		if err != nil {
-			sec = nil
-		}
-		return secret.Payload(ns, s.Secret.Name, sec, s.Secret.Items, mode, isTrue(s.Secret.Optional))
+		return secret.Lookup(spec, s.Secret.Name, s.Secret.Items, mode, isTrue(s.Secret.Optional))
 	case s.DownwardAPI != nil:
 		return downwardapi.Payload(spec.Pod, downwardapi.Allocatable(spec.Node), s.DownwardAPI.Items, mode)
 	case s.ServiceAccountToken != nil:

@@ -46,37 +46,29 @@ func (p *Plugin) Validate(spec *volume.Spec) error {
 	return contentdir.ValidateItems("secret", src.Items, src.DefaultMode)
 }
 
-// ContentVersion is the Secret's uid and resourceVersion, or "absent".
+// ContentVersion is the Secret's uid@resourceVersion, or "absent".
 func (p *Plugin) ContentVersion(spec *volume.Spec) (string, error) {
-	s, err := spec.Objects.Secret(spec.Pod.Namespace, spec.Volume.Secret.SecretName)
-	if errors.Is(err, volume.ErrNotFound) {
-		return "absent", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	return string(s.UID) + "@" + s.ResourceVersion, nil
+	return contentdir.ObjectVersion(spec.Objects.Secret(spec.Pod.Namespace, spec.Volume.Secret.SecretName))
 }
 
 // SetUp writes the Secret's content into dir, on a tmpfs.
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volume.Result, error) {
 	src := spec.Volume.Secret
-	s, err := spec.Objects.Secret(spec.Pod.Namespace, src.SecretName)
-	if err != nil && !errors.Is(err, volume.ErrNotFound) {
-		return volume.Result{}, fmt.Errorf("get secret %s/%s: %w", spec.Pod.Namespace, src.SecretName, err)
-	}
-	if err != nil {
-		s = nil
-	}
-	payload, err := Payload(spec.Pod.Namespace, src.SecretName, s, src.Items, contentdir.Mode(src.DefaultMode), src.Optional != nil && *src.Optional)
+	payload, err := Lookup(spec, src.SecretName, src.Items, contentdir.Mode(src.DefaultMode), src.Optional != nil && *src.Optional)
 	if err != nil {
 		return volume.Result{}, err
 	}
-	contentdir.ApplyFsGroup(spec.Pod, payload)
-	if err := p.dir().SetUp(ctx, dir, payload); err != nil {
-		return volume.Result{}, err
+	return p.dir().Publish(ctx, spec, dir, payload)
+}
+
+// Lookup finds the pod's Secret name and returns its payload.
+func Lookup(spec *volume.Spec, name string, items []v1.KeyToPath, mode os.FileMode, optional bool) (contentdir.Payload, error) {
+	ns := spec.Pod.Namespace
+	s, err := spec.Objects.Secret(ns, name)
+	if s, err = contentdir.Existing(s, err, "secret "+ns+"/"+name); err != nil {
+		return nil, err
 	}
-	return volume.Result{Path: dir}, nil
+	return Payload(ns, name, s, items, mode, optional)
 }
 
 // TearDown unmounts the tmpfs and removes the directory.
