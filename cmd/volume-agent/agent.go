@@ -68,7 +68,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err := a.addSources(o, log, cluster, notify); err != nil {
 		return err
 	}
-	registry := plugins.Default(plugins.Config{Mounter: mounter, Tokens: cluster.tokenSource()})
+	registry := plugins.Default(plugins.Config{Mounter: mounter, Tokens: cluster.tokenSource(), HostRoot: o.hostRoot})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Plugins: registry, Logger: log})
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}
 	reg := prometheus.NewRegistry()

@@ -17,6 +17,7 @@ type options struct {
 	logLevel     string
 	logFormat    string
 	unprivileged bool
+	hostRoot     string
 	kubeconfig   string
 	mintTokens   bool
 	apiQPS       float32
@@ -46,6 +47,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log format: console or json")
 	fs.BoolVar(&o.unprivileged, "unprivileged", false, "run without root: mount nothing, so memory-backed emptyDir, secret and projected volumes are written to disk instead of tmpfs")
+	fs.StringVar(&o.hostRoot, "host-root", "/", "where the host's root file system is visible to the agent (e.g. /host in a container); hostPath volumes are checked below it")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to watch pods bound to --node-name from; inside a pod the in-cluster config is used without it")
 	fs.BoolVar(&o.mintTokens, "mint-tokens", true, "mint service account tokens for projected serviceAccountToken sources (TokenRequest API); when false such volumes fail")
 	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server")

@@ -16,13 +16,16 @@ type Config struct {
 	Mounter mount.Mounter
 	// Tokens mints service account tokens; nil without an API server.
 	Tokens projected.Tokens
+	// HostRoot is where the host's root file system is mounted ("/" when
+	// the agent runs on the host).
+	HostRoot string
 }
 
 // Default returns a registry of every plugin the agent ships.
 func Default(cfg Config) *Registry {
 	r, err := NewRegistry(
 		&emptydir.Plugin{Mounter: cfg.Mounter},
-		&hostpath.Plugin{},
+		&hostpath.Plugin{HostRoot: cfg.HostRoot},
 		&configmap.Plugin{Mounter: cfg.Mounter},
 		&secret.Plugin{Mounter: cfg.Mounter},
 		&downwardapi.Plugin{Mounter: cfg.Mounter},

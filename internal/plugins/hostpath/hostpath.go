@@ -24,7 +24,12 @@ import (
 const Name = "kubernetes.io/host-path"
 
 // Plugin checks hostPath volumes.
-type Plugin struct{}
+type Plugin struct {
+	// HostRoot is where the host's root file system is visible to the agent:
+	// "/" (or "") on the host itself, e.g. "/host" in a container. Paths are
+	// checked below it and reported as host paths.
+	HostRoot string
+}
 
 var (
 	_ volume.Plugin    = (*Plugin)(nil)
@@ -61,7 +66,8 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, _ string) (volume
 	if !ok {
 		return volume.Result{}, fmt.Errorf("hostPath.type %q is not a known type", hostPathType(hp))
 	}
-	if _, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, check(hp.Path) }); err != nil {
+	local := filepath.Join(p.HostRoot, hp.Path)
+	if _, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, check(local) }); err != nil {
 		return volume.Result{}, fmt.Errorf("hostPath %s (type %s): %w", hp.Path, hostPathType(hp), err)
 	}
 	return volume.Result{Path: hp.Path}, nil

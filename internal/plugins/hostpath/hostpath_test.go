@@ -205,3 +205,18 @@ func TestTearDownLeavesHostPath(t *testing.T) {
 		t.Fatalf("TearDown changed the host path:\nbefore %q\nafter  %q", before, after)
 	}
 }
+
+func TestSetUpBelowHostRoot(t *testing.T) {
+	hostRoot := t.TempDir()
+	p := &hostpath.Plugin{HostRoot: hostRoot}
+	res, err := p.SetUp(context.Background(), spec("/var/log/app", v1.HostPathDirectoryOrCreate), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Path != "/var/log/app" {
+		t.Errorf("Path = %q, want the host path /var/log/app", res.Path)
+	}
+	if fi, err := os.Stat(filepath.Join(hostRoot, "var/log/app")); err != nil || !fi.IsDir() {
+		t.Errorf("directory not created below the host root: %v", err)
+	}
+}
