@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/volume-agent/volume-agent/test/controlplane"
+)
+
+// deployFile is the DaemonSet manifest the agent ships with.
+const deployFile = "../../deploy/daemonset.yaml"
+
+// clusterEnv is a control plane and a kubeconfig for the agent that holds
+// a token of the ServiceAccount from deploy/daemonset.yaml, bound by the
+// RBAC in that file and nothing more.
+type clusterEnv struct {
+	cp              *controlplane.ControlPlane
+	client          kubernetes.Interface
+	agentKubeconfig string
+}
+
+func startCluster(t *testing.T) *clusterEnv {
+	needRoot(t)
+	start := time.Now()
+	cp := controlplane.Start(t, controlplane.Options{})
+	figure(t, "control plane (etcd + kube-apiserver) start, binaries cached", time.Since(start))
+	env := &clusterEnv{cp: cp, client: cp.Client()}
+	objs := deployObjects(t)
+	dyn, err := dynamic.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() != "DaemonSet" {
+			createObject(t, dyn, o)
+		}
+	}
+	env.agentKubeconfig = cp.KubeconfigForToken(t, serviceAccountToken(t, env.client, "volume-agent", "volume-agent"))
+	return env
+}
+
+// deployObjects decodes every document of deploy/daemonset.yaml.
+func deployObjects(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(deployFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var obj map[string]any
+		err := dec.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", deployFile, err)
+		}
+		if obj != nil {
+			out = append(out, &unstructured.Unstructured{Object: obj})
+		}
+	}
+}
+
+// resources maps the kinds in deploy/daemonset.yaml to their resources.
+var resources = map[string]schema.GroupVersionResource{
+	"Namespace":          {Version: "v1", Resource: "namespaces"},
+	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
+	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"DaemonSet":          {Group: "apps", Version: "v1", Resource: "daemonsets"},
+}
+
+func resourceFor(t *testing.T, dyn dynamic.Interface, o *unstructured.Unstructured) dynamic.ResourceInterface {
+	t.Helper()
+	gvr, ok := resources[o.GetKind()]
+	if !ok {
+		t.Fatalf("%s: kind %s has no resource mapping in the test", deployFile, o.GetKind())
+	}
+	if o.GetNamespace() != "" {
+		return dyn.Resource(gvr).Namespace(o.GetNamespace())
+	}
+	return dyn.Resource(gvr)
+}
+
+func createObject(t *testing.T, dyn dynamic.Interface, o *unstructured.Unstructured) {
+	t.Helper()
+	if _, err := resourceFor(t, dyn, o).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create %s %s from %s: %v", o.GetKind(), o.GetName(), deployFile, err)
+	}
+}
+
+// serviceAccountToken requests a token for a ServiceAccount.
+func serviceAccountToken(t *testing.T, c kubernetes.Interface, namespace, name string) string {
+	t.Helper()
+	exp := int64(3600)
+	tr, err := c.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s/%s: %v", namespace, name, err)
+	}
+	return tr.Status.Token
+}
+
+// startAgent runs an agent for node against the API server, with an empty
+// manifest directory beside it (both sources together, like static pods).
+func (env *clusterEnv) startAgent(t *testing.T, node string) *agent {
+	a := newAgent(t)
+	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node)
+	return a
+}
+
+// waitReady waits for the pod with uid through the API's ?wait=.
+func (a *agent) waitReady(uid string, timeout time.Duration) apiPod {
+	a.t.Helper()
+	code, body := a.get("/v1/pods/" + uid + "?wait=" + timeout.String())
+	if code != 200 {
+		a.t.Fatalf("pod %s not ready after %v: %d %s", uid, timeout, code, body)
+	}
+	p, _ := a.podByUID(uid)
+	return p
+}
+
+func (a *agent) podByUID(uid string) (apiPod, bool) {
+	for _, p := range a.pods() {
+		if p.UID == uid {
+			return p, true
+		}
+	}
+	return apiPod{}, false
+}
+
+// podEvents lists the events about a pod with the given reason.
+func podEvents(t *testing.T, c kubernetes.Interface, pod *v1.Pod, reason string) []v1.Event {
+	t.Helper()
+	list, err := c.CoreV1().Events(pod.Namespace).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.uid=" + string(pod.UID) + ",reason=" + reason,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
