@@ -27,6 +27,8 @@ func TestCluster(t *testing.T) {
 	t.Run("UpdatesReachVolumes", env.testUpdates)
 	t.Run("DeletedPodTornDownOtherNodeIgnored", env.testDeleteAndOtherNode)
 	t.Run("MissingConfigMapFailsThenRecovers", env.testMissingConfigMap)
+	t.Run("SucceededPodTornDown", env.testSucceededPod)
+	t.Run("ImmutableConfigMapReadOnce", env.testImmutableConfigMap)
 	t.Run("APIServerRestart", env.testAPIServerRestart) // last: it restarts the server
 }
 
@@ -305,4 +307,34 @@ func (env *clusterEnv) testAPIServerRestart(t *testing.T) {
 	if got := mountIDsUnder(t, a.root); got != mounts {
 		t.Errorf("mounts changed across the API server restart: %s -> %s", mounts, got)
 	}
+}
+
+func (env *clusterEnv) testSucceededPod(t *testing.T) {
+	a, pod, p := env.startApp(t)
+	pod.Status.Phase = v1.PodSucceeded
+	if _, err := env.client.CoreV1().Pods(pod.Namespace).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "succeeded pod's directory removed", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(a.root, "pods", p.UID))
+		return os.IsNotExist(err), fmt.Sprint(err)
+	})
+	if m := mountsUnder(t, a.root); len(m) > 0 {
+		t.Errorf("still mounted after the pod succeeded: %v", m)
+	}
+}
+
+func (env *clusterEnv) testImmutableConfigMap(t *testing.T) {
+	ns := env.namespace(t)
+	node := "node-" + ns
+	a := env.startAgent(t, node)
+	env.create(t, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "frozen"}, Data: map[string]string{"k": "v1"}, Immutable: ptr.To(true)})
+	pod := clusterAppPod(ns, node)
+	pod.Spec.Volumes = []v1.Volume{{Name: "frozen", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "frozen"}}}}}
+	pod = env.createPod(t, pod)
+	p := a.waitReady(string(pod.UID), 30*time.Second)
+	checkFile(t, filepath.Join(p.volume("frozen").Path, "k"), "v1")
+	waitFor(t, 5*time.Second, "the immutable object's watch stopped", func() (bool, string) {
+		return strings.Contains(a.logs.String(), "immutable object read; watch stopped"), "no such log line"
+	})
 }
