@@ -11,6 +11,8 @@ package events
 
 import (
 	"context"
+	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -35,46 +37,79 @@ type Config struct {
 	Source string
 }
 
+// maxEarly bounds the events kept from before Run starts, as the
+// broadcaster bounds its own queue.
+const maxEarly = 1000
+
 // Recorder sends events. Create with New; Run owns the broadcaster.
 type Recorder struct {
-	cfg         Config
-	broadcaster record.EventBroadcaster
-	recorder    record.EventRecorder
+	cfg Config
+
+	mu       sync.Mutex
+	recorder record.EventRecorder // guarded by mu; set while Run runs
+	early    []event              // guarded by mu; reported before Run started, sent when it does
+	stopped  bool                 // guarded by mu; set when Run returns: later events are dropped
 }
 
-// New returns a recorder; nothing is sent until Run.
+// event is one event reported before Run started.
+type event struct {
+	pod                  *v1.Pod
+	typ, reason, message string
+}
+
+// New returns a recorder; it starts nothing, and events reported before Run
+// are sent when it starts.
 func New(cfg Config) *Recorder {
-	b := record.NewBroadcaster()
-	return &Recorder{
-		cfg:         cfg,
-		broadcaster: b,
-		recorder:    b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "volume-agent", Host: cfg.NodeName}),
-	}
+	return &Recorder{cfg: cfg}
 }
 
 // Run sends events until ctx ends, then shuts the broadcaster down.
 func (r *Recorder) Run(ctx context.Context) error {
-	w := r.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.cfg.Client.CoreV1().Events("")})
+	b := record.NewBroadcaster()
+	w := b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.cfg.Client.CoreV1().Events("")})
+	r.mu.Lock()
+	r.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "volume-agent", Host: r.cfg.NodeName})
+	for _, e := range r.early {
+		r.recorder.Event(e.pod, e.typ, e.reason, e.message)
+	}
+	r.early = nil
+	r.mu.Unlock()
 	<-ctx.Done()
+	r.mu.Lock()
+	r.recorder, r.stopped = nil, true
+	r.mu.Unlock()
 	w.Stop()
-	r.broadcaster.Shutdown()
+	b.Shutdown()
 	return nil
 }
 
 // SetUpSucceeded reports a volume's first successful set-up.
 func (r *Recorder) SetUpSucceeded(spec *volume.Spec) {
 	if r.wants(spec) {
-		r.recorder.Eventf(spec.Pod, v1.EventTypeNormal, ReasonSuccessfulMount, "MountVolume.SetUp succeeded for volume %q", spec.Volume.Name)
+		r.event(spec.Pod, v1.EventTypeNormal, ReasonSuccessfulMount, fmt.Sprintf("MountVolume.SetUp succeeded for volume %q", spec.Volume.Name))
 	}
 }
 
 // SetUpFailed reports a failed set-up or refresh.
 func (r *Recorder) SetUpFailed(spec *volume.Spec, err error) {
 	if r.wants(spec) {
-		r.recorder.Eventf(spec.Pod, v1.EventTypeWarning, ReasonFailedMount, "MountVolume.SetUp failed for volume %q : %v", spec.Volume.Name, err)
+		r.event(spec.Pod, v1.EventTypeWarning, ReasonFailedMount, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", spec.Volume.Name, err))
 	}
 }
 
 func (r *Recorder) wants(spec *volume.Spec) bool {
 	return spec != nil && spec.Pod != nil && spec.Source == r.cfg.Source
+}
+
+// event hands an event to the broadcaster (which never blocks), or keeps it
+// until Run starts.
+func (r *Recorder) event(pod *v1.Pod, typ, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.recorder != nil:
+		r.recorder.Event(pod, typ, reason, message)
+	case !r.stopped && len(r.early) < maxEarly:
+		r.early = append(r.early, event{pod, typ, reason, message})
+	}
 }

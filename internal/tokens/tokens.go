@@ -106,17 +106,20 @@ func (m *Manager) Token(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccount
 	if ok {
 		return e.token, nil
 	}
-	token, expires, err := m.request(ctx, pod, src, k)
+	token, lifetime, err := m.request(ctx, pod, src, k)
 	if err != nil {
 		return nil, err
 	}
-	m.store(k, token, expires)
+	m.store(k, token, lifetime)
 	m.cfg.OnChange()
 	return token, nil
 }
 
-// request calls the TokenRequest API for a token bound to the pod.
-func (m *Manager) request(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, k key) ([]byte, time.Time, error) {
+// request calls the TokenRequest API for a token bound to the pod and
+// returns it with the lifetime the API server granted. The lifetime comes
+// from the answer's spec, not from its expirationTimestamp against our clock:
+// a node clock ahead of the API server's would see fresh tokens as expired.
+func (m *Manager) request(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, k key) ([]byte, time.Duration, error) {
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: &k.expiration,
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
@@ -126,18 +129,22 @@ func (m *Manager) request(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccou
 	}
 	out, err := m.cfg.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, k.account, req, metav1.CreateOptions{})
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("request token for service account %s/%s: %w", pod.Namespace, k.account, err)
+		return nil, 0, fmt.Errorf("request token for service account %s/%s: %w", pod.Namespace, k.account, err)
 	}
 	m.log.Debug("token issued", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("serviceAccount", k.account),
 		zap.Time("expires", out.Status.ExpirationTimestamp.Time))
-	return []byte(out.Status.Token), out.Status.ExpirationTimestamp.Time, nil
+	granted := k.expiration
+	if out.Spec.ExpirationSeconds != nil {
+		granted = *out.Spec.ExpirationSeconds
+	}
+	return []byte(out.Status.Token), time.Duration(granted) * time.Second, nil
 }
 
 // store caches a token and arranges its refresh at 80% of its lifetime, or
 // after maxTokenAge, whichever comes first.
-func (m *Manager) store(k key, token []byte, expires time.Time) {
+func (m *Manager) store(k key, token []byte, lifetime time.Duration) {
 	now := m.cfg.Clock.Now()
-	refreshIn := min(expires.Sub(now)*8/10, maxTokenAge)
+	refreshIn := min(lifetime*8/10, maxTokenAge)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

@@ -17,8 +17,12 @@ type Connection struct {
 	err error // guarded by mu
 }
 
-// Wrap installs the tracker on a client config.
+// Wrap installs the tracker on a client config; a nil *Connection
+// installs nothing.
 func (c *Connection) Wrap(cfg *rest.Config) {
+	if c == nil {
+		return
+	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return trackingTransport{rt, c} })
 }
 
@@ -47,7 +51,7 @@ type trackingTransport struct {
 func (t trackingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	switch {
-	case err != nil && errors.Is(req.Context().Err(), err):
+	case err != nil && errors.Is(err, req.Context().Err()):
 		// the caller gave up (a watch being closed): says nothing about the server
 	case err != nil:
 		t.conn.set(err)

@@ -8,7 +8,6 @@ import (
 	"github.com/volume-agent/volume-agent/internal/volume"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -18,12 +17,12 @@ type ref struct{ namespace, name string }
 
 // objects keeps one watch per referenced object of one resource.
 type objects struct {
-	resource string // "configmaps" or "secrets"
-	example  runtime.Object
-	client   cache.Getter
-	runner   *runner
-	log      *zap.Logger
-	onChange func()
+	resource  string // "configmaps" or "secrets"
+	example   runtime.Object
+	listWatch func(ref) cache.ListerWatcher // of the one object
+	runner    *runner
+	log       *zap.Logger
+	onChange  func()
 
 	mu      sync.Mutex
 	entries map[ref]*watched // guarded by mu
@@ -34,11 +33,11 @@ type objects struct {
 type watched struct {
 	informer cache.SharedIndexInformer
 	stop     context.CancelFunc
-	frozen   runtime.Object
+	frozen   runtime.Object // guarded by objects.mu
 }
 
-func newObjects(resource string, example runtime.Object, client cache.Getter, r *runner, log *zap.Logger, onChange func()) *objects {
-	return &objects{resource: resource, example: example, client: client, runner: r, log: log, onChange: onChange, entries: map[ref]*watched{}}
+func newObjects(resource string, example runtime.Object, lw func(ref) cache.ListerWatcher, r *runner, log *zap.Logger, onChange func()) *objects {
+	return &objects{resource: resource, example: example, listWatch: lw, runner: r, log: log, onChange: onChange, entries: map[ref]*watched{}}
 }
 
 // watch makes the set of watched objects exactly refs.
@@ -65,8 +64,7 @@ func (o *objects) watch(refs map[ref]bool) {
 // startLocked starts the watch of one object.
 func (o *objects) startLocked(parent context.Context, r ref) *watched {
 	ctx, cancel := context.WithCancel(parent)
-	lw := cache.NewListWatchFromClient(o.client, o.resource, r.namespace, fields.OneTermEqualSelector("metadata.name", r.name))
-	inf := cache.NewSharedIndexInformer(lw, o.example, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(o.listWatch(r), o.example, 0, cache.Indexers{})
 	w := &watched{informer: inf, stop: cancel}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.changed(r, obj) },
@@ -110,12 +108,16 @@ func lookup[T runtime.Object](o *objects, namespace, name string) (T, error) {
 	r := ref{namespace, name}
 	o.mu.Lock()
 	w, ok := o.entries[r]
+	var frozen runtime.Object
+	if ok {
+		frozen = w.frozen // set by changed under mu
+	}
 	o.mu.Unlock()
 	switch {
 	case !ok:
 		return zero, fmt.Errorf("%s %s/%s: not watched yet: %w", o.resource, namespace, name, volume.ErrNotReady)
-	case w.frozen != nil:
-		return w.frozen.(T), nil
+	case frozen != nil:
+		return frozen.(T), nil
 	}
 	return get[T](w.informer, o.resource, namespace, name)
 }

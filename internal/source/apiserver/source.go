@@ -56,14 +56,18 @@ func New(cfg Config) (*Source, error) {
 		cfg.OnChange = func() {}
 	}
 	log := cfg.Logger.Named("api")
-	rest := cfg.Client.CoreV1().RESTClient()
+	c, core := cfg.Client, cfg.Client.CoreV1()
 	s := &Source{cfg: cfg, log: log, runner: &runner{}}
-	s.pods = informer(rest, "pods", "", fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName), &v1.Pod{})
-	s.node = informer(rest, "nodes", "", fields.OneTermEqualSelector("metadata.name", cfg.NodeName), &v1.Node{})
-	s.pvs = informer(rest, "persistentvolumes", "", fields.Everything(), &v1.PersistentVolume{})
-	s.pvcs = informer(rest, "persistentvolumeclaims", "", fields.Everything(), &v1.PersistentVolumeClaim{})
-	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, rest, s.runner, log, cfg.OnChange)
-	s.secrets = newObjects("secrets", &v1.Secret{}, rest, s.runner, log, cfg.OnChange)
+	s.pods = informer(listWatch[*v1.PodList](c, core.Pods(""), fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)), &v1.Pod{})
+	s.node = informer(listWatch[*v1.NodeList](c, core.Nodes(), byName(cfg.NodeName)), &v1.Node{})
+	s.pvs = informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything()), &v1.PersistentVolume{})
+	s.pvcs = informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything()), &v1.PersistentVolumeClaim{})
+	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, func(r ref) cache.ListerWatcher {
+		return listWatch[*v1.ConfigMapList](c, core.ConfigMaps(r.namespace), byName(r.name))
+	}, s.runner, log, cfg.OnChange)
+	s.secrets = newObjects("secrets", &v1.Secret{}, func(r ref) cache.ListerWatcher {
+		return listWatch[*v1.SecretList](c, core.Secrets(r.namespace), byName(r.name))
+	}, s.runner, log, cfg.OnChange)
 	for _, inf := range []cache.SharedIndexInformer{s.node, s.pvs, s.pvcs} {
 		if _, err := inf.AddEventHandler(notifyHandler(cfg.OnChange)); err != nil {
 			return nil, err
@@ -75,10 +79,11 @@ func New(cfg Config) (*Source, error) {
 	return s, nil
 }
 
-func informer(c cache.Getter, resource, namespace string, sel fields.Selector, obj runtime.Object) cache.SharedIndexInformer {
-	lw := cache.NewListWatchFromClient(c, resource, namespace, sel)
+func informer(lw cache.ListerWatcher, obj runtime.Object) cache.SharedIndexInformer {
 	return cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
 }
+
+func byName(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 
 // notifyHandler calls fn on every add, update and delete.
 func notifyHandler(fn func()) cache.ResourceEventHandlerFuncs {

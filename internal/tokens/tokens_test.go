@@ -1,0 +1,371 @@
+package tokens
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// harness runs a Manager against a fake clientset whose TokenRequest API
+// answers like the API server: a fresh token valid for the requested time.
+type harness struct {
+	t       *testing.T
+	m       *Manager
+	clock   *clocktesting.FakeClock
+	logs    *observer.ObservedLogs
+	changes atomic.Int32
+
+	mu       sync.Mutex
+	requests []tokenRequest // guarded by mu
+	fail     error          // guarded by mu; returned instead of a token when set
+	skew     time.Duration  // guarded by mu; how far the API server's clock is behind ours
+}
+
+// tokenRequest is one call of the TokenRequest API.
+type tokenRequest struct {
+	namespace, account string
+	spec               authenticationv1.TokenRequestSpec
+	token              string
+}
+
+func newHarness(t *testing.T) *harness {
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), logs: logs}
+	client := fake.NewClientset()
+	client.PrependReactor("create", "serviceaccounts", h.createToken)
+	h.m = New(Config{Client: client, Logger: zap.New(core), OnChange: func() { h.changes.Add(1) }, Clock: h.clock})
+	return h
+}
+
+func (h *harness) createToken(action k8stesting.Action) (bool, runtime.Object, error) {
+	if action.GetSubresource() != "token" {
+		return false, nil, nil
+	}
+	create := action.(k8stesting.CreateActionImpl)
+	req := create.GetObject().(*authenticationv1.TokenRequest)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fail != nil {
+		return true, nil, h.fail
+	}
+	r := tokenRequest{namespace: create.GetNamespace(), account: create.Name, spec: *req.Spec.DeepCopy(),
+		token: fmt.Sprintf("TOKEN-%d-%s", len(h.requests)+1, create.Name)}
+	h.requests = append(h.requests, r)
+	issued := h.clock.Now().Add(-h.skew)
+	out := req.DeepCopy()
+	out.Status = authenticationv1.TokenRequestStatus{
+		Token:               r.token,
+		ExpirationTimestamp: metav1.NewTime(issued.Add(time.Duration(*req.Spec.ExpirationSeconds) * time.Second)),
+	}
+	return true, out, nil
+}
+
+// calls returns the TokenRequest calls made so far.
+func (h *harness) calls() []tokenRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]tokenRequest(nil), h.requests...)
+}
+
+// token calls Token and fails the test on an error.
+func (h *harness) token(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) string {
+	h.t.Helper()
+	tok, err := h.m.Token(context.Background(), pod, src)
+	if err != nil {
+		h.t.Fatalf("Token: %v", err)
+	}
+	return string(tok)
+}
+
+func testPod(name, uid, account string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
+		Spec:       v1.PodSpec{ServiceAccountName: account},
+	}
+}
+
+func TestTokenRequestIsBoundToThePod(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		account     string
+		src         v1.ServiceAccountTokenProjection
+		wantAccount string
+		wantAud     []string
+		wantExp     int64
+	}{
+		{"defaults", "", v1.ServiceAccountTokenProjection{Path: "token"}, "default", nil, 3600},
+		{"account, audience and expiration", "builder", v1.ServiceAccountTokenProjection{Audience: "vault", ExpirationSeconds: ptr.To[int64](600)},
+			"builder", []string{"vault"}, 600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			pod := testPod("app", "uid-1", tc.account)
+			if got := h.token(pod, &tc.src); got != "TOKEN-1-"+tc.wantAccount {
+				t.Errorf("Token = %q, want the minted TOKEN-1-%s", got, tc.wantAccount)
+			}
+			calls := h.calls()
+			if len(calls) != 1 {
+				t.Fatalf("%d token requests, want 1", len(calls))
+			}
+			got := calls[0]
+			if got.namespace != "ns" || got.account != tc.wantAccount {
+				t.Errorf("token requested for %s/%s, want ns/%s", got.namespace, got.account, tc.wantAccount)
+			}
+			wantRef := authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "app", UID: "uid-1"}
+			if got.spec.BoundObjectRef == nil || *got.spec.BoundObjectRef != wantRef {
+				t.Errorf("BoundObjectRef = %+v, want %+v", got.spec.BoundObjectRef, wantRef)
+			}
+			if !reflect.DeepEqual(got.spec.Audiences, tc.wantAud) {
+				t.Errorf("Audiences = %#v, want %#v", got.spec.Audiences, tc.wantAud)
+			}
+			if got.spec.ExpirationSeconds == nil || *got.spec.ExpirationSeconds != tc.wantExp {
+				t.Errorf("ExpirationSeconds = %v, want %d", ptr.Deref(got.spec.ExpirationSeconds, -1), tc.wantExp)
+			}
+		})
+	}
+}
+
+func TestTokenIsCached(t *testing.T) {
+	h := newHarness(t)
+	pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{}
+	first := h.token(pod, src)
+	if h.changes.Load() != 1 {
+		t.Errorf("OnChange called %d times after minting, want 1", h.changes.Load())
+	}
+	if second := h.token(pod, src); second != first {
+		t.Errorf("second Token = %q, want the cached %q", second, first)
+	}
+	if n := len(h.calls()); n != 1 {
+		t.Errorf("%d token requests for two Token calls, want 1", n)
+	}
+	if h.changes.Load() != 1 {
+		t.Errorf("OnChange called %d times after a cached Token, want still 1", h.changes.Load())
+	}
+}
+
+func TestVersionChangesWithTheToken(t *testing.T) {
+	h := newHarness(t)
+	pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{}
+	if v := h.m.Version(pod, src); v != "token:none" {
+		t.Fatalf("Version before any token = %q, want token:none", v)
+	}
+	h.token(pod, src)
+	v1st := h.m.Version(pod, src)
+	if v1st == "token:none" {
+		t.Fatal("Version did not change when a token was minted")
+	}
+	h.token(pod, src)
+	if v := h.m.Version(pod, src); v != v1st {
+		t.Errorf("Version changed from %q to %q without a new token", v1st, v)
+	}
+	h.clock.Step(time.Hour)
+	h.token(pod, src)
+	if v := h.m.Version(pod, src); v == v1st || v == "token:none" {
+		t.Errorf("Version after refresh = %q, want different from %q and token:none", v, v1st)
+	}
+}
+
+// TestRefresh checks when a token is replaced: at 80% of its lifetime,
+// but after at most 24 hours.
+func TestRefresh(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		exp     int64
+		refresh time.Duration
+	}{
+		{"default hour", 0, 48 * time.Minute},
+		{"ten minutes", 600, 480 * time.Second},
+		{"a week, capped at a day", 7 * 24 * 3600, 24 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{}
+			if tc.exp != 0 {
+				src.ExpirationSeconds = &tc.exp
+			}
+			first := h.token(pod, src)
+			version := h.m.Version(pod, src)
+			changes := h.changes.Load()
+
+			h.clock.Step(tc.refresh - time.Second)
+			if h.changes.Load() != changes || h.m.Version(pod, src) != version {
+				t.Fatalf("token refreshed %v before 80%% of its lifetime (or 24h)", time.Second)
+			}
+			if got := h.token(pod, src); got != first {
+				t.Fatalf("Token before the refresh = %q, want the cached %q", got, first)
+			}
+
+			h.clock.Step(time.Second)
+			if h.changes.Load() != changes+1 {
+				t.Fatalf("OnChange called %d times at the refresh time, want once", h.changes.Load()-changes)
+			}
+			if h.m.Version(pod, src) == version {
+				t.Fatal("Version unchanged at the refresh time")
+			}
+			if got := h.token(pod, src); got == first {
+				t.Fatalf("Token after the refresh = %q, the old token", got)
+			}
+			if n := len(h.calls()); n != 2 {
+				t.Errorf("%d token requests, want 2", n)
+			}
+		})
+	}
+}
+
+// TestRefreshIgnoresClockSkew: the lifetime is measured on the API server's
+// answer, not against our clock, so a node whose clock runs ahead of the
+// API server's does not see fresh tokens as expired and mint new ones in a
+// loop.
+func TestRefreshIgnoresClockSkew(t *testing.T) {
+	h := newHarness(t)
+	h.mu.Lock()
+	h.skew = 15 * time.Minute // the API server is 15 minutes behind
+	h.mu.Unlock()
+	pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](600)}
+	h.token(pod, src)
+	changes := h.changes.Load()
+	h.clock.Step(time.Second)
+	if h.changes.Load() != changes {
+		t.Fatal("a ten-minute token refreshed after a second because the node's clock is ahead")
+	}
+	h.clock.Step(480*time.Second - time.Second)
+	if h.changes.Load() != changes+1 {
+		t.Errorf("OnChange called %d times at 80%% of the lifetime, want once", h.changes.Load()-changes)
+	}
+}
+
+func TestRequestError(t *testing.T) {
+	h := newHarness(t)
+	denied := errors.New("serviceaccounts \"builder\" is forbidden")
+	h.mu.Lock()
+	h.fail = denied
+	h.mu.Unlock()
+	pod, src := testPod("app", "uid-1", "builder"), &v1.ServiceAccountTokenProjection{}
+	tok, err := h.m.Token(context.Background(), pod, src)
+	if err == nil || tok != nil {
+		t.Fatalf("Token = %q, %v; want no token and an error", tok, err)
+	}
+	if !errors.Is(err, denied) || !strings.Contains(err.Error(), "service account ns/builder") {
+		t.Errorf("error %q does not wrap the API error or name the service account", err)
+	}
+	if v := h.m.Version(pod, src); v != "token:none" {
+		t.Errorf("Version after a failed request = %q, want token:none", v)
+	}
+	h.mu.Lock()
+	h.fail = nil
+	h.mu.Unlock()
+	if got := h.token(pod, src); got == "" {
+		t.Error("no token once the API server answers again")
+	}
+}
+
+func TestDistinctTokens(t *testing.T) {
+	h := newHarness(t)
+	base := v1.ServiceAccountTokenProjection{Audience: "vault", ExpirationSeconds: ptr.To[int64](600)}
+	pod := testPod("app", "uid-1", "")
+	other := base
+	other.Audience = "other"
+	shorter := base
+	shorter.ExpirationSeconds = ptr.To[int64](601)
+	seen := map[string]string{}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		src  v1.ServiceAccountTokenProjection
+	}{
+		{"base", pod, base},
+		{"other audience", pod, other},
+		{"other expiration", pod, shorter},
+		{"other pod", testPod("app2", "uid-2", ""), base},
+		{"same name, new pod UID", testPod("app", "uid-3", ""), base},
+		{"other service account", testPod("app", "uid-1", "builder"), base},
+	} {
+		got := h.token(tc.pod, &tc.src)
+		if prev, ok := seen[got]; ok {
+			t.Errorf("%s got the token of %s", tc.name, prev)
+		}
+		seen[got] = tc.name
+	}
+	if n := len(h.calls()); n != 6 {
+		t.Errorf("%d token requests for 6 distinct tokens, want 6", n)
+	}
+	if got := h.token(pod, &base); seen[got] != "base" {
+		t.Errorf("base again got the token of %q, want the cached base token", seen[got])
+	}
+}
+
+func TestRunStopsTimers(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.m.Run(ctx) }()
+	for i := range 3 {
+		h.token(testPod(fmt.Sprint("app", i), fmt.Sprint("uid-", i), ""), &v1.ServiceAccountTokenProjection{})
+	}
+	if !h.clock.HasWaiters() {
+		t.Fatal("no refresh timers after minting tokens")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if h.clock.HasWaiters() {
+		t.Error("refresh timers still set after Run returned")
+	}
+	changes := h.changes.Load()
+	h.clock.Step(25 * time.Hour)
+	if h.changes.Load() != changes {
+		t.Error("OnChange called after Run returned")
+	}
+	// A token minted during shutdown is returned but not cached: no timer.
+	h.token(testPod("late", "uid-late", ""), &v1.ServiceAccountTokenProjection{})
+	if h.clock.HasWaiters() {
+		t.Error("a token minted after Run returned set a refresh timer")
+	}
+}
+
+func TestTokensNeverLogged(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod("app", "uid-1", "")
+	for _, aud := range []string{"", "vault"} {
+		h.token(pod, &v1.ServiceAccountTokenProjection{Audience: aud})
+	}
+	h.clock.Step(time.Hour)
+	h.token(pod, &v1.ServiceAccountTokenProjection{})
+	if h.logs.FilterMessage("token issued").Len() != 3 {
+		t.Fatalf("%d \"token issued\" logs, want 3 (the test must see the logs it checks)", h.logs.FilterMessage("token issued").Len())
+	}
+	for _, e := range h.logs.All() {
+		line := e.Message + " " + fmt.Sprint(e.ContextMap())
+		if strings.Contains(line, "TOKEN-") {
+			t.Errorf("token in log: %s", line)
+		}
+	}
+}
