@@ -141,7 +141,7 @@ func prepareRoot(dir string) (string, error) {
 // chooseMounter refuses to run without root unless --unprivileged says to.
 func chooseMounter(o options, log *zap.Logger) (mount.Mounter, error) {
 	if o.unprivileged {
-		log.Warn("running unprivileged: nothing is mounted; memory-backed emptyDir, secret and projected volumes are written to disk, not tmpfs")
+		log.Warn("running unprivileged: nothing is mounted; memory-backed emptyDir, secret and projected volumes are written to disk, not tmpfs, and fsGroup ownership is not applied")
 		return mount.Unprivileged{}, nil
 	}
 	if os.Geteuid() != 0 {

@@ -134,8 +134,15 @@ var ErrMountPointsRemain = errors.New("mount points remain")
 // Unprivileged is the mounter of the degraded mode for running without
 // root: it mounts nothing. A tmpfs "mount" succeeds without mounting, so
 // memory-backed emptyDir, secret and projected volumes end up on disk; any
-// other mount fails.
+// other mount fails. Plugins also give up fsGroup ownership (see Privileged).
 type Unprivileged struct{ System }
+
+// Privileged reports whether the agent runs with the privileges to mount
+// and to change file ownership: false only for Unprivileged.
+func Privileged(m Mounter) bool {
+	_, unprivileged := m.(Unprivileged)
+	return !unprivileged
+}
 
 // Mount skips tmpfs mounts and refuses every other mount.
 func (Unprivileged) Mount(_ context.Context, m Mount, target string) error {

@@ -159,3 +159,9 @@ func mustSymlink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
+
+func TestPrivileged(t *testing.T) {
+	if !Privileged(System{}) || !Privileged(&Fake{}) || Privileged(Unprivileged{}) {
+		t.Fatal("Privileged: want true for System and Fake, false for Unprivileged")
+	}
+}

@@ -63,6 +63,8 @@ type agent struct {
 	logs      *syncBuffer
 	exited    chan struct{}
 	exitErr   error
+	// user, when set, runs the agent as another user.
+	user *syscall.Credential
 }
 
 // newAgent prepares an agent with fresh root and manifest directories.
@@ -83,6 +85,9 @@ func (a *agent) start(extra ...string) {
 	a.logs = &syncBuffer{}
 	a.cmd = exec.Command(binary, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.logs, a.logs
+	if a.user != nil {
+		a.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.user}
+	}
 	if err := a.cmd.Start(); err != nil {
 		a.t.Fatal(err)
 	}

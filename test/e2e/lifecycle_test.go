@@ -269,3 +269,48 @@ func TestWithoutRootItRefusesClearly(t *testing.T) {
 		t.Fatalf("non-root run: %v\n%s\nwant a failure that says root is needed and names --unprivileged", err, out)
 	}
 }
+
+func TestUnprivilegedModeWorksWithoutRoot(t *testing.T) {
+	a := newAgent(t)
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	a.user = nobody
+	for _, dir := range []*string{&a.root, &a.manifests} {
+		d, err := os.MkdirTemp("", "volume-agent-unprivileged-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, int(nobody.Uid), int(nobody.Gid)); err != nil {
+			t.Fatal(err)
+		}
+		*dir = d
+	}
+	a.writeManifest("pod.yaml", `
+apiVersion: v1
+kind: Pod
+metadata: {name: unpriv}
+spec:
+  securityContext: {fsGroup: 2000}
+  containers: [{name: c, image: busybox}]
+  volumes:
+  - {name: cache, emptyDir: {medium: Memory}}
+  - {name: creds, secret: {secretName: creds}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {k: v}
+`)
+	a.start("--unprivileged")
+	p := a.waitPod("default", "unpriv", 10*time.Second, ready)
+	checkFile(t, filepath.Join(p.volume("creds").Path, "k"), "v")
+	if m := mountsUnder(t, a.root); len(m) > 0 {
+		t.Errorf("unprivileged mode mounted %v", m)
+	}
+	if !strings.Contains(a.logs.String(), "written to disk") {
+		t.Error("unprivileged mode does not say what it gave up")
+	}
+}

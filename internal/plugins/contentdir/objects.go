@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -36,10 +37,12 @@ func ObjectVersion[T metav1.Object](obj T, err error) (string, error) {
 	return string(obj.GetUID()) + "@" + obj.GetResourceVersion(), nil
 }
 
-// Publish gives the pod's fsGroup ownership of the payload and makes dir
-// hold exactly it.
+// Publish gives the pod's fsGroup ownership of the payload (unless the
+// agent runs unprivileged) and makes dir hold exactly it.
 func (d Dir) Publish(ctx context.Context, spec *volume.Spec, dir string, payload Payload) (volume.Result, error) {
-	ApplyFsGroup(spec.Pod, payload)
+	if mount.Privileged(d.Mounter) {
+		ApplyFsGroup(spec.Pod, payload)
+	}
 	if err := d.SetUp(ctx, dir, payload); err != nil {
 		return volume.Result{}, err
 	}

@@ -64,7 +64,7 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res 
 			return res, err
 		}
 	}
-	if err := setPermissions(dir, fsGroup(spec.Pod)); err != nil {
+	if err := setPermissions(dir, p.fsGroup(spec.Pod)); err != nil {
 		return res, err
 	}
 	return volume.Result{Path: dir}, nil
@@ -91,8 +91,9 @@ func setPermissions(dir string, gid *int64) error {
 	return nil
 }
 
-func fsGroup(pod *v1.Pod) *int64 {
-	if pod == nil || pod.Spec.SecurityContext == nil {
+// fsGroup is the pod's fsGroup, unless the agent may not change ownership.
+func (p *Plugin) fsGroup(pod *v1.Pod) *int64 {
+	if !mount.Privileged(p.Mounter) || pod == nil || pod.Spec.SecurityContext == nil {
 		return nil
 	}
 	return pod.Spec.SecurityContext.FSGroup
