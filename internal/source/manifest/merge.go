@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,16 +34,31 @@ func newClaims() *claims {
 }
 
 // conflict says why o cannot be added, or returns "" when it can.
-func (c *claims) conflict(o object) string {
-	if prev, ok := c.keys[o.key]; ok {
+func (c *claims) conflict(o object) string { return c.conflictOutside(o, "\x00") }
+
+// conflictOutside is conflict, ignoring the claims of file itself.
+func (c *claims) conflictOutside(o object, file string) string {
+	if prev, ok := c.keys[o.key]; ok && prev.file != file {
 		return fmt.Sprintf("duplicate %s: already defined in %s", o.key, prev)
 	}
 	if pod, ok := o.obj.(*v1.Pod); ok {
-		if prev, ok := c.uids[pod.UID]; ok {
+		if prev, ok := c.uids[pod.UID]; ok && prev.file != file {
 			return fmt.Sprintf("pod uid %q is already used by the pod in %s", pod.UID, prev)
 		}
 	}
 	return ""
+}
+
+// release drops every claim of file.
+func (c *claims) release(file string) {
+	maps.DeleteFunc(c.keys, func(_ key, o origin) bool { return o.file == file })
+	maps.DeleteFunc(c.uids, func(_ types.UID, o origin) bool { return o.file == file })
+}
+
+// owns reports whether file holds the claim of o.
+func (c *claims) owns(file string, o object) bool {
+	prev, ok := c.keys[o.key]
+	return ok && prev.file == file && prev.at == o.at
 }
 
 func (c *claims) add(file string, o object) {
@@ -52,12 +68,12 @@ func (c *claims) add(file string, o object) {
 	}
 }
 
-// check returns a fatal problem for every object of objs that conflicts
-// with c, claiming nothing.
-func (c *claims) check(objs []object) []problem {
+// check returns a fatal problem for every object of file's objs that
+// conflicts with another file's claims, claiming nothing.
+func (c *claims) check(file string, objs []object) []problem {
 	var ps []problem
 	for _, o := range objs {
-		if msg := c.conflict(o); msg != "" {
+		if msg := c.conflictOutside(o, file); msg != "" {
 			ps = append(ps, problem{msg: msg, at: o.at})
 		}
 	}
@@ -78,24 +94,80 @@ func duplicatesWithin(objs []object) []problem {
 	return ps
 }
 
-// merge decides, in lexical file order, which content of each file is in
-// force: the file's current parse when it is clean and duplicates nothing
-// defined earlier, else its last good content, less whatever an earlier file
-// now defines. It returns the objects in force.
-func (sc *scanner) merge() []object {
-	c := newClaims()
-	var out []object
-	for _, name := range slices.Sorted(maps.Keys(sc.files)) {
-		f := sc.files[name]
-		f.conflicts = nil
-		if f.parsedOK() {
-			if f.conflicts = c.check(f.parsed); f.conflicts == nil {
-				f.good, f.accepted = f.parsed, true
-			}
+// settleDelay is how long a file must stay unchanged before content that
+// drops objects its last good content had is believed.
+const settleDelay = 750 * time.Millisecond
+
+// holdBack reports whether f's new content drops objects and changed less
+// than settleDelay ago. A file written in place (scp, curl > f, a slow
+// pipe) can be read half-written: truncated YAML usually still parses, with
+// fewer pods, and believing it would tear their volumes down and delete
+// their emptyDir data. Additions and edits take effect at once; removals
+// once the writer has stopped; deleting the file still takes effect at once.
+func (sc *scanner) holdBack(f *fileState) bool {
+	if !dropsObjects(f.good, f.parsed) {
+		return false
+	}
+	due := f.changedAt.Add(settleDelay)
+	if !sc.now().Before(due) {
+		return false
+	}
+	if sc.recheck.IsZero() || due.Before(sc.recheck) {
+		sc.recheck = due
+	}
+	return true
+}
+
+// dropsObjects reports whether next lacks an object that prev has.
+func dropsObjects(prev, next []object) bool {
+	have := make(map[key]bool, len(next))
+	for _, o := range next {
+		have[o.key] = true
+	}
+	for _, o := range prev {
+		if !have[o.key] {
+			return true
 		}
-		for _, o := range f.good {
+	}
+	return false
+}
+
+// merge decides which content of each file is in force. What is in force
+// keeps its claims: a file whose new content defines an object (or pod UID)
+// that another file already defines is rejected — whichever sorts first —
+// and keeps its last good content, so a copy of a manifest dropped next to
+// it can never take a running pod over and tear its volumes down. Among
+// files that are new at once, the lexically first wins. It returns the
+// objects in force.
+func (sc *scanner) merge() []object {
+	names := slices.Sorted(maps.Keys(sc.files))
+	c := newClaims()
+	for _, name := range names {
+		for _, o := range sc.files[name].good {
 			if c.conflict(o) == "" {
 				c.add(name, o)
+			}
+		}
+	}
+	sc.recheck = time.Time{}
+	for _, name := range names {
+		f := sc.files[name]
+		f.conflicts = nil
+		if !f.parsedOK() || sc.holdBack(f) {
+			continue
+		}
+		if f.conflicts = c.check(name, f.parsed); f.conflicts == nil {
+			c.release(name)
+			f.good, f.accepted = f.parsed, true
+			for _, o := range f.good {
+				c.add(name, o)
+			}
+		}
+	}
+	var out []object
+	for _, name := range names {
+		for _, o := range sc.files[name].good {
+			if c.owns(name, o) {
 				out = append(out, o)
 			}
 		}

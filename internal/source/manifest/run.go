@@ -47,7 +47,11 @@ func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher) error {
 	defer d.timer.Stop()
 	resync := time.NewTimer(jitter(s.resync))
 	defer resync.Stop()
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
 	for {
+		s.armRecheck(recheck)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -66,11 +70,20 @@ func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher) error {
 		case <-d.timer.C:
 			d.fired()
 			s.rescan()
+		case <-recheck.C:
+			s.rescan()
 		case <-resync.C:
 			s.rewatch(w)
 			s.rescan()
 			resync.Reset(jitter(s.resync))
 		}
+	}
+}
+
+// armRecheck sets t to fire when a held-back file is due (see holdBack).
+func (s *Source) armRecheck(t *time.Timer) {
+	if due := s.scanner.recheck; !due.IsZero() {
+		t.Reset(max(time.Until(due), time.Millisecond))
 	}
 }
 

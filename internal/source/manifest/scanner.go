@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -34,6 +34,8 @@ type fileState struct {
 	accepted bool
 	// logged is the problem report last logged, so it is logged once.
 	logged string
+	// changedAt is when the file's bytes were last seen to change.
+	changedAt time.Time
 }
 
 // parsedOK reports whether the bytes last read parsed without a fatal problem.
@@ -55,6 +57,10 @@ type scanner struct {
 	listed bool
 	// loggedDirErr is the directory error last logged.
 	loggedDirErr string
+	// now is the clock (time.Now outside tests).
+	now func() time.Time
+	// recheck, when set, is when a held-back file must be looked at again.
+	recheck time.Time
 }
 
 func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
@@ -64,6 +70,7 @@ func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
 		parser:   newParser(nodeName),
 		logger:   logger,
 		files:    map[string]*fileState{},
+		now:      time.Now,
 	}
 }
 
@@ -141,22 +148,30 @@ func (sc *scanner) load(name string) bool {
 		return true
 	}
 	if sum := sha256.Sum256(raw); !f.read || sum != f.sum {
-		f.sum, f.read = sum, true
+		f.sum, f.read, f.changedAt = sum, true, sc.now()
 		f.parsed, f.problems = sc.parser.parseFile(name, raw)
-		if len(bytes.TrimSpace(raw)) == 0 && len(f.good) > 0 {
-			f.problems = []problem{{msg: errEmptied}}
+		if len(f.parsed) == 0 && !hasFatal(f.problems) {
+			f.problems = []problem{{msg: emptyProblem(f)}}
 		}
 		sc.logger.Debug("manifest file parsed", zap.String("file", name), zap.Int("objects", len(f.parsed)))
 	}
 	return true
 }
 
-// errEmptied rejects a file that had objects and is now empty. A shell
-// redirect (`kubectl get pod -o yaml > pod.yaml`) truncates the file before
-// the writer has anything to write; taking the empty file at its word would
-// tear the pods' volumes down and delete their emptyDir data. Deleting the
-// file is how objects are removed.
-const errEmptied = "file is empty: keeping its last good content (delete the file to remove its objects)"
+// emptyProblem rejects a file without objects (empty, or only comments).
+// A shell redirect (`kubectl get pod -o
+// yaml > pod.yaml`) truncates the file before the writer has anything to
+// write, and a crash during a save can leave it empty on disk; taking the
+// empty file at its word would tear its pods' volumes down and delete their
+// emptyDir data — at start too, where its last content is unknown and the
+// file keeps the source unsynced. Deleting the file is how objects are
+// removed.
+func emptyProblem(f *fileState) string {
+	if f.accepted {
+		return "file has no objects: keeping its last good content (delete the file to remove its objects)"
+	}
+	return "file has no objects: it counts once it has some (delete it if it is meant to be empty)"
+}
 
 // errNotManifest means the name is absent or not a regular file.
 var errNotManifest = errors.New("not a regular file")

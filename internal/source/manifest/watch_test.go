@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestSyntaxErrorKeepsLastGoodContent(t *testing.T) {
 
 	// Rescans of the same broken content log nothing new.
 	n := h.scans()
-	h.write("other.yaml", "")
+	h.write("other.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n")
 	h.waitScan(n)
 	if got := h.logs.FilterMessageSnippet("rejected").Len(); got != 1 {
 		t.Errorf("rejection logged %d times, want once per content", got)
@@ -126,6 +127,28 @@ func TestDuplicateAcrossFiles(t *testing.T) {
 	if h.image("alpha") != "from-a" || h.image("beta") != "from-b" {
 		t.Errorf("b.yaml's last good content is not in force: alpha=%s beta=%s", h.image("alpha"), h.image("beta"))
 	}
+}
+
+func TestEarlierFileCannotTakeOverARunningPod(t *testing.T) {
+	h := start(t, t.TempDir())
+	h.write("b.yaml", pod("web", "in-force"))
+	h.expect("create", h.havePods("default/web"))
+
+	// A draft copy that sorts first must not replace the pod in force.
+	h.write("a-draft.yaml", pod("web", "draft"))
+	h.expect("duplicate reported", func() bool { return len(h.src.Status().Errors) == 1 })
+	if got := h.src.Status().Errors[0]; !strings.HasPrefix(got, "a-draft.yaml: duplicate Pod default/web: already defined in b.yaml") {
+		t.Errorf("error %q, want a-draft.yaml rejected as a duplicate of b.yaml", got)
+	}
+	if h.image("web") != "in-force" {
+		t.Fatalf("the pod in force was taken over: image %s", h.image("web"))
+	}
+
+	// Once b.yaml lets the pod go, the draft is accepted.
+	if err := os.Remove(filepath.Join(h.dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("draft accepted", func() bool { return h.image("web") == "draft" && len(h.src.Status().Errors) == 0 })
 }
 
 func TestNeverParsedFileKeepsUnsynced(t *testing.T) {
@@ -260,12 +283,14 @@ func mustSymlink(t *testing.T, target, link string) {
 func TestEmptiedFileKeepsItsPods(t *testing.T) {
 	h := start(t, t.TempDir())
 	h.write("web.yaml", pod("web", "v1"))
-	h.write("blank.yaml", "")
 	h.expect("create", h.havePods("default/web"))
 
 	h.write("web.yaml", "") // a shell redirect truncates before writing
 	h.expect("emptied file reported", func() bool { return len(h.src.Status().Errors) == 1 })
-	if got := h.src.Status().Errors[0]; !strings.Contains(got, "web.yaml: file is empty") {
+	n := h.scans()
+	h.write("web.yaml", "# the pod\n") // and writes its opening comment first
+	h.waitScan(n)
+	if got := h.src.Status().Errors[0]; !strings.Contains(got, "web.yaml: file has no objects") {
 		t.Errorf("error %q, want one saying web.yaml is empty", got)
 	}
 	if !h.havePods("default/web")() {
@@ -279,4 +304,74 @@ func TestEmptiedFileKeepsItsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.expect("deleted", h.havePods())
+}
+
+func TestHalfWrittenFileNeverDropsAPod(t *testing.T) {
+	var mu sync.Mutex
+	var seen [][]string // every pod list published
+	h := start(t, t.TempDir(), func(c *Config) {
+		next := c.OnChange
+		c.OnChange = func() {
+			next()
+		}
+	})
+	record := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, podNames(h.src.Pods()))
+	}
+	full := pod("web", "v1") + "---\n" + pod("db", "v1")
+	h.write("pods.yaml", full)
+	h.expect("create", h.havePods("default/db", "default/web"))
+
+	// An in-place writer pauses 300 ms after the first pod: the truncated
+	// file parses, with one pod fewer.
+	f, err := os.OpenFile(filepath.Join(h.dir, "pods.yaml"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := len(pod("web", "v1") + "---\n")
+	if _, err := f.WriteString(full[:half]); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		record()
+	}
+	if _, err := f.WriteString(full[half:]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for end := time.Now().Add(settleDelay + 200*time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		record()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, pods := range seen {
+		if len(pods) != 2 {
+			t.Fatalf("pods %v published while the file was half written; want db and web throughout", pods)
+		}
+	}
+}
+
+func TestDroppedPodTakesEffectOnceTheFileSettles(t *testing.T) {
+	h := start(t, t.TempDir())
+	h.write("pods.yaml", pod("web", "v1")+"---\n"+pod("db", "v1"))
+	h.expect("create", h.havePods("default/db", "default/web"))
+	start := time.Now()
+	h.write("pods.yaml", pod("web", "v1"))
+	h.expect("db dropped", h.havePods("default/web"))
+	if d := time.Since(start); d < settleDelay {
+		t.Errorf("db dropped after %v, before the file settled (%v)", d, settleDelay)
+	}
+}
+
+func TestEmptyFileAtStartKeepsUnsynced(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "web.yaml", "") // a save cut off by a crash
+	h := start(t, dir)
+	if st := h.src.Status(); st.Synced || !strings.Contains(st.Reason, "web.yaml") {
+		t.Fatalf("status %+v, want not synced, naming web.yaml", st)
+	}
+	h.write("web.yaml", pod("web", "v1"))
+	h.expect("synced once it has content", func() bool { return h.src.Status().Synced })
 }
