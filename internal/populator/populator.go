@@ -38,6 +38,10 @@ const DefaultResync = time.Minute
 type Config struct {
 	Sources []source.Source
 	Desired *dsw.World
+	// Actual, when set, tells which volumes are set up, so that a running
+	// pod's volumes are never torn down by a change to its spec (see
+	// immutable.go).
+	Actual  Actual
 	Plugins Plugins
 	Logger  *zap.Logger
 	// Resync is the safety-net pass period (1 min, jittered ±10%).

@@ -39,6 +39,7 @@ func (p *Populator) desiredPod(src source.Source, pod *v1.Pod, node *v1.Node) ds
 		spec := &volume.Spec{Pod: pod, Volume: v, Objects: src.Objects(), Node: node, Source: src.Name()}
 		d.Volumes = append(d.Volumes, p.desiredVolume(spec, podProblem))
 	}
+	p.keepSetUpVolumes(&d)
 	return d
 }
 

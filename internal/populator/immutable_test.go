@@ -1,0 +1,65 @@
+package populator
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins"
+	"github.com/volume-agent/volume-agent/internal/source"
+)
+
+// withActual is a harness whose populator sees an actual state.
+func withActual(t *testing.T, src source.Source) (*harness, *asw.World) {
+	actual := asw.New(nil)
+	desired := dsw.New(nil)
+	p := New(Config{Sources: []source.Source{src}, Desired: desired, Actual: actual,
+		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}}), Logger: zaptest.NewLogger(t), Resync: time.Hour})
+	return &harness{p: p, desired: desired}, actual
+}
+
+func TestSetUpVolumeRemovedFromSpecIsKept(t *testing.T) {
+	src := newSource("manifests", true, testPod("u1", "web", emptyDirVolume("data"), emptyDirVolume("other")))
+	h, actual := withActual(t, src)
+	h.p.Populate()
+	actual.Set(asw.Volume{PodUID: "u1", Name: "data", Plugin: "kubernetes.io/empty-dir", State: asw.Mounted})
+
+	src.setPods(testPod("u1", "web", emptyDirVolume("other")))
+	h.p.Populate()
+	v := h.volume(t, "u1", "data")
+	if !strings.Contains(v.Problem, "removed from the spec of a running pod") || v.Plugin != "" {
+		t.Fatalf("volume = %+v; want it kept with a problem and no plugin (so it is neither set up nor torn down)", v)
+	}
+	// A volume that was never set up simply goes.
+	src.setPods(testPod("u1", "web"))
+	h.p.Populate()
+	if _, ok := h.desired.Volume(dsw.Key{PodUID: "u1", Volume: "other"}); ok {
+		t.Error("a volume that was never set up was kept after it left the spec")
+	}
+	h.volume(t, "u1", "data") // still kept
+}
+
+func TestSetUpVolumeChangingPluginIsKept(t *testing.T) {
+	src := newSource("manifests", true, testPod("u1", "web", emptyDirVolume("data")))
+	h, actual := withActual(t, src)
+	h.p.Populate()
+	actual.Set(asw.Volume{PodUID: "u1", Name: "data", Plugin: "kubernetes.io/empty-dir", State: asw.Mounted})
+
+	src.setPods(testPod("u1", "web", configMapVolume("data", "app")))
+	h.p.Populate()
+	v := h.volume(t, "u1", "data")
+	if !strings.Contains(v.Problem, "changed from kubernetes.io/empty-dir to kubernetes.io/configmap") || v.Plugin != "" {
+		t.Fatalf("volume = %+v; want the emptyDir kept with a problem", v)
+	}
+	// Without a set-up volume, a change of type is just the new spec.
+	src.setPods(testPod("u2", "api", configMapVolume("cfg", "app")))
+	h.p.Populate()
+	if v := h.volume(t, "u2", "cfg"); v.Problem != "" || v.Plugin != "kubernetes.io/configmap" {
+		t.Fatalf("volume = %+v; want a plain configMap volume", v)
+	}
+}
