@@ -10,20 +10,28 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volume-agent/volume-agent/internal/executor"
+	"github.com/volume-agent/volume-agent/internal/layout"
+	"github.com/volume-agent/volume-agent/internal/mount"
 )
 
 // cleanup removes an unwanted pod's directory once its volumes are torn
-// down. It only ever removes empty directories (rmdir): anything left inside
-// — a volume of a plugin this agent does not know, a file somebody put there
-// — stays, and the directory is no longer tracked until the next start.
+// down. It holds the pod's lock, so no set-up of the same pod runs at the
+// same time, and it looks again before it removes anything: a pod that came
+// back, or has a volume set up again, keeps its directory.
 func (r *Reconciler) cleanup(a action) executor.Op {
 	return func(ctx context.Context) error {
+		unlock := r.pods.lock(a.pod)
+		defer unlock()
 		log := r.log.With(zap.String("podUID", string(a.pod)))
-		err := removeEmptyTree(r.cfg.Root.PodDir(a.pod))
+		if r.podInUse(a) {
+			log.Debug("skipping cleanup of a pod directory in use again")
+			return nil
+		}
+		_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, removePodDir(r.cfg.Root, a) })
 		switch {
 		case err == nil:
 			log.Debug("pod directory removed")
-		case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST):
+		case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EBUSY):
 			log.Info("pod directory holds content the agent did not create; leaving it", zap.Error(err))
 		default:
 			log.Info("pod directory cleanup failed", zap.Error(err))
@@ -34,29 +42,66 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 	}
 }
 
-// removeEmptyTree removes dir and the empty directories in it, depth first,
-// without following symlinks. It returns the first error (ENOTEMPTY for a
-// directory that holds anything else) after removing every empty directory
-// it can: a foreign file in one subtree does not keep its empty siblings.
-func removeEmptyTree(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+// podInUse reports whether a's pod is wanted again or has a volume set up.
+func (r *Reconciler) podInUse(a action) bool {
+	if _, wanted := r.cfg.Desired.Pod(a.pod); wanted {
+		return true
 	}
-	if err != nil {
-		return err
-	}
-	var first error
-	for _, e := range entries {
-		if e.Type().IsDir() {
-			if err := removeEmptyTree(filepath.Join(dir, e.Name())); err != nil && first == nil {
-				first = err
-			}
+	for _, v := range r.cfg.Actual.Volumes() {
+		if v.PodUID == a.pod {
+			return true
 		}
 	}
-	if first != nil {
-		return first
+	return false
+}
+
+// removePodDir removes the levels of <root>/pods/<uid> the agent owns, with
+// rmdir only: the empty volume directories of each plugin directory, the
+// plugin directories, volumes/ and the pod directory. It never enters a
+// volume directory — whatever is inside one (data of a plugin the agent
+// does not know, a mount) stops it with ENOTEMPTY or EBUSY — and never
+// follows a symlink. It returns the first error after removing all it can.
+func removePodDir(root layout.Root, a action) error {
+	volumes := root.VolumesDir(a.pod)
+	plugins, err := subdirs(volumes)
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
 	}
+	keep(err)
+	for _, plugin := range plugins {
+		dir := filepath.Join(volumes, plugin)
+		vols, err := subdirs(dir)
+		keep(err)
+		for _, v := range vols {
+			keep(rmdir(filepath.Join(dir, v)))
+		}
+		keep(rmdir(dir))
+	}
+	keep(rmdir(volumes))
+	keep(rmdir(root.PodDir(a.pod)))
+	return first
+}
+
+// subdirs lists the real directories (not symlinks) in dir; a missing dir
+// has none.
+func subdirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, err
+}
+
+func rmdir(dir string) error {
 	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
 		return &os.PathError{Op: "rmdir", Path: dir, Err: err}
 	}

@@ -59,6 +59,8 @@ func (r *Reconciler) wantedAgain(a action) bool {
 
 func (r *Reconciler) setUp(a action) executor.Op {
 	return func(ctx context.Context) error {
+		unlock := r.pods.rlock(a.pod)
+		defer unlock()
 		log := r.volumeLogger(a)
 		if r.stale(a) {
 			log.Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
@@ -104,6 +106,8 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 
 func (r *Reconciler) tearDown(a action) executor.Op {
 	return func(ctx context.Context) error {
+		unlock := r.pods.rlock(a.pod)
+		defer unlock()
 		if r.stale(a) || r.wantedAgain(a) {
 			r.volumeLogger(a).Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
 			return nil

@@ -64,6 +64,7 @@ type Reconciler struct {
 	log       *zap.Logger
 	exec      *executor.Executor
 	wake      *wakeup.Signal
+	pods      podLocks
 	recovered atomic.Bool
 }
 

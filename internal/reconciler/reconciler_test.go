@@ -303,60 +303,66 @@ func TestRunWithCancelledContextStartsNothing(t *testing.T) {
 	}
 }
 
-func TestRemoveEmptyTree(t *testing.T) {
+func TestRemovePodDir(t *testing.T) {
+	setup := func(t *testing.T) (layout.Root, action, string) {
+		root := layout.Root(t.TempDir())
+		return root, action{kind: opCleanup, pod: "p"}, root.PodDir("p")
+	}
 	t.Run("missing directory", func(t *testing.T) {
-		if err := removeEmptyTree(filepath.Join(t.TempDir(), "missing")); err != nil {
+		root, a, _ := setup(t)
+		if err := removePodDir(root, a); err != nil {
 			t.Fatal(err)
 		}
 	})
-	t.Run("tree of empty directories", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "pod")
+	t.Run("owned levels of empty directories", func(t *testing.T) {
+		root, a, dir := setup(t)
 		mkdirAll(t, filepath.Join(dir, "volumes", "a~b", "v1"))
 		mkdirAll(t, filepath.Join(dir, "volumes", "a~b", "v2"))
-		mkdirAll(t, filepath.Join(dir, "plugins"))
-		if err := removeEmptyTree(dir); err != nil {
+		mkdirAll(t, filepath.Join(dir, "volumes", "a~c"))
+		if err := removePodDir(root, a); err != nil {
 			t.Fatal(err)
 		}
 		if exists(dir) {
-			t.Fatal("empty tree not removed")
+			t.Fatal("empty pod directory not removed")
 		}
 	})
-	t.Run("a file stops it and every empty directory still goes", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "pod")
-		file := filepath.Join(dir, "volumes", "a~b", "v", "data")
-		writeFile(t, file, "keep me")
-		mkdirAll(t, filepath.Join(dir, "volumes", "a~a", "v")) // sorts before a~b
-		mkdirAll(t, filepath.Join(dir, "volumes", "a~c", "v")) // sorts after a~b
-		err := removeEmptyTree(dir)
-		if !isNotEmpty(err) {
-			t.Fatalf("removeEmptyTree = %v, want ENOTEMPTY", err)
+	t.Run("never enters a volume directory", func(t *testing.T) {
+		root, a, dir := setup(t)
+		inside := filepath.Join(dir, "volumes", "a~nfs", "v", "keep-empty")
+		mkdirAll(t, inside) // e.g. an empty directory on a still-mounted share
+		mkdirAll(t, filepath.Join(dir, "volumes", "a~a", "v"))
+		if err := removePodDir(root, a); !isNotEmpty(err) {
+			t.Fatalf("removePodDir = %v, want ENOTEMPTY", err)
 		}
-		if !exists(file) {
-			t.Fatal("a file was removed")
+		if !exists(inside) {
+			t.Fatal("an empty directory inside a volume was removed")
 		}
-		for _, empty := range []string{"a~a", "a~c"} {
-			if exists(filepath.Join(dir, "volumes", empty)) {
-				t.Errorf("empty directory %s left behind", empty)
-			}
+		if exists(filepath.Join(dir, "volumes", "a~a")) {
+			t.Error("an empty plugin directory was left behind")
+		}
+	})
+	t.Run("a foreign file at the pod level stays", func(t *testing.T) {
+		root, a, dir := setup(t)
+		writeFile(t, filepath.Join(dir, "etc-hosts"), "keep me")
+		if err := removePodDir(root, a); !isNotEmpty(err) {
+			t.Fatalf("removePodDir = %v, want ENOTEMPTY", err)
+		}
+		if !exists(filepath.Join(dir, "etc-hosts")) {
+			t.Fatal("a foreign file was removed")
 		}
 	})
 	t.Run("symlinks are not followed", func(t *testing.T) {
+		root, a, dir := setup(t)
 		outside := t.TempDir()
 		emptyOutside := filepath.Join(outside, "empty")
 		mkdirAll(t, emptyOutside)
-		writeFile(t, filepath.Join(outside, "full", "data"), "keep me")
-		dir := filepath.Join(t.TempDir(), "pod")
 		mkdirAll(t, filepath.Join(dir, "volumes"))
 		symlink(t, emptyOutside, filepath.Join(dir, "volumes", "to-empty"))
-		symlink(t, filepath.Join(outside, "full"), filepath.Join(dir, "volumes", "to-full"))
-		if err := removeEmptyTree(dir); !isNotEmpty(err) {
-			t.Fatalf("removeEmptyTree = %v, want ENOTEMPTY", err)
+		if err := removePodDir(root, a); !isNotEmpty(err) {
+			t.Fatalf("removePodDir = %v, want ENOTEMPTY", err)
 		}
-		if !exists(emptyOutside) || !exists(filepath.Join(outside, "full", "data")) {
-			t.Fatal("removeEmptyTree followed a symlink out of the tree")
-		}
-		if !exists(filepath.Join(dir, "volumes", "to-empty")) {
-			t.Fatal("a symlink was removed")
+		if !exists(emptyOutside) || !exists(filepath.Join(dir, "volumes", "to-empty")) {
+			t.Fatal("removePodDir followed or removed a symlink")
 		}
 	})
 }
@@ -415,5 +421,24 @@ func TestOperationsSkipStaleSnapshots(t *testing.T) {
 	run(tearDown)
 	if _, ok := h.actual.Get(key); ok || len(h.plugin.callsOf("setup")) != 1 || len(h.plugin.callsOf("teardown")) != 1 {
 		t.Fatalf("current actions did not run: %v %v", h.plugin.callsOf("setup"), h.plugin.callsOf("teardown"))
+	}
+}
+
+func TestCleanupSkipsAPodInUseAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	cleanup := action{kind: opCleanup, pod: "p1"}
+	// The pod came back, and its volume was set up again, after the pass
+	// that planned the cleanup.
+	h.desired.SetPod(desiredPod("p1", desiredVolume("a", "1")))
+	mkdirAll(t, h.volumeDir("p1", "a"))
+	h.actual.Set(asw.Volume{PodUID: "p1", Name: "a", Plugin: testPlugin, Dir: h.volumeDir("p1", "a"), State: asw.Mounted, Version: "1"})
+	if err := h.r.operation(cleanup)(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(h.volumeDir("p1", "a")) {
+		t.Fatal("cleanup removed the directory of a volume set up again")
+	}
+	if got := h.podDirs(); len(got) != 1 {
+		t.Fatalf("pod directories %v, want p1 still tracked", got)
 	}
 }
