@@ -1,8 +1,11 @@
 // Package hostpath implements hostPath volumes. As in the kubelet nothing is
 // mounted: the host path is checked against the volume's type (and created
 // for DirectoryOrCreate and FileOrCreate) and reported as the volume's path.
+// Host paths are resolved inside the host root as the host's kernel would
+// resolve them, symlinks included (see root).
 //
-// It never modifies or deletes anything that exists on the host path.
+// It never modifies or deletes anything that exists on the host path, and
+// never creates anything outside the host root.
 package hostpath
 
 import (
@@ -10,10 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
@@ -27,7 +31,8 @@ const Name = "kubernetes.io/host-path"
 type Plugin struct {
 	// HostRoot is where the host's root file system is visible to the agent:
 	// "/" (or "") on the host itself, e.g. "/host" in a container. Paths are
-	// checked below it and reported as host paths.
+	// resolved inside it, with absolute symlinks and ".." kept inside it, and
+	// reported as host paths.
 	HostRoot string
 }
 
@@ -59,15 +64,24 @@ func (p *Plugin) Validate(spec *volume.Spec) error {
 	return nil
 }
 
-// SetUp checks the host path against the volume's type.
+// SetUp checks the host path against the volume's type, resolving it inside
+// the host root (see root).
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, _ string) (volume.Result, error) {
 	hp := spec.Volume.HostPath
 	check, ok := checks[hostPathType(hp)]
 	if !ok {
 		return volume.Result{}, fmt.Errorf("hostPath.type %q is not a known type", hostPathType(hp))
 	}
-	local := filepath.Join(p.HostRoot, hp.Path)
-	if _, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, check(local) }); err != nil {
+	host := path.Clean("/" + hp.Path)
+	_, err := mount.Bounded(ctx, func() (struct{}, error) {
+		r, err := openRoot(p.HostRoot)
+		if err != nil {
+			return struct{}{}, err
+		}
+		defer r.close()
+		return struct{}{}, check(r, host)
+	})
+	if err != nil {
 		return volume.Result{}, fmt.Errorf("hostPath %s (type %s): %w", hp.Path, hostPathType(hp), err)
 	}
 	return volume.Result{Path: hp.Path}, nil
@@ -83,58 +97,51 @@ func hostPathType(hp *v1.HostPathVolumeSource) v1.HostPathType {
 	return *hp.Type
 }
 
+// check checks (or creates) the clean absolute host path p in r.
+type check func(r root, p string) error
+
 // checks maps each type to its check, following the kubelet.
-var checks = map[v1.HostPathType]func(path string) error{
-	v1.HostPathUnset:             func(string) error { return nil },
+var checks = map[v1.HostPathType]check{
+	v1.HostPathUnset:             func(root, string) error { return nil },
 	v1.HostPathDirectoryOrCreate: directoryOrCreate,
-	v1.HostPathDirectory:         isType(fs.ModeDir, "a directory"),
+	v1.HostPathDirectory:         isType(unix.S_IFDIR, "a directory"),
 	v1.HostPathFileOrCreate:      fileOrCreate,
-	v1.HostPathFile:              isType(0, "a file"),
-	v1.HostPathSocket:            isType(fs.ModeSocket, "a socket"),
-	v1.HostPathCharDev:           isType(fs.ModeDevice|fs.ModeCharDevice, "a character device"),
-	v1.HostPathBlockDev:          isType(fs.ModeDevice, "a block device"),
+	v1.HostPathFile:              isType(unix.S_IFREG, "a file"),
+	v1.HostPathSocket:            isType(unix.S_IFSOCK, "a socket"),
+	v1.HostPathCharDev:           isType(unix.S_IFCHR, "a character device"),
+	v1.HostPathBlockDev:          isType(unix.S_IFBLK, "a block device"),
 }
 
-// isType checks that path exists and has the given file type.
-func isType(want fs.FileMode, what string) func(string) error {
-	return func(path string) error {
-		fi, err := os.Stat(path)
+// isType checks that p exists and has the file type want (unix.S_IFMT bits).
+func isType(want uint32, what string) check {
+	return func(r root, p string) error {
+		typ, err := r.fileType(p)
 		if err != nil {
 			return err
 		}
-		if fi.Mode().Type() != want {
-			return fmt.Errorf("%s is not %s", path, what)
+		if typ != want {
+			return fmt.Errorf("%s is not %s", p, what)
 		}
 		return nil
 	}
 }
 
 // directoryOrCreate creates a missing directory with mode 0755 (and its
-// parents), else checks that path is a directory.
-func directoryOrCreate(path string) error {
-	_, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(path, 0o755); err != nil {
-			return err
-		}
-		return os.Chmod(path, 0o755)
+// parents), else checks that p is a directory.
+func directoryOrCreate(r root, p string) error {
+	err := isType(unix.S_IFDIR, "a directory")(r, p)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	return isType(fs.ModeDir, "a directory")(path)
+	return r.mkdirAll(p)
 }
 
 // fileOrCreate creates a missing file with mode 0644 (its parent must
-// exist), else checks that path is a file.
-func fileOrCreate(path string) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err == nil {
-		if err := f.Chmod(0o644); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	if !errors.Is(err, fs.ErrExist) {
+// exist), else checks that p is a file.
+func fileOrCreate(r root, p string) error {
+	created, err := r.createFile(p)
+	if err != nil || created {
 		return err
 	}
-	return isType(0, "a file")(path)
+	return isType(unix.S_IFREG, "a file")(r, p)
 }
