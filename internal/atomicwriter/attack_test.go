@@ -2,8 +2,11 @@ package atomicwriter
 
 import (
 	"os"
+	"path"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // These tests play a container that plants symlinks in its writable volume,
@@ -136,4 +139,75 @@ func TestAttackPlantedLinkInRepairedPath(t *testing.T) {
 	}
 	assertSameSnapshot(t, before, snapshot(t, host))
 	assertContent(t, dir, "key1", "v1")
+}
+
+// TestAttackFIFOSwappedIntoPayload plays a container that swaps an entry of
+// the current payload for a FIFO after the comparison listed it and before
+// it opens it. Opening a FIFO to read blocks until someone opens it to
+// write, so Write would hang for good: the comparison must open without
+// blocking, take the FIFO as a difference and rewrite the payload.
+func TestAttackFIFOSwappedIntoPayload(t *testing.T) {
+	payload := map[string]File{"key1": file("v1", 0o644), "sub/x": file("x1", 0o644)}
+	for _, victim := range []string{".", "key1", "sub", "sub/x"} {
+		t.Run(victim, func(t *testing.T) {
+			dir, w := newVolume(t)
+			mustWrite(t, w, payload)
+			old := dataTarget(t, dir)
+			target := path.Join(old, victim)
+			fifo := filepath.Join(dir, target)
+			w.beforeOpen = func(name string) {
+				if name != target {
+					return
+				}
+				w.beforeOpen = nil // Write's goroutine is the only one using it now
+				if err := os.RemoveAll(fifo); err != nil {
+					t.Errorf("remove %s: %v", target, err)
+				}
+				if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+					t.Errorf("mkfifo %s: %v", target, err)
+				}
+			}
+			changed, err := writeUnblocking(t, w, payload, fifo)
+			if !changed || err != nil {
+				t.Fatalf("Write = %v, %v; want the payload rewritten", changed, err)
+			}
+			assertContent(t, dir, "key1", "v1")
+			assertContent(t, dir, "sub/x", "x1")
+			if victim != "." {
+				assertMissing(t, filepath.Join(dir, old))
+			}
+		})
+	}
+}
+
+// writeUnblocking runs Write and fails the test unless it returns within a
+// few seconds; it then frees a Write stuck opening fifo by opening the FIFO's
+// other end, so that a failing test ends instead of hanging.
+func writeUnblocking(t *testing.T, w *Writer, payload map[string]File, fifo string) (bool, error) {
+	t.Helper()
+	type result struct {
+		changed bool
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		changed, err := w.Write(payload)
+		done <- result{changed, err}
+	}()
+	select {
+	case r := <-done:
+		return r.changed, r.err
+	case <-time.After(5 * time.Second):
+		t.Errorf("Write still blocked after 5s: it opened the FIFO %s and waits for a writer", fifo)
+	}
+	for {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_ = f.Close()
+		}
+		select {
+		case r := <-done:
+			return r.changed, r.err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

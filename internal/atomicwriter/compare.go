@@ -3,9 +3,10 @@ package atomicwriter
 import (
 	"bytes"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
-	"strings"
+	"path"
 	"syscall"
 )
 
@@ -31,45 +32,100 @@ func currentDataDir(root *os.Root) string {
 // and directories, each file with the same bytes, mode and (where the
 // payload sets them) owner. Anything unexpected, a symlink included, or any
 // error reading dir counts as a difference, which a rewrite repairs.
-func matches(root *os.Root, dir string, payload map[string]File) bool {
-	dirs := map[string]bool{}
+func (w *Writer) matches(root *os.Root, dir string, payload map[string]File) bool {
+	c := &comparison{root: root, top: dir, payload: payload, dirs: map[string]bool{}, beforeOpen: w.beforeOpen}
 	for _, d := range parentDirs(payload) {
-		dirs[d] = true
+		c.dirs[d] = true
 	}
-	files := 0
-	err := fs.WalkDir(root.FS(), dir, func(name string, d fs.DirEntry, err error) error {
-		if err != nil || name == dir {
-			return err
-		}
-		rel := strings.TrimPrefix(name, dir+"/")
-		switch {
-		case d.IsDir() && dirs[rel]:
-			return nil
-		case d.Type().IsRegular():
-			files++
-			return fileMatches(root, name, d, payload, rel)
-		}
-		return errDiffers
-	})
-	return err == nil && files == len(payload)
+	return c.walk("") == nil && c.files == len(payload)
 }
 
-// fileMatches compares one regular file of the current payload with the
-// payload's file at rel. Cheap checks come first; content is read last.
-func fileMatches(root *os.Root, name string, d fs.DirEntry, payload map[string]File, rel string) error {
-	f, ok := payload[rel]
+// comparison is one walk of the current payload directory. A container may
+// swap any entry of it for a FIFO or a device between the listing and the
+// open, so every open is one that cannot block (see open), and what is
+// compared is what the open descriptor shows, not what the listing said.
+type comparison struct {
+	root       *os.Root
+	top        string            // the payload directory
+	payload    map[string]File   // the wanted payload
+	dirs       map[string]bool   // the nested directories payload needs
+	files      int               // regular files met so far
+	beforeOpen func(name string) // see Writer.beforeOpen
+}
+
+// walk compares the directory rel (relative to top, "" for top itself) and
+// everything below it.
+func (c *comparison) walk(rel string) error {
+	entries, err := c.readDir(rel)
+	if err != nil {
+		return errDiffers
+	}
+	for _, e := range entries {
+		child := path.Join(rel, e.Name())
+		switch {
+		case e.IsDir() && c.dirs[child]:
+			err = c.walk(child)
+		case e.Type().IsRegular():
+			c.files++
+			err = c.file(child)
+		default:
+			err = errDiffers
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readDir lists the directory rel. O_DIRECTORY fails the open of anything
+// else before it is opened.
+func (c *comparison) readDir(rel string) ([]fs.DirEntry, error) {
+	d, err := c.open(rel, syscall.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadDir(-1)
+}
+
+// file compares the file rel with the payload's file there. Only a regular
+// file, as fstat of the open descriptor shows it, can match, and its content
+// is read from that descriptor.
+func (c *comparison) file(rel string) error {
+	f, ok := c.payload[rel]
 	if !ok {
 		return errDiffers
 	}
-	info, err := d.Info()
+	fh, err := c.open(rel, 0)
+	if err != nil {
+		return errDiffers
+	}
+	defer fh.Close()
+	info, err := fh.Stat()
 	if err != nil || !infoMatches(info, f) {
 		return errDiffers
 	}
-	data, err := root.ReadFile(name)
+	// One byte more than wanted tells a file that grew since the fstat.
+	data, err := io.ReadAll(io.LimitReader(fh, int64(len(f.Data))+1))
 	if err != nil || !bytes.Equal(data, f.Data) {
 		return errDiffers
 	}
 	return nil
+}
+
+// open opens rel read-only without blocking: with O_NONBLOCK, opening a FIFO
+// (or a device that honours it) returns at once instead of waiting for the
+// other end, and the caller rejects it through the descriptor. os.Root keeps
+// the open inside the volume directory; it still resolves a symlink within
+// it despite O_NOFOLLOW, which is harmless as only what the descriptor shows
+// is compared.
+func (c *comparison) open(rel string, flag int) (*os.File, error) {
+	name := path.Join(c.top, rel)
+	if c.beforeOpen != nil {
+		c.beforeOpen(name)
+	}
+	return c.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|flag, 0)
 }
 
 func infoMatches(info fs.FileInfo, f File) bool {

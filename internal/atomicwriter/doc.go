@@ -17,7 +17,9 @@
 // A write builds the whole new payload in a new timestamped directory, then
 // switches ..data to it with one rename(2) of ..data_tmp, then adds and
 // removes top-level links, then removes the previous timestamped directory
-// and any left over by a crash.
+// and any left over by a crash. A write of an unchanged payload skips the new
+// directory and the switch but runs the same clean-up, so it finishes one that
+// a crash cut short.
 //
 // # What it must never do
 //

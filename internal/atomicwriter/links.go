@@ -103,14 +103,10 @@ func linkTarget(name string) string {
 	return dataLink + "/" + name
 }
 
-// removeStaleLinks removes top-level links of the writer's form
-// (name -> ..data/name) whose name is not in keep. Any other entry, a
-// container's symlink included, is left alone.
-func removeStaleLinks(root *os.Root, keep []string) error {
-	entries, err := readTopLevel(root)
-	if err != nil {
-		return err
-	}
+// removeStaleLinks removes, of the volume directory's entries, the
+// top-level links of the writer's form (name -> ..data/name) whose name is
+// not in keep. Any other entry, a container's symlink included, is left alone.
+func removeStaleLinks(root *os.Root, entries []fs.DirEntry, keep []string) error {
 	wanted := map[string]bool{}
 	for _, name := range keep {
 		wanted[name] = true
@@ -134,15 +130,27 @@ func isStaleLink(root *os.Root, e fs.DirEntry, wanted map[string]bool) bool {
 	return err == nil && target == linkTarget(e.Name())
 }
 
-// removeStaleDirs removes every timestamped payload directory but current:
-// the previous payload and any left by a crashed write. A symlink with such a
-// name is not a directory the writer made and is left alone; RemoveAll
-// unlinks symlinks inside the directories instead of following them.
-func removeStaleDirs(root *os.Root, current string) error {
-	entries, err := readTopLevel(root)
-	if err != nil {
-		return err
+// removeStaleTmp removes, when the volume directory's entries hold one, a
+// ..data_tmp symlink left by a write that stopped between creating it and
+// renaming it over ..data. Anything else there is left to replaceLink.
+func removeStaleTmp(root *os.Root, entries []fs.DirEntry) error {
+	for _, e := range entries {
+		if e.Name() != dataTmp || e.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if err := root.Remove(dataTmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove stale %s: %w", dataTmp, err)
+		}
 	}
+	return nil
+}
+
+// removeStaleDirs removes, of the volume directory's entries, every
+// timestamped payload directory but current: the previous payload and any
+// left by a crashed write. A symlink with such a name is not a directory the
+// writer made and is left alone; RemoveAll unlinks symlinks inside the
+// directories instead of following them.
+func removeStaleDirs(root *os.Root, entries []fs.DirEntry, current string) error {
 	var errs []error
 	for _, e := range entries {
 		if !e.IsDir() || e.Name() == current || !tsDirPattern.MatchString(e.Name()) {

@@ -34,6 +34,11 @@ type Writer struct {
 	// failWrite, when set by a test, is called before each payload file is
 	// written; an error it returns fails that file.
 	failWrite func(path string) error
+
+	// beforeOpen, when set by a test, is called with each name (relative
+	// to the volume directory) that the comparison of the current payload
+	// is about to open.
+	beforeOpen func(name string)
 }
 
 // New returns a Writer for dir, which must exist. New does no I/O.
@@ -44,8 +49,9 @@ func New(dir string) *Writer {
 // Write makes the directory hold exactly payload, whose keys are
 // slash-separated relative paths (see ValidatePath), and reports whether the
 // payload on disk changed. A payload equal to the current one (same paths,
-// bytes, modes and, where set, owners) is not rewritten: only missing or
-// wrong top-level links are repaired, and Write reports false.
+// bytes, modes and, where set, owners) is not rewritten and Write reports
+// false; the clean-up still runs, repairing missing or wrong top-level links
+// and finishing what a write stopped after its switch (a crash) left behind.
 //
 // Every path is validated first; an invalid payload touches nothing. After a
 // failed write the old payload stays fully readable through the links.
@@ -73,8 +79,8 @@ func (w *Writer) write(root *os.Root, payload map[string]File) (bool, error) {
 	if err := checkCollisions(root, names); err != nil {
 		return false, err
 	}
-	if old := currentDataDir(root); old != "" && matches(root, old, payload) {
-		return false, ensureLinks(root, names)
+	if old := currentDataDir(root); old != "" && w.matches(root, old, payload) {
+		return false, cleanUp(root, names, old)
 	}
 	newDir, err := w.writeDataDir(root, payload)
 	if err != nil {
@@ -86,14 +92,22 @@ func (w *Writer) write(root *os.Root, payload map[string]File) (bool, error) {
 	return true, cleanUp(root, names, newDir)
 }
 
-// cleanUp runs after the switch: the new payload is live whatever it
-// returns, and a later Write finishes what it could not.
+// cleanUp runs after the switch, or with the current payload unchanged: the
+// payload in current is live whatever it returns, and a later Write, even of
+// the same payload, finishes what it could not.
 func cleanUp(root *os.Root, names []string, current string) error {
 	if err := ensureLinks(root, names); err != nil {
 		return err
 	}
-	if err := removeStaleLinks(root, names); err != nil {
+	entries, err := readTopLevel(root)
+	if err != nil {
 		return err
 	}
-	return removeStaleDirs(root, current)
+	if err := removeStaleLinks(root, entries, names); err != nil {
+		return err
+	}
+	if err := removeStaleTmp(root, entries); err != nil {
+		return err
+	}
+	return removeStaleDirs(root, entries, current)
 }

@@ -208,6 +208,40 @@ func TestWriteRemovesCrashLeftovers(t *testing.T) {
 	assertEntries(t, dir, dataTarget(t, dir), dataLink, "a")
 }
 
+// A write that stops (crash, SIGTERM) after switching ..data but before
+// cleaning up leaves the previous payload, with its old values, and the links
+// of removed keys. The next write of the same payload changes nothing but
+// must still finish that clean-up.
+func TestWriteUnchangedFinishesCrashedCleanUp(t *testing.T) {
+	dir, w := newVolume(t)
+	mustWrite(t, w, map[string]File{"kept": file("K", 0o644), "rotated": file("old-s3cr3t", 0o600), "gone/x": file("G", 0o644)})
+	old := dataTarget(t, dir)
+	payload := map[string]File{"kept": file("K", 0o644), "rotated": file("new-s3cr3t", 0o600), "new": file("N", 0o644)}
+	root, err := os.OpenRoot(dir)
+	must(t, err)
+	defer root.Close()
+	current, err := w.writeDataDir(root, payload)
+	must(t, err)
+	must(t, switchData(root, current))
+	// Also a ..data_tmp from a write stopped before its rename, and the
+	// directory of a write stopped before its switch.
+	must(t, os.Symlink(old, filepath.Join(dir, dataTmp)))
+	partial, err := mkdirTimestamped(root)
+	must(t, err)
+
+	if mustWrite(t, w, payload) {
+		t.Fatal("rewriting the live payload reported a change")
+	}
+	if got := dataTarget(t, dir); got != current {
+		t.Fatalf("..data moved from %s to %s", current, got)
+	}
+	assertMissing(t, filepath.Join(dir, old))
+	assertMissing(t, filepath.Join(dir, partial))
+	assertEntries(t, dir, current, dataLink, "kept", "rotated", "new")
+	assertContent(t, dir, "rotated", "new-s3cr3t")
+	assertContent(t, dir, "new", "N")
+}
+
 func TestWriteLeavesForeignEntries(t *testing.T) {
 	dir, w := newVolume(t)
 	mustWrite(t, w, map[string]File{"a": file("A", 0o644)})
@@ -225,13 +259,19 @@ func TestWriteLeavesForeignEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mustWrite(t, w, map[string]File{"b": file("B", 0o644)})
-	want := []string{dataTarget(t, dir), dataLink, "b"}
-	for name := range foreign {
-		want = append(want, name)
+	// The first write changes the payload, the second cleans up again
+	// without changing it: neither touches what the writer did not create.
+	for _, wantChanged := range []bool{true, false} {
+		if got := mustWrite(t, w, map[string]File{"b": file("B", 0o644)}); got != wantChanged {
+			t.Fatalf("changed = %v, want %v", got, wantChanged)
+		}
+		want := []string{dataTarget(t, dir), dataLink, "b"}
+		for name := range foreign {
+			want = append(want, name)
+		}
+		assertEntries(t, dir, want...)
+		assertContent(t, dir, "user.txt", "mine")
 	}
-	assertEntries(t, dir, want...)
-	assertContent(t, dir, "user.txt", "mine")
 }
 
 func TestWriteCollisionWithForeignEntry(t *testing.T) {

@@ -6,7 +6,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
+
+// rollbackTimeout bounds the undo of a failed operation: unmounting and
+// removing what it made touches storage, which may hang like any other call.
+const rollbackTimeout = 30 * time.Second
+
+// RollbackContext returns the context in which to undo a failed operation
+// that ran under ctx, and its cancel function. It keeps ctx's values but not
+// its cancellation, since the operation may have failed because ctx ended and
+// its undo must still run, and it ends after rollbackTimeout.
+func RollbackContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+}
 
 // EnsureMounted mounts m on dir unless dir is a mount point already, so
 // that setting a volume up again after a restart never mounts twice.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var tmpfs = Mount{Type: "tmpfs", Source: "tmpfs", Options: []string{"size=1m"}}
@@ -212,5 +213,27 @@ func TestMakeDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "keep")); err != nil {
 		t.Fatalf("content of an existing dir: %v", err)
+	}
+}
+
+func TestRollbackContextOutlivesCancellationButIsBounded(t *testing.T) {
+	type key struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "pod"))
+	cancel() // the operation failed because its context ended
+	ctx, stop := RollbackContext(parent)
+	defer stop()
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("rollback context ended with its parent: %v", err)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok || time.Until(deadline) > rollbackTimeout {
+		t.Fatalf("rollback deadline = %v, %v; want one within %v", deadline, ok, rollbackTimeout)
+	}
+	if got := ctx.Value(key{}); got != "pod" {
+		t.Fatalf("rollback context value = %v, want the parent's", got)
+	}
+	stop()
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("after stop, Err = %v, want Canceled", ctx.Err())
 	}
 }

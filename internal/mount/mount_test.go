@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 )
@@ -58,13 +59,44 @@ func TestSystemMountFailureSaysWhy(t *testing.T) {
 	}
 }
 
-func TestSystemMountHonoursDeadline(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+// TestBoundedGivesUpAtDeadline plays storage that stops answering: fn blocks
+// until the test releases it. Bounded must return DeadlineExceeded soon after
+// the deadline, not wait for fn.
+func TestBoundedGivesUpAtDeadline(t *testing.T) {
+	release := make(chan struct{})
+	finished := make(chan struct{})
+	// Release fn after a while even if Bounded waits for it, so that a
+	// Bounded ignoring ctx fails the test instead of hanging it.
+	unblock := sync.OnceFunc(func() { close(release) })
+	timer := time.AfterFunc(5*time.Second, unblock)
+	defer timer.Stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	<-ctx.Done()
-	_, err := System{}.MountsUnder(ctx, "/")
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want nil or DeadlineExceeded", err)
+	start := time.Now()
+	_, err := Bounded(ctx, func() (bool, error) {
+		defer close(finished)
+		<-release
+		return true, nil
+	})
+	elapsed := time.Since(start)
+	unblock()
+	<-finished // fn's goroutine ends: goleak stays happy
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Bounded = %v, want DeadlineExceeded", err)
+	}
+	if elapsed > 2*time.Second {
+		t.Fatalf("Bounded returned %v after a 50ms deadline", elapsed)
+	}
+}
+
+func TestBoundedReturnsWhatFnReturns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want := errors.New("stat failed")
+	v, err := Bounded(ctx, func() (int, error) { return 7, want })
+	if v != 7 || !errors.Is(err, want) {
+		t.Fatalf("Bounded = %v, %v; want 7, %v", v, err, want)
 	}
 }
 

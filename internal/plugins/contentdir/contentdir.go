@@ -38,7 +38,8 @@ func (d Dir) SetUp(ctx context.Context, dir string, payload Payload) (retErr err
 		if retErr == nil {
 			return
 		}
-		undo := context.WithoutCancel(ctx)
+		undo, cancel := mount.RollbackContext(ctx)
+		defer cancel()
 		if mounted {
 			_ = d.Mounter.Unmount(undo, dir)
 		}

@@ -55,7 +55,9 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res 
 	}
 	defer func() {
 		if retErr != nil && created {
-			_ = mount.RemoveDir(context.WithoutCancel(ctx), p.Mounter, dir)
+			undo, cancel := mount.RollbackContext(ctx)
+			defer cancel()
+			_ = mount.RemoveDir(undo, p.Mounter, dir)
 		}
 	}()
 	if spec.Volume.EmptyDir.Medium == v1.StorageMediumMemory {
