@@ -10,12 +10,9 @@ COPY --chown=builder . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /home/builder/volume-agent ./cmd/volume-agent
 
 # Runtime: debian-slim rather than distroless or scratch, because the agent
-# mounts through mount(8)/umount(8) (util-linux, part of every Debian base),
-# and NFS volumes need mount.nfs from nfs-common. It runs as root: mounting
+# mounts through mount(8)/umount(8) (util-linux, part of every Debian base;
+# NFS support will add nfs-common's mount.nfs). It runs as root: mounting
 # needs CAP_SYS_ADMIN (the DaemonSet makes it privileged).
 FROM debian:bookworm-slim
-RUN apt-get update \
- && apt-get install -y --no-install-recommends nfs-common \
- && rm -rf /var/lib/apt/lists/*
 COPY --from=build /home/builder/volume-agent /usr/local/bin/volume-agent
 ENTRYPOINT ["/usr/local/bin/volume-agent"]

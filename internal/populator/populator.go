@@ -115,7 +115,7 @@ func (p *Populator) Populate() {
 func (p *Populator) addSource(src source.Source, seen map[types.UID]bool) {
 	node := src.Node()
 	for _, pod := range src.Pods() {
-		if terminated(pod) {
+		if source.Terminated(pod) {
 			continue
 		}
 		if seen[pod.UID] {
@@ -125,11 +125,6 @@ func (p *Populator) addSource(src source.Source, seen map[types.UID]bool) {
 		seen[pod.UID] = true
 		p.cfg.Desired.SetPod(p.desiredPod(src, pod, node))
 	}
-}
-
-// terminated pods need no volumes: their volumes are torn down.
-func terminated(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 }
 
 func podFields(namespace, name string, uid types.UID) []zap.Field {

@@ -51,3 +51,10 @@ type Status struct {
 	// /readyz reports it.
 	Disconnected string `json:"disconnected,omitempty"`
 }
+
+// Terminated reports whether a pod has finished (phase Succeeded or
+// Failed): it needs no volumes any more, and nothing it refers to needs
+// watching.
+func Terminated(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}

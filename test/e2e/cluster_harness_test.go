@@ -11,6 +11,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -117,9 +118,14 @@ func serviceAccountToken(t *testing.T, c kubernetes.Interface, namespace, name s
 	return tr.Status.Token
 }
 
-// startAgent runs an agent for node against the API server, with an empty
-// manifest directory beside it (both sources together, like static pods).
+// startAgent registers node (as a kubelet would) and runs an agent for it
+// against the API server, with an empty manifest directory beside it (both
+// sources together, like static pods).
 func (env *clusterEnv) startAgent(t *testing.T, node string) *agent {
+	_, err := env.client.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	a := newAgent(t)
 	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node)
 	return a

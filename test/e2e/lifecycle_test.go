@@ -314,3 +314,16 @@ stringData: {k: v}
 		t.Error("unprivileged mode does not say what it gave up")
 	}
 }
+
+func TestRootDirOfAnotherNodeIsRefused(t *testing.T) {
+	a := newAgent(t)
+	a.start()
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "--manifests", a.manifests, "--root-dir", a.root, "--node-name", "node-2", "--status-addr", freeAddr(t))
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "belongs to node") || !strings.Contains(string(out), "node-1") {
+		t.Fatalf("start as another node: %v\n%s\nwant a refusal naming node-1", err, out)
+	}
+}

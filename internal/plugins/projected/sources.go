@@ -18,7 +18,7 @@ import (
 )
 
 // errNoTokens is returned for serviceAccountToken sources without an API server.
-var errNoTokens = errors.New("serviceAccountToken sources need an API server to mint tokens (run with --kubeconfig)")
+var errNoTokens = errors.New("serviceAccountToken sources need tokens from the API server: run with --kubeconfig (or in a pod) and without --mint-tokens=false")
 
 // Validate checks every source.
 func (p *Plugin) Validate(spec *volume.Spec) error {

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -32,6 +33,7 @@ type objects struct {
 // frozen and its watch stopped.
 type watched struct {
 	informer cache.SharedIndexInformer
+	failures *failures
 	stop     context.CancelFunc
 	frozen   runtime.Object // guarded by objects.mu
 }
@@ -65,7 +67,7 @@ func (o *objects) watch(refs map[ref]bool) {
 func (o *objects) startLocked(parent context.Context, r ref) *watched {
 	ctx, cancel := context.WithCancel(parent)
 	inf := cache.NewSharedIndexInformer(o.listWatch(r), o.example, 0, cache.Indexers{})
-	w := &watched{informer: inf, stop: cancel}
+	w := &watched{informer: inf, failures: trackFailures(inf), stop: cancel}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.changed(r, obj) },
 		UpdateFunc: func(_, obj any) { o.changed(r, obj) },
@@ -119,5 +121,21 @@ func lookup[T runtime.Object](o *objects, namespace, name string) (T, error) {
 	case frozen != nil:
 		return frozen.(T), nil
 	}
-	return get[T](w.informer, o.resource, namespace, name)
+	return get[T](w.informer, w.failures, o.resource, namespace, name)
+}
+
+// errors lists the current watch errors, "resource ns/name: error".
+func (o *objects) errors() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for r, w := range o.entries {
+		if w.frozen == nil {
+			if err := w.failures.current(); err != nil {
+				out = append(out, fmt.Sprintf("%s %s/%s: %v", o.resource, r.namespace, r.name, err))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,6 +1,9 @@
 package apiserver
 
-import v1 "k8s.io/api/core/v1"
+import (
+	"github.com/volume-agent/volume-agent/internal/source"
+	v1 "k8s.io/api/core/v1"
+)
 
 // references lists the ConfigMaps and Secrets the pods' volumes refer to
 // (including projected sources and the kube-root-ca.crt ConfigMap of
@@ -8,6 +11,9 @@ import v1 "k8s.io/api/core/v1"
 func references(pods []*v1.Pod) (configMaps, secrets map[ref]bool) {
 	configMaps, secrets = map[ref]bool{}, map[ref]bool{}
 	for _, p := range pods {
+		if source.Terminated(p) {
+			continue // its volumes are torn down; nothing to keep fresh
+		}
 		for _, v := range p.Spec.Volumes {
 			addVolumeRefs(p.Namespace, v.VolumeSource, configMaps, secrets)
 		}

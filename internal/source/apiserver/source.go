@@ -38,8 +38,10 @@ type Source struct {
 	log        *zap.Logger
 	pods       cache.SharedIndexInformer
 	node       cache.SharedIndexInformer
-	pvs        cache.SharedIndexInformer
-	pvcs       cache.SharedIndexInformer
+	podErrs    *failures
+	nodeErrs   *failures
+	pvs        *lazyInformer
+	pvcs       *lazyInformer
 	configMaps *objects
 	secrets    *objects
 	runner     *runner
@@ -60,18 +62,21 @@ func New(cfg Config) (*Source, error) {
 	s := &Source{cfg: cfg, log: log, runner: &runner{}}
 	s.pods = informer(listWatch[*v1.PodList](c, core.Pods(""), fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)), &v1.Pod{})
 	s.node = informer(listWatch[*v1.NodeList](c, core.Nodes(), byName(cfg.NodeName)), &v1.Node{})
-	s.pvs = informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything()), &v1.PersistentVolume{})
-	s.pvcs = informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything()), &v1.PersistentVolumeClaim{})
+	s.podErrs, s.nodeErrs = trackFailures(s.pods), trackFailures(s.node)
+	s.pvs = &lazyInformer{kind: "persistentVolume", runner: s.runner, onChange: cfg.OnChange, build: func() cache.SharedIndexInformer {
+		return informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything()), &v1.PersistentVolume{})
+	}}
+	s.pvcs = &lazyInformer{kind: "persistentVolumeClaim", runner: s.runner, onChange: cfg.OnChange, build: func() cache.SharedIndexInformer {
+		return informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything()), &v1.PersistentVolumeClaim{})
+	}}
 	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, func(r ref) cache.ListerWatcher {
 		return listWatch[*v1.ConfigMapList](c, core.ConfigMaps(r.namespace), byName(r.name))
 	}, s.runner, log, cfg.OnChange)
 	s.secrets = newObjects("secrets", &v1.Secret{}, func(r ref) cache.ListerWatcher {
 		return listWatch[*v1.SecretList](c, core.Secrets(r.namespace), byName(r.name))
 	}, s.runner, log, cfg.OnChange)
-	for _, inf := range []cache.SharedIndexInformer{s.node, s.pvs, s.pvcs} {
-		if _, err := inf.AddEventHandler(notifyHandler(cfg.OnChange)); err != nil {
-			return nil, err
-		}
+	if _, err := s.node.AddEventHandler(notifyHandler(cfg.OnChange)); err != nil {
+		return nil, err
 	}
 	if _, err := s.pods.AddEventHandler(notifyHandler(s.podsChanged)); err != nil {
 		return nil, err
@@ -100,9 +105,16 @@ func (s *Source) Name() string { return Name }
 // Run runs the informers until ctx ends and joins them.
 func (s *Source) Run(ctx context.Context) error {
 	s.runner.start(ctx)
-	for _, inf := range []cache.SharedIndexInformer{s.pods, s.node, s.pvs, s.pvcs} {
+	for _, inf := range []cache.SharedIndexInformer{s.pods, s.node} {
 		s.runner.run(ctx, inf.RunWithContext)
 	}
+	// An empty first list sends no event; say once that the source synced,
+	// so that what it no longer lists is acted on at once.
+	s.runner.run(ctx, func(ctx context.Context) {
+		if cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.node.HasSynced) {
+			s.cfg.OnChange()
+		}
+	})
 	s.log.Info("watching the API server", zap.String("node", s.cfg.NodeName))
 	<-ctx.Done()
 	s.runner.wait()
@@ -145,20 +157,25 @@ func (s *Source) Node() *v1.Node {
 	return n
 }
 
-// PersistentVolume returns a PV from the informer.
+// PersistentVolume returns a PV from an informer started on first use.
 func (s *Source) PersistentVolume(name string) (*v1.PersistentVolume, error) {
-	return get[*v1.PersistentVolume](s.pvs, "persistentVolume", "", name)
+	return lazyGet[*v1.PersistentVolume](s.pvs, "", name)
 }
 
-// PersistentVolumeClaim returns a PVC from the informer.
+// PersistentVolumeClaim returns a PVC from an informer started on first use.
 func (s *Source) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
-	return get[*v1.PersistentVolumeClaim](s.pvcs, "persistentVolumeClaim", namespace, name)
+	return lazyGet[*v1.PersistentVolumeClaim](s.pvcs, namespace, name)
 }
 
-// get looks an object up in an informer's store.
-func get[T runtime.Object](inf cache.SharedIndexInformer, kind, namespace, name string) (T, error) {
+// get looks an object up in an informer's store. Before the informer has
+// listed, the lookup waits (ErrNotReady) — unless listing was denied, which
+// is an error to report.
+func get[T runtime.Object](inf cache.SharedIndexInformer, errs *failures, kind, namespace, name string) (T, error) {
 	var zero T
 	if !inf.HasSynced() {
+		if err := errs.current(); err != nil && denied(err) {
+			return zero, fmt.Errorf("%s %s: %w", kind, key(namespace, name), err)
+		}
 		return zero, fmt.Errorf("%s %s: %w", kind, key(namespace, name), errNotSynced)
 	}
 	obj, ok, err := inf.GetStore().GetByKey(key(namespace, name))
@@ -185,17 +202,45 @@ func key(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// Status: synced once the pod informer has listed; Errors say whether the
-// API server answers.
+// Status: synced once the pods bound to this node are listed and the Node
+// object exists. A wrong --node-name lists no pods at all; taking that at
+// its word would tear down every volume found on disk, so without the Node
+// the source stays unsynced. Disconnected says why the pods cannot be
+// watched now; Errors lists every failing watch.
 func (s *Source) Status() source.Status {
-	st := source.Status{Name: Name, Synced: s.pods.HasSynced()}
-	if !st.Synced {
+	st := source.Status{Name: Name}
+	switch {
+	case !s.pods.HasSynced() || !s.node.HasSynced():
 		st.Reason = "pods bound to node " + s.cfg.NodeName + " not yet listed from the API server"
+	case s.Node() == nil:
+		st.Reason = fmt.Sprintf("node %q not found in the API server (is --node-name right?)", s.cfg.NodeName)
+	default:
+		st.Synced = true
 	}
 	if err := s.cfg.Connection.Err(); err != nil {
 		st.Disconnected = "API server unreachable: " + err.Error()
+	} else if err := s.podErrs.current(); err != nil {
+		st.Disconnected = "cannot watch the pods bound to this node: " + err.Error()
 	}
+	st.Errors = s.watchErrors()
 	return st
+}
+
+// watchErrors lists the current errors of every informer.
+func (s *Source) watchErrors() []string {
+	var out []string
+	add := func(what string, err error) {
+		if err != nil {
+			out = append(out, what+": "+err.Error())
+		}
+	}
+	add("pods", s.podErrs.current())
+	add("node "+s.cfg.NodeName, s.nodeErrs.current())
+	for _, l := range []*lazyInformer{s.pvs, s.pvcs} {
+		add(l.kind+"s", l.current())
+	}
+	out = append(out, s.configMaps.errors()...)
+	return append(out, s.secrets.errors()...)
 }
 
 // lookups resolves ConfigMaps and Secrets through the per-object watches.

@@ -1,0 +1,77 @@
+package apiserver
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// lazyInformer is a cluster-wide informer started on first use, so that an
+// agent whose pods use no persistent volumes never lists every PV and PVC
+// of the cluster. Its cache drops managedFields.
+type lazyInformer struct {
+	kind     string
+	build    func() cache.SharedIndexInformer
+	runner   *runner
+	onChange func()
+
+	mu       sync.Mutex
+	inf      cache.SharedIndexInformer // guarded by mu; nil until first use
+	failures *failures                 // guarded by mu
+}
+
+// informer starts the informer if needed and returns it, or an error
+// wrapping volume.ErrNotReady before the source runs.
+func (l *lazyInformer) informer() (cache.SharedIndexInformer, error) {
+	ctx := l.runner.context()
+	if ctx == nil {
+		return nil, fmt.Errorf("%s lookups before the API source runs: %w", l.kind, volume.ErrNotReady)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inf == nil {
+		inf := l.build()
+		_ = inf.SetTransform(dropManagedFields)
+		_, _ = inf.AddEventHandler(notifyHandler(l.onChange))
+		l.failures = trackFailures(inf)
+		l.runner.run(ctx, inf.RunWithContext)
+		l.inf = inf
+	}
+	return l.inf, nil
+}
+
+// current returns the informer's current watch error, if it runs.
+func (l *lazyInformer) current() error {
+	l.mu.Lock()
+	f := l.failures
+	l.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f.current()
+}
+
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// lazyGet looks an object up through a lazy informer.
+func lazyGet[T runtime.Object](l *lazyInformer, namespace, name string) (T, error) {
+	inf, err := l.informer()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	l.mu.Lock()
+	errs := l.failures
+	l.mu.Unlock()
+	return get[T](inf, errs, l.kind, namespace, name)
+}
