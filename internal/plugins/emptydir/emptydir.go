@@ -8,7 +8,9 @@ package emptydir
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	v1 "k8s.io/api/core/v1"
@@ -60,7 +62,13 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res 
 			_ = mount.RemoveDir(undo, p.Mounter, dir)
 		}
 	}()
-	if spec.Volume.EmptyDir.Medium == v1.StorageMediumMemory {
+	memory := spec.Volume.EmptyDir.Medium == v1.StorageMediumMemory
+	if !created {
+		if err := p.checkMedium(ctx, dir, memory); err != nil {
+			return res, err
+		}
+	}
+	if memory {
 		m := mount.Mount{Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(spec)}
 		if _, err := mount.EnsureMounted(ctx, p.Mounter, m, dir); err != nil {
 			return res, err
@@ -70,6 +78,47 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res 
 		return res, err
 	}
 	return volume.Result{Path: dir}, nil
+}
+
+// checkMedium refuses to change the medium of an existing volume: a tmpfs
+// mounted over an emptyDir that holds data on disk would hide the data (and
+// its teardown would delete it unseen); a tmpfs where the spec now asks for
+// disk would be silently kept. A running pod's volumes cannot change.
+func (p *Plugin) checkMedium(ctx context.Context, dir string, memory bool) error {
+	if !mount.Privileged(p.Mounter) {
+		return nil // nothing is ever mounted: the medium cannot be told apart
+	}
+	mounted, err := p.Mounter.IsMountPoint(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("check mount point %s: %w", dir, err)
+	}
+	switch {
+	case mounted && !memory:
+		return fmt.Errorf("emptyDir %s is a tmpfs but its medium is now disk: a running pod's volume cannot change medium (delete and recreate the pod)", dir)
+	case !mounted && memory:
+		full, err := mount.Bounded(ctx, func() (bool, error) { return hasEntries(dir) })
+		if err != nil {
+			return fmt.Errorf("read %s: %w", dir, err)
+		}
+		if full {
+			return fmt.Errorf("emptyDir %s holds data on disk but its medium is now Memory: a tmpfs would hide it; a running pod's volume cannot change medium (delete and recreate the pod)", dir)
+		}
+	}
+	return nil
+}
+
+// hasEntries reports whether dir holds anything.
+func hasEntries(dir string) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return len(names) > 0, nil
 }
 
 // TearDown unmounts the tmpfs, if any, and removes the directory.

@@ -210,3 +210,47 @@ func TestSetUpRollbackIsBounded(t *testing.T) {
 		t.Fatalf("the directory SetUp created was not rolled back: Lstat = %v", err)
 	}
 }
+
+// TestMediumCannotChange: switching an existing volume's medium would hide
+// its data under a tmpfs, or silently keep the tmpfs.
+func TestMediumCannotChange(t *testing.T) {
+	ctx := context.Background()
+	m := &mount.Fake{}
+	p := &emptydir.Plugin{Mounter: m}
+	dir := plugintest.VolumeDir(t)
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{}), dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/db", []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}), dir)
+	if err == nil || !strings.Contains(err.Error(), "cannot change medium") {
+		t.Fatalf("disk → Memory with data: %v, want a refusal", err)
+	}
+	if _, mounted := m.Mounted(dir); mounted {
+		t.Fatal("a tmpfs was mounted over data on disk")
+	}
+	if got, _ := os.ReadFile(dir + "/db"); string(got) != "precious" {
+		t.Fatalf("data = %q after the refused change", got)
+	}
+
+	memDir := plugintest.VolumeDir(t)
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}), memDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{}), memDir); err == nil || !strings.Contains(err.Error(), "is a tmpfs") {
+		t.Fatalf("Memory → disk: %v, want a refusal", err)
+	}
+	if _, mounted := m.Mounted(memDir); !mounted {
+		t.Fatal("the tmpfs of a refused change was unmounted")
+	}
+	// An empty disk volume may become Memory: nothing is hidden.
+	emptyDir := plugintest.VolumeDir(t)
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{}), emptyDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}), emptyDir); err != nil {
+		t.Fatalf("empty disk → Memory: %v", err)
+	}
+}
