@@ -327,3 +327,38 @@ func TestRootDirOfAnotherNodeIsRefused(t *testing.T) {
 		t.Fatalf("start as another node: %v\n%s\nwant a refusal naming node-1", err, out)
 	}
 }
+
+// TestEditsNeverDeleteARunningPodsData: manifest edits that Kubernetes
+// would refuse — a second copy of the pod, a volume dropped from a running
+// pod's spec — leave the running pod's data alone.
+func TestEditsNeverDeleteARunningPodsData(t *testing.T) {
+	a, p, host := startApp(t)
+	data := filepath.Join(p.volume("scratch").Path, "db")
+	if err := os.WriteFile(data, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A draft copy that sorts first, without the scratch volume.
+	draft := strings.Replace(fmt.Sprintf(appPod, host), "  - name: scratch\n    emptyDir: {}\n", "", 1)
+	a.writeManifest("a-draft.yaml", draft)
+	waitFor(t, 5*time.Second, "the draft rejected as a duplicate", func() (bool, string) {
+		_, body := a.get("/v1/sources")
+		return strings.Contains(body, "a-draft.yaml: duplicate Pod default/app"), body
+	})
+	a.removeManifest("a-draft.yaml")
+
+	// The running pod's own manifest loses the volume.
+	a.writeManifest("pod.yaml", draft)
+	waitFor(t, 5*time.Second, "the dropped volume reported and kept", func() (bool, string) {
+		now, _ := a.pod("default", "app")
+		v := now.volume("scratch")
+		return v.State == "Mounted" && strings.Contains(v.Error, "removed from the spec"), fmt.Sprintf("%+v", v)
+	})
+	time.Sleep(time.Second) // past the settle delay: a wrong teardown would have run
+	checkFile(t, data, "precious")
+
+	a.removeManifest("pod.yaml")
+	waitFor(t, 5*time.Second, "pod torn down once deleted", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(a.root, "pods", p.UID))
+		return os.IsNotExist(err), fmt.Sprint(err)
+	})
+}
