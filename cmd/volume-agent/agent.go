@@ -76,7 +76,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, worlds.VolumesByState)
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
-		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder()})
+		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: notify})
 	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources,
 		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log})
 	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),

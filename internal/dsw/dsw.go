@@ -30,6 +30,10 @@ type Volume struct {
 	Problem string
 	// Unsupported marks a Problem caused by a volume type the agent lacks.
 	Unsupported bool
+	// Kept marks a volume that is set up (or was found on disk) but is not
+	// in the pod's spec: it stays until the pod goes, with a Problem saying
+	// why, and does not count for the pod's readiness.
+	Kept bool
 	// Waiting, when set, says which input of the content is not known yet
 	// (a watch that has not listed): the volume is not set up or refreshed
 	// until it is, and this is not a failure.

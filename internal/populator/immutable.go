@@ -2,47 +2,59 @@ package populator
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 )
 
-// Actual tells which volumes are set up.
+// Actual tells which volumes are set up, or were found on disk at start.
 type Actual interface {
-	Get(k dsw.Key) (asw.Volume, bool)
+	Volumes() []asw.Volume
+}
+
+// setUpVolumes indexes the actual state by pod and volume name.
+func (p *Populator) setUpVolumes() map[types.UID]map[string]asw.Volume {
+	out := map[types.UID]map[string]asw.Volume{}
+	if p.cfg.Actual == nil {
+		return out
+	}
+	for _, v := range p.cfg.Actual.Volumes() {
+		if out[v.PodUID] == nil {
+			out[v.PodUID] = map[string]asw.Volume{}
+		}
+		out[v.PodUID][v.Name] = v
+	}
+	return out
 }
 
 // keepSetUpVolumes protects the volumes of a running pod from changes to
 // its spec. In Kubernetes a pod's volumes cannot change; a manifest can be
-// edited — or read half-written. A volume that is set up and disappears
-// from the spec, or whose spec now names another plugin, stays as it is,
-// with a problem saying why, until the pod goes: tearing it down would
-// delete an emptyDir's data on an edit or a partial write.
-func (p *Populator) keepSetUpVolumes(d *dsw.Pod) {
-	if p.cfg.Actual == nil {
-		return
-	}
+// edited — or read half-written. A volume that is set up (or was found on
+// disk at start) and is missing from the spec, or whose spec now names
+// another plugin, stays as it is, with a problem saying why, until the pod
+// goes: tearing it down would delete an emptyDir's data on an edit or a
+// partial write. The decision rests on the actual state only, which is
+// rebuilt from disk after a restart, so it survives one.
+func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 	present := map[string]bool{}
 	for i, v := range d.Volumes {
 		present[v.Name] = true
-		a, ok := p.cfg.Actual.Get(dsw.Key{PodUID: d.UID, Volume: v.Name})
+		a, ok := setUp[v.Name]
 		if ok && v.Plugin != "" && v.Plugin != a.Plugin {
 			d.Volumes[i] = dsw.Volume{Name: v.Name, Problem: fmt.Sprintf(
 				"volume %q of a running pod changed from %s to %s: a pod's volumes cannot change; the %s volume is kept until the pod is deleted",
 				v.Name, a.Plugin, v.Plugin, a.Plugin)}
 		}
 	}
-	prev, ok := p.cfg.Desired.Pod(d.UID)
-	if !ok {
-		return
-	}
-	for _, old := range prev.Volumes {
-		if present[old.Name] {
+	for _, name := range slices.Sorted(maps.Keys(setUp)) {
+		if present[name] {
 			continue
 		}
-		if _, setUp := p.cfg.Actual.Get(dsw.Key{PodUID: d.UID, Volume: old.Name}); setUp {
-			d.Volumes = append(d.Volumes, dsw.Volume{Name: old.Name, Problem: fmt.Sprintf(
-				"volume %q was removed from the spec of a running pod: a pod's volumes cannot change; it is kept until the pod is deleted", old.Name)})
-		}
+		d.Volumes = append(d.Volumes, dsw.Volume{Name: name, Kept: true, Problem: fmt.Sprintf(
+			"volume %q is set up but not in the pod's spec: a pod's volumes cannot change; it is kept until the pod is deleted", name)})
 	}
 }

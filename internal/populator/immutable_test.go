@@ -32,7 +32,7 @@ func TestSetUpVolumeRemovedFromSpecIsKept(t *testing.T) {
 	src.setPods(testPod("u1", "web", emptyDirVolume("other")))
 	h.p.Populate()
 	v := h.volume(t, "u1", "data")
-	if !strings.Contains(v.Problem, "removed from the spec of a running pod") || v.Plugin != "" {
+	if !strings.Contains(v.Problem, "not in the pod's spec") || v.Plugin != "" || !v.Kept {
 		t.Fatalf("volume = %+v; want it kept with a problem and no plugin (so it is neither set up nor torn down)", v)
 	}
 	// A volume that was never set up simply goes.
@@ -42,6 +42,23 @@ func TestSetUpVolumeRemovedFromSpecIsKept(t *testing.T) {
 		t.Error("a volume that was never set up was kept after it left the spec")
 	}
 	h.volume(t, "u1", "data") // still kept
+}
+
+// After a restart the desired state starts empty: what is set up is known
+// only from disk. A volume found there for a pod whose spec no longer lists
+// it is kept all the same.
+func TestVolumeFoundOnDiskAndMissingFromTheSpecIsKept(t *testing.T) {
+	src := newSource("manifests", true, testPod("u1", "web", emptyDirVolume("other")))
+	h, actual := withActual(t, src)
+	actual.Set(asw.Volume{PodUID: "u1", Name: "data", Plugin: "kubernetes.io/empty-dir", State: asw.Uncertain, Reconstructed: true})
+	h.p.Populate()
+	v := h.volume(t, "u1", "data")
+	if !v.Kept || v.Plugin != "" || !strings.Contains(v.Problem, "kept until the pod is deleted") {
+		t.Fatalf("volume = %+v; want the volume found on disk kept", v)
+	}
+	if v := h.volume(t, "u1", "other"); v.Kept || v.Problem != "" {
+		t.Fatalf("volume in the spec = %+v; want it plain", v)
+	}
 }
 
 func TestSetUpVolumeChangingPluginIsKept(t *testing.T) {

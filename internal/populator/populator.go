@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -46,6 +47,9 @@ type Config struct {
 	Logger  *zap.Logger
 	// Resync is the safety-net pass period (1 min, jittered ±10%).
 	Resync time.Duration
+	// OnPodGone, when set, is called after a pod left the desired state
+	// (e.g. to drop its cached tokens).
+	OnPodGone func(uid types.UID)
 }
 
 // Populator keeps the desired state in step with the sources.
@@ -60,6 +64,9 @@ type Populator struct {
 func New(cfg Config) *Populator {
 	if cfg.Resync == 0 {
 		cfg.Resync = DefaultResync
+	}
+	if cfg.OnPodGone == nil {
+		cfg.OnPodGone = func(types.UID) {}
 	}
 	return &Populator{cfg: cfg, log: cfg.Logger.Named("populator"), wake: wakeup.New("populator")}
 }
@@ -92,17 +99,18 @@ func (p *Populator) Run(ctx context.Context) error {
 
 // Populate runs one pass.
 func (p *Populator) Populate() {
-	seen := map[types.UID]bool{}
+	ps := pass{seen: map[types.UID]bool{}, setUp: p.setUpVolumes()}
 	synced := map[string]bool{}
 	allSynced := true
 	for _, src := range p.cfg.Sources {
 		synced[src.Name()] = src.Status().Synced
 		allSynced = allSynced && synced[src.Name()]
-		p.addSource(src, seen)
+		p.addSource(src, &ps)
 	}
 	for _, pod := range p.cfg.Desired.Pods() {
-		if !seen[pod.UID] && synced[pod.Source] {
+		if !ps.seen[pod.UID] && synced[pod.Source] {
 			p.cfg.Desired.DeletePod(pod.UID)
+			p.cfg.OnPodGone(pod.UID)
 			p.log.Info("pod removed from desired state", podFields(pod.Namespace, pod.Name, pod.UID)...)
 		}
 	}
@@ -112,18 +120,24 @@ func (p *Populator) Populate() {
 	p.passes.Add(1)
 }
 
-func (p *Populator) addSource(src source.Source, seen map[types.UID]bool) {
+// pass is what one Populate call has seen so far.
+type pass struct {
+	seen  map[types.UID]bool
+	setUp map[types.UID]map[string]asw.Volume // the actual state, by pod
+}
+
+func (p *Populator) addSource(src source.Source, ps *pass) {
 	node := src.Node()
 	for _, pod := range src.Pods() {
 		if source.Terminated(pod) {
 			continue
 		}
-		if seen[pod.UID] {
+		if ps.seen[pod.UID] {
 			p.log.Info("ignoring pod with a UID already in use", podFields(pod.Namespace, pod.Name, pod.UID)...)
 			continue
 		}
-		seen[pod.UID] = true
-		p.cfg.Desired.SetPod(p.desiredPod(src, pod, node))
+		ps.seen[pod.UID] = true
+		p.cfg.Desired.SetPod(p.desiredPod(src, pod, node, ps.setUp[pod.UID]))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/plugins"
@@ -18,7 +19,7 @@ import (
 )
 
 // desiredPod describes every volume of pod.
-func (p *Populator) desiredPod(src source.Source, pod *v1.Pod, node *v1.Node) dsw.Pod {
+func (p *Populator) desiredPod(src source.Source, pod *v1.Pod, node *v1.Node, setUp map[string]asw.Volume) dsw.Pod {
 	d := dsw.Pod{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Source: src.Name()}
 	podProblem := ""
 	if err := layout.ValidName(string(pod.UID)); err != nil {
@@ -39,7 +40,7 @@ func (p *Populator) desiredPod(src source.Source, pod *v1.Pod, node *v1.Node) ds
 		spec := &volume.Spec{Pod: pod, Volume: v, Objects: src.Objects(), Node: node, Source: src.Name()}
 		d.Volumes = append(d.Volumes, p.desiredVolume(spec, podProblem))
 	}
-	p.keepSetUpVolumes(&d)
+	keepSetUpVolumes(&d, setUp)
 	return d
 }
 

@@ -50,11 +50,11 @@ func (r *Reconciler) stale(a action) bool {
 	return cur != a.actual
 }
 
-// wantedAgain reports whether the volume a tears down is desired again
-// (its pod came back) since the pass that planned a.
+// wantedAgain reports whether the pod of the volume a tears down is desired
+// again (it came back) since the pass that planned a.
 func (r *Reconciler) wantedAgain(a action) bool {
-	d, ok := r.cfg.Desired.Volume(a.dsKey())
-	return ok && (d.Plugin == a.plugin || d.Plugin == "")
+	_, ok := r.cfg.Desired.Pod(a.pod)
+	return ok
 }
 
 func (r *Reconciler) setUp(a action) executor.Op {

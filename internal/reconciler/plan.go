@@ -41,37 +41,35 @@ type snapshot struct {
 // one: first teardowns and cleanups of what is no longer wanted, then
 // set-ups and refreshes. It is a pure function of its snapshot.
 func plan(s snapshot) []action {
-	want := desiredVolumes(s.desired)
 	have := map[dsw.Key]asw.Volume{}
 	for _, a := range s.actual {
 		have[a.Key()] = a
 	}
-	actions := teardowns(s, want)
-	actions = append(actions, cleanups(s)...)
+	wanted := desiredPods(s.desired)
+	actions := teardowns(s, wanted)
+	actions = append(actions, cleanups(s, wanted)...)
 	return append(actions, setups(s.desired, have)...)
 }
 
-func desiredVolumes(pods []dsw.Pod) map[dsw.Key]dsw.Volume {
-	want := map[dsw.Key]dsw.Volume{}
+func desiredPods(pods []dsw.Pod) map[types.UID]bool {
+	wanted := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
-		for _, v := range p.Volumes {
-			want[dsw.Key{PodUID: p.UID, Volume: v.Name}] = v
-		}
+		wanted[p.UID] = true
 	}
-	return want
+	return wanted
 }
 
-// teardowns: a volume is torn down when its pod no longer wants it, or wants
-// it from another plugin. A volume whose desired spec has a problem (and so
-// no plugin) is kept: a broken spec never tears down a healthy volume.
-func teardowns(s snapshot, want map[dsw.Key]dsw.Volume) []action {
+// teardowns: a volume is torn down only when its pod is no longer desired
+// at all. A volume of a desired pod is kept whatever the pod's spec now says
+// about it — gone from the spec, another plugin, a problem — because a
+// running pod's volumes cannot change and its data may be in use: the spec
+// seen now may be a half-written manifest, and after a restart the agent
+// cannot know what the spec said when the volume was set up. Volumes found
+// on disk at start also wait until every source has synced.
+func teardowns(s snapshot, wantedPods map[types.UID]bool) []action {
 	var out []action
 	for _, a := range s.actual {
-		d, wanted := want[a.Key()]
-		switch {
-		case wanted && (d.Plugin == "" || d.Plugin == a.Plugin):
-			continue
-		case !wanted && a.Reconstructed && !s.populated:
+		if wantedPods[a.PodUID] || (a.Reconstructed && !s.populated) {
 			continue
 		}
 		out = append(out, action{kind: opTearDown, pod: a.PodUID, volume: a.Name, plugin: a.Plugin, actual: a})
@@ -81,11 +79,7 @@ func teardowns(s snapshot, want map[dsw.Key]dsw.Volume) []action {
 
 // cleanups: a pod directory is removed once its pod is gone and none of its
 // volumes is set up any more.
-func cleanups(s snapshot) []action {
-	wantedPods := map[types.UID]bool{}
-	for _, p := range s.desired {
-		wantedPods[p.UID] = true
-	}
+func cleanups(s snapshot, wantedPods map[types.UID]bool) []action {
 	busy := map[types.UID]bool{}
 	for _, a := range s.actual {
 		busy[a.PodUID] = true
@@ -113,7 +107,7 @@ func setups(pods []dsw.Pod, have map[dsw.Key]asw.Volume) []action {
 			act := action{pod: p.UID, volume: d.Name, plugin: d.Plugin, desired: d, actual: a}
 			switch {
 			case ok && a.Plugin != d.Plugin:
-				continue // the old volume is torn down first
+				continue // the set-up volume is kept until the pod goes
 			case !ok || a.State == asw.Uncertain:
 				act.kind = opSetUp
 			case a.Version != d.Version:

@@ -56,6 +56,10 @@ type Config struct {
 	// ShutdownGrace bounds how long running operations may finish after
 	// the context ends (20 s).
 	ShutdownGrace time.Duration
+	// OnRecovered, when set, is called once the actual state has been
+	// rebuilt from disk (the populator looks again: what it keeps depends
+	// on what is set up).
+	OnRecovered func()
 }
 
 // Reconciler runs reconcile passes. Create with New, start with Run.
@@ -105,6 +109,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return err
 	}
 	r.recovered.Store(true)
+	if r.cfg.OnRecovered != nil {
+		r.cfg.OnRecovered()
+	}
 	timer := time.NewTimer(jitter(r.cfg.Resync))
 	defer timer.Stop()
 	// ctx is checked before every pass: when a wake-up and the end of ctx

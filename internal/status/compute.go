@@ -68,18 +68,24 @@ func (w Worlds) pod(p dsw.Pod, actual map[dsw.Key]asw.Volume) Pod {
 		key := dsw.Key{PodUID: p.UID, Volume: d.Name}
 		a, ok := actual[key]
 		v := volumeStatus(d, a, ok, w.Desired.Error(key))
-		out.Ready = out.Ready && v.State == Mounted
+		out.Ready = out.Ready && (v.State == Mounted || d.Kept)
 		out.Volumes = append(out.Volumes, v)
 	}
 	return out
 }
 
-// volumeStatus: Unsupported and Failed for spec problems; Mounted once set
+// volumeStatus: Mounted for a kept volume that left the spec; Unsupported
+// and Failed for spec problems; Mounted once set
 // up with the desired plugin (an error then is a failed refresh: the old
 // content stays); Failed after a failed set-up; Pending otherwise.
 func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 	v := Volume{Name: d.Name, Plugin: d.Plugin, Error: opErr}
 	switch {
+	case d.Kept && have:
+		// Not in the pod's spec: kept as it is on disk, untouched, until
+		// the pod goes (after a restart its state is Uncertain, but no
+		// container uses it, so it is not set up again).
+		v.State, v.Path, v.Plugin, v.Error = Mounted, a.Path, a.Plugin, d.Problem
 	case d.Unsupported:
 		v.State, v.Error = Unsupported, d.Problem
 	case d.Problem != "" && !(have && a.State == asw.Mounted):

@@ -59,6 +59,7 @@ type agent struct {
 	manifests string // --manifests
 	addr      string
 	args      []string
+	extra     []string // the flags start was given beyond the defaults
 	cmd       *exec.Cmd
 	logs      *syncBuffer
 	exited    chan struct{}
@@ -81,7 +82,7 @@ func (a *agent) start(extra ...string) {
 	a.addr = freeAddr(a.t)
 	args := append([]string{"--manifests", a.manifests, "--root-dir", a.root, "--status-addr", a.addr,
 		"--node-name", "node-1", "--log-format", "json", "--log-level", "debug"}, extra...)
-	a.args = args
+	a.args, a.extra = args, extra
 	a.logs = &syncBuffer{}
 	a.cmd = exec.Command(binary, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.logs, a.logs
@@ -115,6 +116,40 @@ func (a *agent) stop() error {
 	}
 	a.cmd = nil
 	return a.exitErr
+}
+
+// waitPodDirGone waits until the pod's directory is removed (its teardown
+// is complete).
+func (a *agent) waitPodDirGone(uid string) {
+	a.t.Helper()
+	waitFor(a.t, 5*time.Second, "pod "+uid+" torn down", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(a.root, "pods", uid))
+		return os.IsNotExist(err), fmt.Sprint(err, mountsUnder(a.t, a.root))
+	})
+}
+
+// kill sends SIGKILL, as a crash or an OOM kill would, and waits for the
+// process to end.
+func (a *agent) kill() {
+	a.t.Helper()
+	if a.cmd == nil {
+		return
+	}
+	_ = a.cmd.Process.Kill()
+	<-a.exited
+	a.cmd = nil
+}
+
+// restart stops the agent with SIGTERM (or SIGKILL when crash is set) and
+// starts it again with the same flags.
+func (a *agent) restart(crash bool) {
+	a.t.Helper()
+	if crash {
+		a.kill()
+	} else if err := a.stop(); err != nil {
+		a.t.Fatalf("agent exit after SIGTERM: %v, want code 0", err)
+	}
+	a.start(a.extra...)
 }
 
 // cleanup stops the agent and unmounts whatever is left under the root, so

@@ -351,14 +351,11 @@ func TestEditsNeverDeleteARunningPodsData(t *testing.T) {
 	waitFor(t, 5*time.Second, "the dropped volume reported and kept", func() (bool, string) {
 		now, _ := a.pod("default", "app")
 		v := now.volume("scratch")
-		return v.State == "Mounted" && strings.Contains(v.Error, "removed from the spec"), fmt.Sprintf("%+v", v)
+		return v.State == "Mounted" && strings.Contains(v.Error, "not in the pod's spec"), fmt.Sprintf("%+v", v)
 	})
 	time.Sleep(time.Second) // past the settle delay: a wrong teardown would have run
 	checkFile(t, data, "precious")
 
 	a.removeManifest("pod.yaml")
-	waitFor(t, 5*time.Second, "pod torn down once deleted", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(a.root, "pods", p.UID))
-		return os.IsNotExist(err), fmt.Sprint(err)
-	})
+	a.waitPodDirGone(p.UID)
 }
