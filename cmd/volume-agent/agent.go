@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,32 +124,6 @@ func named(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
-}
-
-// prepareRoot creates the root directory and checks that it belongs to this
-// node: the first start records the node name in <root>/node-name, and a
-// later start under another name is refused — it would see none of the
-// volumes' pods and tear them all down.
-func prepareRoot(dir, node string) (string, error) {
-	root, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("--root-dir: %w", err)
-	}
-	if err := os.MkdirAll(root, 0o750); err != nil {
-		return "", fmt.Errorf("create --root-dir: %w", err)
-	}
-	marker := filepath.Join(root, "node-name")
-	recorded, err := os.ReadFile(marker)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return root, os.WriteFile(marker, []byte(node+"\n"), 0o644)
-	case err != nil:
-		return "", fmt.Errorf("read %s: %w", marker, err)
-	}
-	if got := strings.TrimSpace(string(recorded)); got != node {
-		return "", fmt.Errorf("--root-dir %s belongs to node %q (see %s), not %q: running as another node would tear down that node's volumes; fix --node-name, or delete %s if the node was renamed", root, got, marker, node, marker)
-	}
-	return root, nil
 }
 
 // chooseMounter refuses to run without root unless --unprivileged says to.

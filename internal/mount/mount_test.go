@@ -149,7 +149,7 @@ func TestRemoveAllRefusesWhenAMountIsBelow(t *testing.T) {
 	}
 }
 
-func TestRemoveTreeNeverCrossesDevices(t *testing.T) {
+func TestRemoveTreeNeverCrossesMounts(t *testing.T) {
 	needRoot(t)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -162,8 +162,8 @@ func TestRemoveTreeNeverCrossesDevices(t *testing.T) {
 	t.Cleanup(func() { _ = m.Unmount(ctx, nested) })
 	data := filepath.Join(nested, "data")
 	mustWrite(t, data)
-	// Skip the mount table check to exercise the device check alone.
-	if err := removeTree(dir); err == nil {
+	// Skip the mount table check to exercise the mount ID check alone.
+	if err := removeTree(ctx, dir); err == nil {
 		t.Fatal("removeTree crossed into a tmpfs")
 	}
 	if _, err := os.Stat(data); err != nil {

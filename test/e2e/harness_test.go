@@ -122,7 +122,7 @@ func (a *agent) stop() error {
 // is complete).
 func (a *agent) waitPodDirGone(uid string) {
 	a.t.Helper()
-	waitFor(a.t, 5*time.Second, "pod "+uid+" torn down", func() (bool, string) {
+	waitFor(a.t, 15*time.Second, "pod "+uid+" torn down", func() (bool, string) {
 		_, err := os.Stat(filepath.Join(a.root, "pods", uid))
 		return os.IsNotExist(err), fmt.Sprint(err, mountsUnder(a.t, a.root))
 	})
@@ -161,7 +161,11 @@ func (a *agent) cleanup() {
 	if a.t.Failed() && a.logs != nil {
 		a.t.Logf("agent logs:\n%s", tail(a.logs.String(), 80))
 	}
-	for _, m := range mountsUnder(a.t, a.root) {
+	root := a.root
+	if resolved, err := filepath.EvalSymlinks(root); err == nil {
+		root = resolved // the kernel's mount table has the resolved path
+	}
+	for _, m := range mountsUnder(a.t, root) {
 		_ = exec.Command("umount", "-l", m).Run()
 	}
 }

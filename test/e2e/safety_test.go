@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,4 +49,64 @@ func TestKeptVolumeSurvivesRestarts(t *testing.T) {
 	}
 	a.removeManifest("pod.yaml")
 	a.waitPodDirGone(p.UID)
+}
+
+// TestSymlinkedRootNeverDeletesThroughABindMount: with --root-dir reached
+// through a symlink (a symlinked /var/lib), a directory of the same file
+// system bind-mounted inside a pod's emptyDir (as a runtime or a
+// Bidirectional container may do) is never entered when the pod goes: the
+// teardown waits, and completes once the bind mount is gone.
+func TestSymlinkedRootNeverDeletesThroughABindMount(t *testing.T) {
+	a := newAgent(t)
+	base := t.TempDir()
+	if err := os.Mkdir(filepath.Join(base, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	a.root = filepath.Join(base, "link", "root")
+	a.writeManifest("pod.yaml", fmt.Sprintf(twoVolumePod, "  - {name: data, emptyDir: {}}\n"))
+	a.start()
+	p := a.waitPod("default", "keeper", 10*time.Second, ready)
+	vol := p.volume("data").Path
+	if strings.Contains(vol, "/link/") {
+		t.Errorf("volume path %s is not resolved", vol)
+	}
+	src := filepath.Join(base, "precious") // the same file system as the root
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(src, f), []byte("keep "+f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nested := filepath.Join(vol, "mnt")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", src, nested).CombinedOutput(); err != nil {
+		t.Fatalf("bind mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", nested).Run() })
+
+	a.removeManifest("pod.yaml")
+	waitFor(t, 10*time.Second, "the teardown refused", func() (bool, string) {
+		return strings.Contains(a.logs.String(), "mount points remain"), ""
+	})
+	for _, f := range []string{"a", "b"} {
+		checkFile(t, filepath.Join(src, f), "keep "+f)
+	}
+	if !isMountPoint(t, nested) {
+		t.Fatal("the bind mount inside the volume is gone")
+	}
+
+	if out, err := exec.Command("umount", nested).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v: %s", err, out)
+	}
+	a.waitPodDirGone(p.UID)
+	for _, f := range []string{"a", "b"} {
+		checkFile(t, filepath.Join(src, f), "keep "+f)
+	}
 }

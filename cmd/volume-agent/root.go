@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// prepareRoot creates the root directory, resolves it and checks that it
+// belongs to this node.
+//
+// The path is resolved once, here: a root reached through a symlink (a
+// symlinked /var/lib is common) would otherwise be looked up in the mount
+// table under a name the kernel does not use, and mounts below it would go
+// unseen. Every path the agent builds starts from the resolved root.
+//
+// The first start records the node name in <root>/node-name; a later start
+// under another name is refused — it would see none of the volumes' pods
+// and tear them all down. The record is written atomically, and an empty
+// one (left by a crash of an older version) counts as no record.
+func prepareRoot(dir, node string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--root-dir: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o750); err != nil {
+		return "", fmt.Errorf("create --root-dir: %w", err)
+	}
+	root, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("resolve --root-dir: %w", err)
+	}
+	marker := filepath.Join(root, "node-name")
+	recorded, err := os.ReadFile(marker)
+	switch {
+	case errors.Is(err, os.ErrNotExist) || (err == nil && strings.TrimSpace(string(recorded)) == ""):
+		return root, writeFileAtomic(marker, []byte(node+"\n"), 0o644)
+	case err != nil:
+		return "", fmt.Errorf("read %s: %w", marker, err)
+	}
+	if got := strings.TrimSpace(string(recorded)); got != node {
+		return "", fmt.Errorf("--root-dir %s belongs to node %q (see %s), not %q: running as another node would tear down that node's volumes; fix --node-name, or delete %s if the node was renamed", root, got, marker, node, marker)
+	}
+	return root, nil
+}
+
+// writeFileAtomic replaces path with data: a reader, or a start after a
+// crash, sees the old content or the new one, never a part.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) (retErr error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if retErr != nil {
+			_ = os.Remove(f.Name())
+		}
+	}()
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Chmod(mode), f.Sync(), f.Close())
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
