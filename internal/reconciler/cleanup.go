@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -27,14 +28,19 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 			log.Debug("skipping cleanup of a pod directory in use again")
 			return nil
 		}
+		start := time.Now()
 		_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, removePodDir(r.cfg.Root, a) })
 		switch {
 		case err == nil:
 			log.Debug("pod directory removed")
 		case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EBUSY):
 			log.Info("pod directory holds content the agent did not create; leaving it", zap.Error(err))
+			err = nil
 		default:
 			log.Info("pod directory cleanup failed", zap.Error(err))
+		}
+		r.observe(a, start, err)
+		if err != nil {
 			return err
 		}
 		r.cfg.Actual.RemovePodDir(a.pod)

@@ -114,6 +114,9 @@ func TestRunTearsDownARemovedPod(t *testing.T) {
 			if !exists(h.volumeDir("p2", "a")) {
 				t.Fatal("another pod's volume was touched")
 			}
+			if !h.observer.saw(" cleanup success") {
+				t.Error("cleanup not observed in the metrics")
+			}
 		})
 	}
 }
