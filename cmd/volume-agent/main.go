@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -40,10 +41,29 @@ func run(args []string) int {
 	routeKlog(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	defer context.AfterFunc(ctx, func() { exitAfter(exitDeadline, logger) })()
 	if err := runAgent(ctx, opts, logger); err != nil {
 		logger.Error("volume-agent stopped", zap.Error(err))
 		return 1
 	}
 	logger.Info("volume-agent stopped; volumes stay mounted")
 	return 0
+}
+
+// exitDeadline bounds the time from SIGTERM to exit, whatever storage
+// does: an operation stuck in the kernel on a hung NFS or FUSE server can
+// keep a goroutine from ever returning. Well inside the DaemonSet's
+// termination grace period (30 s), so that the agent is never SIGKILLed in
+// the middle of a write it could have finished.
+const exitDeadline = 8 * time.Second
+
+// exitAfter exits the process d from now unless it has exited by then.
+// Volumes stay mounted; an operation cut short is rebuilt from disk as
+// Uncertain at the next start and set up again, which is idempotent.
+func exitAfter(d time.Duration, logger *zap.Logger) {
+	time.AfterFunc(d, func() {
+		logger.Error("volume-agent did not stop in time; exiting with operations still running (volumes stay mounted)", zap.Duration("deadline", d))
+		_ = logger.Sync()
+		os.Exit(0)
+	})
 }

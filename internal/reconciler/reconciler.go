@@ -35,7 +35,7 @@ type Observer interface {
 // Defaults for Config.
 const (
 	DefaultResync        = 2 * time.Minute
-	DefaultShutdownGrace = 20 * time.Second
+	DefaultShutdownGrace = 5 * time.Second
 )
 
 // Config configures a Reconciler.
@@ -54,7 +54,8 @@ type Config struct {
 	// Resync is the safety-net pass period (2 min, jittered ±10%).
 	Resync time.Duration
 	// ShutdownGrace bounds how long running operations may finish after
-	// the context ends (20 s).
+	// the context ends (5 s); the process exits at the latest 8 s after
+	// SIGTERM, whatever storage does.
 	ShutdownGrace time.Duration
 	// OnRecovered, when set, is called once the actual state has been
 	// rebuilt from disk (the populator looks again: what it keeps depends

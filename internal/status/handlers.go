@@ -30,6 +30,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // notReady says why the agent is not ready, or returns "".
 func (s *Server) notReady() string {
 	var reasons []string
+	if s.isStopping() {
+		reasons = append(reasons, "volume-agent is stopping")
+	}
 	if s.cfg.Recovered != nil && !s.cfg.Recovered() {
 		reasons = append(reasons, "start-up recovery of mounted volumes is not done")
 	}
@@ -79,6 +82,11 @@ func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-changed:
 		case <-r.Context().Done():
+			return // the client went away: nobody to answer
+		case <-s.stopping:
+			// Never 200 without the pod: a runtime that trusts the status
+			// code would start containers without their volumes.
+			writeText(w, http.StatusServiceUnavailable, "volume-agent is stopping; ask again once it is back")
 			return
 		case <-deadline.C:
 			writePod(w, p, found, http.StatusGatewayTimeout)

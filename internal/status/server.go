@@ -44,6 +44,11 @@ type Server struct {
 	cfg Config
 	log *zap.Logger
 
+	// stopping is closed when Run's context ends: waiting requests then
+	// answer 503 rather than nothing.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+
 	mu      sync.Mutex
 	changed chan struct{} // guarded by mu; closed and replaced on every change
 	addr    net.Addr      // guarded by mu; set once listening
@@ -51,7 +56,7 @@ type Server struct {
 
 // New returns a server; it starts nothing.
 func New(cfg Config) *Server {
-	return &Server{cfg: cfg, log: cfg.Logger.Named("status"), changed: make(chan struct{})}
+	return &Server{cfg: cfg, log: cfg.Logger.Named("status"), changed: make(chan struct{}), stopping: make(chan struct{})}
 }
 
 // Notify tells waiting requests that the state changed. It never blocks.
@@ -85,7 +90,10 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	// A request's context ends only when its client goes away; the end of
+	// ctx reaches handlers through s.stopping, so that a request still
+	// waiting gets an answer that says so.
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	s.log.Info("status endpoint listening", zap.String("addr", ln.Addr().String()))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -94,13 +102,27 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// stop makes waiting requests answer that the agent is stopping.
+func (s *Server) stop() { s.stoppingOnce.Do(func() { close(s.stopping) }) }
+
+// isStopping reports whether the agent is stopping.
+func (s *Server) isStopping() bool {
+	select {
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // Handler returns the API's routes.

@@ -349,15 +349,23 @@ func TestRun(t *testing.T) {
 		t.Fatalf("healthz = %d", resp.StatusCode)
 	}
 
-	// A long poll in flight does not hold up the shutdown.
-	polled := make(chan error, 1)
+	// A long poll in flight does not hold up the shutdown, and is told
+	// that the agent stops: never a 200 without the pod.
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	polled := make(chan answer, 1)
 	go func() {
 		resp, err := client.Get(base + "/v1/pods/u1?wait=1m")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+		if err != nil {
+			polled <- answer{err: err}
+			return
 		}
-		polled <- err
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		polled <- answer{resp.StatusCode, string(body), err}
 	}()
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
@@ -373,7 +381,9 @@ func TestRun(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 3*time.Second {
 		t.Fatalf("shutdown took %v with a long poll in flight", elapsed)
 	}
-	<-polled
+	if a := <-polled; a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "stopping") {
+		t.Fatalf("long poll during shutdown = %d %q (%v); want 503 saying the agent stops", a.code, a.body, a.err)
+	}
 }
 
 func TestRunListenError(t *testing.T) {

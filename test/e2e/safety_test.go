@@ -110,3 +110,36 @@ func TestSymlinkedRootNeverDeletesThroughABindMount(t *testing.T) {
 		checkFile(t, filepath.Join(src, f), "keep "+f)
 	}
 }
+
+// TestWaitingRequestIsToldTheAgentStops: a GET ?wait= still waiting when
+// the agent gets SIGTERM (every DaemonSet rollout) answers 503, never 200
+// with no pod in it.
+func TestWaitingRequestIsToldTheAgentStops(t *testing.T) {
+	a := newAgent(t)
+	a.writeManifest("pod.yaml", fmt.Sprintf(twoVolumePod, "  - {name: cfg, configMap: {name: missing}}\n"))
+	a.start()
+	p := a.waitPod("default", "keeper", 10*time.Second, func(p apiPod) bool { return p.volume("cfg").State == "Failed" })
+	type answer struct {
+		code int
+		body string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		code, body := a.get("/v1/pods/" + p.UID + "?wait=1m")
+		answered <- answer{code, body}
+	}()
+	time.Sleep(300 * time.Millisecond) // the request is waiting
+	start := time.Now()
+	if err := a.stop(); err != nil {
+		t.Fatalf("agent exit: %v", err)
+	}
+	select {
+	case got := <-answered:
+		if got.code != 503 || !strings.Contains(got.body, "stopping") {
+			t.Fatalf("waiting request answered %d %q during shutdown; want 503 saying the agent stops", got.code, got.body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting request got no answer")
+	}
+	figure(t, "SIGTERM to exit with a request waiting", time.Since(start))
+}
