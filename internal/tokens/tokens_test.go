@@ -55,7 +55,8 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), logs: logs}
 	client := fake.NewClientset()
 	client.PrependReactor("create", "serviceaccounts", h.createToken)
-	h.m = New(Config{Client: client, Logger: zap.New(core), OnChange: func() { h.changes.Add(1) }, Clock: h.clock})
+	h.m = New(Config{Client: client, Logger: zap.New(core), OnChange: func() { h.changes.Add(1) }, Clock: h.clock,
+		Jitter: func() float64 { return 0 }})
 	return h
 }
 
@@ -89,10 +90,17 @@ func (h *harness) calls() []tokenRequest {
 	return append([]tokenRequest(nil), h.requests...)
 }
 
-// token calls Token and fails the test on an error.
+// token calls Token with no token in the volume and fails the test on an
+// error.
 func (h *harness) token(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) string {
 	h.t.Helper()
-	tok, err := h.m.Token(context.Background(), pod, src)
+	return h.tokenWith(pod, src, nil)
+}
+
+// tokenWith calls Token with current as the token in the volume.
+func (h *harness) tokenWith(pod *v1.Pod, src *v1.ServiceAccountTokenProjection, current []byte) string {
+	h.t.Helper()
+	tok, err := h.m.Token(context.Background(), pod, src, current)
 	if err != nil {
 		h.t.Fatalf("Token: %v", err)
 	}
@@ -263,7 +271,7 @@ func TestRequestError(t *testing.T) {
 	h.fail = denied
 	h.mu.Unlock()
 	pod, src := testPod("app", "uid-1", "builder"), &v1.ServiceAccountTokenProjection{}
-	tok, err := h.m.Token(context.Background(), pod, src)
+	tok, err := h.m.Token(context.Background(), pod, src, nil)
 	if err == nil || tok != nil {
 		t.Fatalf("Token = %q, %v; want no token and an error", tok, err)
 	}

@@ -35,11 +35,11 @@ func (o Objects) Secret(namespace, name string) (*v1.Secret, error) {
 }
 
 // Tokens mints the fixed token "token-for-<serviceAccountName>/<audience>"
-// and reports Ver as its version.
+// and reports Ver as its version. It ignores the token a volume holds.
 type Tokens struct{ Ver string }
 
 // Token implements projected.Tokens.
-func (k Tokens) Token(_ context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error) {
+func (k Tokens) Token(_ context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, _ []byte) ([]byte, error) {
 	return []byte("token-for-" + pod.Spec.ServiceAccountName + "/" + src.Audience), nil
 }
 

@@ -21,8 +21,11 @@ const Name = "kubernetes.io/projected"
 
 // Tokens mints service account tokens for serviceAccountToken sources.
 type Tokens interface {
-	// Token returns a token for the pod's service account.
-	Token(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error)
+	// Token returns a token for the pod's service account. current is the
+	// token the volume holds at the source's path (nil when none), which
+	// Token returns as it is while it is fresh, so that a restart rewrites
+	// nothing.
+	Token(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, current []byte) ([]byte, error)
 	// Version changes whenever Token would return a different token.
 	Version(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) string
 }
@@ -30,7 +33,9 @@ type Tokens interface {
 // Plugin sets up projected volumes.
 type Plugin struct {
 	Mounter mount.Mounter
-	// Tokens is nil when tokens cannot be minted (no API server).
+	// Tokens is nil when tokens are not minted (--mint-tokens=false, or no
+	// API server): volumes with serviceAccountToken sources then fail
+	// validation.
 	Tokens Tokens
 }
 
@@ -48,7 +53,7 @@ func (p *Plugin) CanSupport(v *v1.Volume) bool { return v.Projected != nil }
 
 // SetUp writes the merged sources into dir, on a tmpfs.
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volume.Result, error) {
-	payload, err := p.payload(ctx, spec)
+	payload, err := p.payload(ctx, spec, dir)
 	if err != nil {
 		return volume.Result{}, err
 	}
@@ -63,11 +68,12 @@ func (p *Plugin) TearDown(ctx context.Context, dir string) error {
 func (p *Plugin) dir() contentdir.Dir { return contentdir.Dir{Mounter: p.Mounter, Memory: true} }
 
 // payload merges every source's files; a path written twice is an error.
-func (p *Plugin) payload(ctx context.Context, spec *volume.Spec) (contentdir.Payload, error) {
+// dir is the volume directory, where tokens written before are read back.
+func (p *Plugin) payload(ctx context.Context, spec *volume.Spec, dir string) (contentdir.Payload, error) {
 	merged := contentdir.Payload{}
 	owner := map[string]int{}
 	for i := range spec.Volume.Projected.Sources {
-		files, err := p.sourcePayload(ctx, spec, i)
+		files, err := p.sourcePayload(ctx, spec, i, dir)
 		if err != nil {
 			return nil, fmt.Errorf("projected.sources[%d]: %w", i, err)
 		}

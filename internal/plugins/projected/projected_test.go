@@ -188,12 +188,32 @@ func TestValidate(t *testing.T) {
 			{Path: "n", FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}},
 		}}}}, "sources[1].downwardAPI.items[0].fieldRef"},
 	} {
-		err := (&projected.Plugin{}).Validate(spec(nil, tc.sources...))
+		err := (&projected.Plugin{Tokens: plugintest.Tokens{}}).Validate(spec(nil, tc.sources...))
 		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("%s: Validate = %v, want error containing %q", tc.name, err, tc.wantErr)
 		}
 	}
 	if err := (&projected.Plugin{}).Validate(spec(ptr[int32](0o1777), cmSource())); err == nil {
 		t.Error("Validate accepted defaultMode 01777")
+	}
+}
+
+// TestValidateWithoutTokens: without Tokens (--mint-tokens=false, or no API
+// server) a serviceAccountToken source is a permanent problem of its volume
+// that says why and how a pod avoids it; other sources are still valid.
+func TestValidateWithoutTokens(t *testing.T) {
+	p := &projected.Plugin{}
+	if err := p.Validate(spec(nil, cmSource(), namespaceSource("ns"))); err != nil {
+		t.Errorf("Validate without a token source = %v, want nil", err)
+	}
+	err := p.Validate(spec(nil, cmSource(), tokenSource("token"), namespaceSource("ns")))
+	if err == nil {
+		t.Fatal("Validate accepted a serviceAccountToken source without Tokens")
+	}
+	for _, want := range []string{"projected.sources[1].serviceAccountToken", "does not mint service account tokens",
+		"--mint-tokens=false", "automountServiceAccountToken: false"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %q, want it to contain %q", err, want)
+		}
 	}
 }

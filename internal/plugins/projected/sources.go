@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,9 +16,6 @@ import (
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
-// errNoTokens is returned for serviceAccountToken sources without an API server.
-var errNoTokens = errors.New("serviceAccountToken sources need tokens from the API server: run with --kubeconfig (or in a pod) and without --mint-tokens=false")
-
 // Validate checks every source.
 func (p *Plugin) Validate(spec *volume.Spec) error {
 	src := spec.Volume.Projected
@@ -27,14 +23,14 @@ func (p *Plugin) Validate(spec *volume.Spec) error {
 		return err
 	}
 	for i, s := range src.Sources {
-		if err := validateSource(fmt.Sprintf("projected.sources[%d]", i), spec.Pod, s); err != nil {
+		if err := p.validateSource(fmt.Sprintf("projected.sources[%d]", i), spec.Pod, s); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func validateSource(f string, pod *v1.Pod, s v1.VolumeProjection) error {
+func (p *Plugin) validateSource(f string, pod *v1.Pod, s v1.VolumeProjection) error {
 	switch {
 	case countSet(s) != 1:
 		return fmt.Errorf("%s must set exactly one of configMap, secret, downwardAPI, serviceAccountToken", f)
@@ -47,6 +43,9 @@ func validateSource(f string, pod *v1.Pod, s v1.VolumeProjection) error {
 	case s.ServiceAccountToken != nil:
 		if err := atomicwriter.ValidatePath(s.ServiceAccountToken.Path); err != nil {
 			return fmt.Errorf("%s.serviceAccountToken.path: %w", f, err)
+		}
+		if p.Tokens == nil {
+			return fmt.Errorf("%s.serviceAccountToken: %w", f, errNoTokens)
 		}
 		return nil
 	}
@@ -86,7 +85,7 @@ func (p *Plugin) sourceVersion(spec *volume.Spec, i int) (string, error) {
 	case s.Secret != nil:
 		return contentdir.ObjectVersion(spec.Objects.Secret(ns, s.Secret.Name))
 	case s.DownwardAPI != nil:
-		files, err := p.sourcePayload(context.Background(), spec, i)
+		files, err := p.sourcePayload(context.Background(), spec, i, "")
 		if err != nil {
 			return "", err
 		}
@@ -97,8 +96,9 @@ func (p *Plugin) sourceVersion(spec *volume.Spec, i int) (string, error) {
 	return "", nil
 }
 
-// sourcePayload returns the files of source i.
-func (p *Plugin) sourcePayload(ctx context.Context, spec *volume.Spec, i int) (contentdir.Payload, error) {
+// sourcePayload returns the files of source i; dir is the volume directory
+// (see tokenPayload).
+func (p *Plugin) sourcePayload(ctx context.Context, spec *volume.Spec, i int, dir string) (contentdir.Payload, error) {
 	s := spec.Volume.Projected.Sources[i]
 	mode := contentdir.Mode(spec.Volume.Projected.DefaultMode)
 	switch {
@@ -109,20 +109,9 @@ func (p *Plugin) sourcePayload(ctx context.Context, spec *volume.Spec, i int) (c
 	case s.DownwardAPI != nil:
 		return downwardapi.Payload(spec.Pod, downwardapi.Allocatable(spec.Node), s.DownwardAPI.Items, mode)
 	case s.ServiceAccountToken != nil:
-		return p.tokenPayload(ctx, spec.Pod, s.ServiceAccountToken, mode)
+		return p.tokenPayload(ctx, spec.Pod, s.ServiceAccountToken, mode, dir)
 	}
 	return nil, errors.New("unsupported projection source")
-}
-
-func (p *Plugin) tokenPayload(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, mode os.FileMode) (contentdir.Payload, error) {
-	if p.Tokens == nil {
-		return nil, errNoTokens
-	}
-	token, err := p.Tokens.Token(ctx, pod, src)
-	if err != nil {
-		return nil, fmt.Errorf("serviceAccountToken: %w", err)
-	}
-	return contentdir.Payload{src.Path: {Data: token, Mode: mode}}, nil
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
