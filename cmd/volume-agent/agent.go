@@ -68,7 +68,8 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	registry := plugins.Default(plugins.Config{Mounter: mounter, Tokens: cluster.tokenSource(), HostRoot: o.hostRoot})
-	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, Plugins: registry, Logger: log})
+	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, Plugins: registry, Logger: log,
+		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -6,12 +6,14 @@ import (
 	"os"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/volume-agent/volume-agent/internal/events"
 	"github.com/volume-agent/volume-agent/internal/plugins/projected"
+	"github.com/volume-agent/volume-agent/internal/populator"
 	"github.com/volume-agent/volume-agent/internal/reconciler"
 	"github.com/volume-agent/volume-agent/internal/source/apiserver"
 	"github.com/volume-agent/volume-agent/internal/tokens"
@@ -84,6 +86,22 @@ func (c *cluster) recorder() reconciler.Recorder {
 		return nil
 	}
 	return c.events
+}
+
+// problemRecorder returns the event recorder as the populator wants it, or
+// nil without a cluster.
+func (c *cluster) problemRecorder() populator.Recorder {
+	if c == nil {
+		return nil
+	}
+	return c.events
+}
+
+// forgetPod drops what is cached for a pod that left the desired state.
+func (c *cluster) forgetPod(uid types.UID) {
+	if c != nil && c.tokens != nil {
+		c.tokens.ForgetPod(uid)
+	}
 }
 
 // runners lists what runs beside the loops.

@@ -2,8 +2,11 @@ package populator
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	"go.uber.org/zap/zaptest"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins"
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // withActual is a harness whose populator sees an actual state.
@@ -78,5 +82,45 @@ func TestSetUpVolumeChangingPluginIsKept(t *testing.T) {
 	h.p.Populate()
 	if v := h.volume(t, "u2", "cfg"); v.Problem != "" || v.Plugin != "kubernetes.io/configmap" {
 		t.Fatalf("volume = %+v; want a plain configMap volume", v)
+	}
+}
+
+// problems records the problems reported as events.
+type problems struct {
+	mu   sync.Mutex
+	msgs []string // guarded by mu
+}
+
+func (p *problems) SetUpFailed(spec *volume.Spec, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.msgs = append(p.msgs, spec.Pod.Name+"/"+spec.Volume.Name+": "+err.Error())
+}
+
+func (p *problems) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.msgs)
+}
+
+// A volume with a spec problem is never attempted, so no operation reports
+// it: the populator reports each new problem once.
+func TestSpecProblemIsReportedOnce(t *testing.T) {
+	bad := v1.Volume{Name: "vol", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}
+	src := newSource("api", true, testPod("u1", "web", bad, emptyDirVolume("data")))
+	rec := &problems{}
+	h := newHarness(t, src)
+	h.p.cfg.Recorder = rec
+	for range 3 {
+		h.p.Populate()
+	}
+	if rec.count() != 1 || !strings.Contains(rec.msgs[0], "web/vol: csi volumes are not supported") {
+		t.Fatalf("events = %q; want one for the csi volume", rec.msgs)
+	}
+	src.setPods(testPod("u1", "web", v1.Volume{Name: "vol"}, emptyDirVolume("data")))
+	h.p.Populate()
+	h.p.Populate()
+	if rec.count() != 2 {
+		t.Fatalf("events = %q; want one more for the new problem", rec.msgs)
 	}
 }

@@ -50,6 +50,15 @@ type Config struct {
 	// OnPodGone, when set, is called after a pod left the desired state
 	// (e.g. to drop its cached tokens).
 	OnPodGone func(uid types.UID)
+	// Recorder, when set, reports each new spec problem of a volume once
+	// (a FailedMount event): such a volume is never attempted, so no
+	// failing operation reports it.
+	Recorder Recorder
+}
+
+// Recorder reports volume failures on their pod.
+type Recorder interface {
+	SetUpFailed(spec *volume.Spec, err error)
 }
 
 // Populator keeps the desired state in step with the sources.

@@ -41,7 +41,26 @@ func (p *Populator) desiredPod(src source.Source, pod *v1.Pod, node *v1.Node, se
 		d.Volumes = append(d.Volumes, p.desiredVolume(spec, podProblem))
 	}
 	keepSetUpVolumes(&d, setUp)
+	p.reportNewProblems(src, pod, d)
 	return d
+}
+
+// reportNewProblems reports, once, each spec problem that is new since the
+// last pass (or since start).
+func (p *Populator) reportNewProblems(src source.Source, pod *v1.Pod, d dsw.Pod) {
+	if p.cfg.Recorder == nil {
+		return
+	}
+	for _, v := range d.Volumes {
+		if v.Problem == "" || v.Kept {
+			continue
+		}
+		if prev, ok := p.cfg.Desired.Volume(dsw.Key{PodUID: d.UID, Volume: v.Name}); ok && prev.Problem == v.Problem {
+			continue
+		}
+		spec := &volume.Spec{Pod: pod, Volume: &v1.Volume{Name: v.Name}, Source: src.Name()}
+		p.cfg.Recorder.SetUpFailed(spec, errors.New(v.Problem))
+	}
 }
 
 // desiredVolume finds the plugin, validates the spec and computes the

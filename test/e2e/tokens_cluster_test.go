@@ -166,6 +166,17 @@ func (env *clusterEnv) testTokensNotMinted(t *testing.T) {
 	if p, _ := a.podByUID(string(plain.UID)); p.Ready {
 		t.Error("a pod whose kube-api-access volume failed is ready")
 	}
+	// One FailedMount event says why, and no retry adds more.
+	var events []v1.Event
+	waitFor(t, 10*time.Second, "a FailedMount event", func() (bool, string) {
+		events = podEvents(t, env.client, plain, "FailedMount")
+		return len(events) > 0, ""
+	})
+	time.Sleep(2 * time.Second) // a retry with backoff would have come by now
+	events = podEvents(t, env.client, plain, "FailedMount")
+	if len(events) != 1 || events[0].Count > 1 || !strings.Contains(events[0].Message, "does not mint service account tokens") {
+		t.Errorf("FailedMount events = %+v; want exactly one, saying why", events)
+	}
 }
 
 var notDNSLabel = regexp.MustCompile(`[^a-z0-9]+`)
@@ -199,14 +210,6 @@ func kubeAPIAccess(t *testing.T, p apiPod) string {
 	}
 	t.Fatalf("pod %s has no kube-api-access volume: %+v", p.UID, p.Volumes)
 	return ""
-}
-
-// kill ends the agent with SIGKILL, as a crash would.
-func (a *agent) kill() {
-	a.t.Helper()
-	_ = a.cmd.Process.Kill()
-	<-a.exited
-	a.cmd = nil
 }
 
 // logLines returns the agent's JSON log lines with message msg and the
