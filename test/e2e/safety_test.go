@@ -143,3 +143,35 @@ func TestWaitingRequestIsToldTheAgentStops(t *testing.T) {
 	}
 	figure(t, "SIGTERM to exit with a request waiting", time.Since(start))
 }
+
+// TestTypoAtStartNeverEmptiesAVolume: the manifest of an optional
+// configMap gets a syntax error while the agent is down. At start the
+// configMap is not known yet — not absent — so its volume keeps its file
+// and waits, and takes the fixed content once the file parses.
+func TestTypoAtStartNeverEmptiesAVolume(t *testing.T) {
+	a := newAgent(t)
+	a.writeManifest("pod.yaml", fmt.Sprintf(twoVolumePod, "  - {name: cfg, configMap: {name: settings, optional: true}}\n"))
+	a.writeManifest("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast}\n")
+	a.start()
+	p := a.waitPod("default", "keeper", 10*time.Second, ready)
+	file := filepath.Join(p.volume("cfg").Path, "mode")
+	checkFile(t, file, "fast")
+
+	for _, crash := range []bool{false, true} {
+		if crash {
+			a.kill()
+		} else if err := a.stop(); err != nil {
+			t.Fatal(err)
+		}
+		a.writeManifest("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings\ndata: [oops\n")
+		a.start(a.extra...)
+		a.waitPod("default", "keeper", 5*time.Second, func(p apiPod) bool {
+			return strings.Contains(p.volume("cfg").Error, "not known yet")
+		})
+		time.Sleep(time.Second) // a wrong refresh would have emptied it by now
+		checkFile(t, file, "fast")
+		a.writeManifest("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast}\n")
+		a.waitPod("default", "keeper", 5*time.Second, ready)
+		checkFile(t, file, "fast")
+	}
+}

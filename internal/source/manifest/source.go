@@ -167,11 +167,18 @@ func (s *Source) publish(next *snapshot) {
 	}
 }
 
-// lookup returns the object under k in the current snapshot.
+// lookup returns the object under k in the current snapshot. An object
+// that is not there is absent only once the source is synced: before, a
+// file that has not parsed since start may define it, and "not known yet"
+// must make a volume wait, never empty it.
 func lookup[T runtime.Object](s *Source, k key) (T, error) {
-	obj, ok := s.current().objects[k]
+	snap := s.current()
+	obj, ok := snap.objects[k]
 	if !ok {
 		var zero T
+		if !snap.status.Synced {
+			return zero, fmt.Errorf("%s: %w (%s)", k, volume.ErrNotReady, snap.status.Reason)
+		}
 		return zero, fmt.Errorf("%s: %w", k, volume.ErrNotFound)
 	}
 	return obj.(T), nil

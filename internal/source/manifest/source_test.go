@@ -97,6 +97,28 @@ func TestMissingObjectsAreNotFound(t *testing.T) {
 	}
 }
 
+// Until every file has parsed once since start, an object that is not
+// there may be in a file that does not parse yet: it is not known yet, not
+// absent — an optional configMap volume must wait, not be emptied.
+func TestObjectsAreNotKnownUntilEveryFileParsed(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app\ndata: [oops\n")
+	writeFile(t, dir, "other.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n")
+	h := start(t, dir)
+	_, err := h.src.Objects().ConfigMap("default", "app")
+	if !errors.Is(err, volume.ErrNotReady) || errors.Is(err, volume.ErrNotFound) || !strings.Contains(err.Error(), "cm.yaml") {
+		t.Fatalf("lookup while cm.yaml never parsed = %v; want not known yet, naming the file", err)
+	}
+	if _, err := h.src.Objects().ConfigMap("default", "other"); err != nil {
+		t.Fatalf("an object of a file that parsed: %v", err)
+	}
+	h.write("cm.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+	h.expect("the source synced", func() bool { return h.src.Status().Synced })
+	if _, err := h.src.Objects().ConfigMap("default", "app"); !errors.Is(err, volume.ErrNotFound) {
+		t.Fatalf("lookup once synced = %v; want not found", err)
+	}
+}
+
 func TestNodeFiltering(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "pods.yaml", pod("unbound", "a")+"---\n"+
