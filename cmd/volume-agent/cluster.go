@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -58,7 +57,7 @@ func restConfig(o options) (*rest.Config, error) {
 	switch {
 	case o.kubeconfig != "":
 		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+	case o.inPod():
 		cfg, err = rest.InClusterConfig()
 	default:
 		return nil, nil

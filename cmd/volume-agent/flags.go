@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 )
@@ -19,6 +20,7 @@ type options struct {
 	unprivileged bool
 	hostRoot     string
 	kubeconfig   string
+	inCluster    bool
 	mintTokens   bool
 	apiQPS       float32
 	apiBurst     int
@@ -48,10 +50,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "console", "log format: console or json")
 	fs.BoolVar(&o.unprivileged, "unprivileged", false, "run without root: mount nothing, so memory-backed emptyDir, secret and projected volumes are written to disk instead of tmpfs")
 	fs.StringVar(&o.hostRoot, "host-root", "/", "where the host's root file system is visible to the agent (e.g. /host in a container); hostPath volumes are checked below it")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to watch pods bound to --node-name from; inside a pod the in-cluster config is used without it")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to watch pods bound to --node-name from; inside a pod the in-cluster config is used without it (see --in-cluster)")
+	fs.BoolVar(&o.inCluster, "in-cluster", true, "inside a pod ($KUBERNETES_SERVICE_HOST set) and without --kubeconfig, become a node agent of the pod's cluster; --in-cluster=false serves only --manifests, even in a pod")
 	fs.BoolVar(&o.mintTokens, "mint-tokens", true, "mint service account tokens for projected serviceAccountToken sources (TokenRequest API); when false such volumes fail")
-	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server")
-	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server")
+	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server (at least 1)")
+	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server (at least 1)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -62,10 +65,27 @@ func parseFlags(args []string) (options, error) {
 	return o, o.validate()
 }
 
+// inPod reports whether the in-cluster config is to be used: in a pod,
+// without --kubeconfig, unless --in-cluster=false.
+func (o options) inPod() bool {
+	return o.kubeconfig == "" && o.inCluster && os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+}
+
+// clusterMode reports whether the agent talks to an API server.
+func (o options) clusterMode() bool { return o.kubeconfig != "" || o.inPod() }
+
 func (o options) validate() error {
 	switch {
-	case o.manifests == "" && o.kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "":
+	case o.manifests == "" && !o.clusterMode():
 		return errNothingToServe
+	case o.clusterMode() && (math.IsNaN(float64(o.apiQPS)) || math.IsInf(float64(o.apiQPS), 0) || o.apiQPS < 1):
+		// client-go would read 0 as its default of 5 and a negative or
+		// infinite rate as no limit at all; below one query per second the
+		// watches of a full node take minutes to start.
+		return fmt.Errorf("--kube-api-qps %v: want a number of at least 1", o.apiQPS)
+	case o.clusterMode() && o.apiBurst < 1:
+		// client-go reads 0 as its default of 10 and refuses a negative one.
+		return fmt.Errorf("--kube-api-burst %d: want at least 1", o.apiBurst)
 	case o.nodeName == "":
 		return errors.New("--node-name is empty and neither $NODE_NAME nor the hostname is set")
 	case o.rootDir == "":

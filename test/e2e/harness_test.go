@@ -66,6 +66,8 @@ type agent struct {
 	exitErr   error
 	// user, when set, runs the agent as another user.
 	user *syscall.Credential
+	// env is added to the agent's environment.
+	env []string
 }
 
 // newAgent prepares an agent with fresh root and manifest directories.
@@ -86,6 +88,7 @@ func (a *agent) start(extra ...string) {
 	a.logs = &syncBuffer{}
 	a.cmd = exec.Command(binary, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.logs, a.logs
+	a.cmd.Env = append(os.Environ(), a.env...)
 	if a.user != nil {
 		a.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.user}
 	}

@@ -175,3 +175,21 @@ func TestTypoAtStartNeverEmptiesAVolume(t *testing.T) {
 		checkFile(t, file, "fast")
 	}
 }
+
+// TestManifestsOnlyInAPod: an agent run in a pod (KUBERNETES_SERVICE_HOST
+// set) with --in-cluster=false serves its manifests and syncs, instead of
+// watching an API server for a node named after its pod.
+func TestManifestsOnlyInAPod(t *testing.T) {
+	a := newAgent(t)
+	a.env = []string{"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1"}
+	a.writeManifest("pod.yaml", fmt.Sprintf(twoVolumePod, "  - {name: data, emptyDir: {}}\n"))
+	a.start("--in-cluster=false")
+	a.waitPod("default", "keeper", 10*time.Second, ready)
+	waitFor(t, 5*time.Second, "/readyz", func() (bool, string) {
+		code, body := a.get("/readyz")
+		return code == 200, body
+	})
+	if _, body := a.get("/v1/sources"); strings.Contains(body, `"api"`) {
+		t.Fatalf("an API source runs with --in-cluster=false: %s", body)
+	}
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseFlags(t *testing.T) {
+	base := []string{"--root-dir", "/r", "--node-name", "n"}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		inPod     bool // KUBERNETES_SERVICE_HOST set
+		wantErr   string
+		clusterOn bool
+	}{
+		{name: "manifests only", args: []string{"--manifests", "/m"}},
+		{name: "kubeconfig", args: []string{"--kubeconfig", "/k"}, clusterOn: true},
+		{name: "in a pod", inPod: true, clusterOn: true},
+		{name: "in a pod, manifests only", args: []string{"--manifests", "/m", "--in-cluster=false"}, inPod: true},
+		{name: "in a pod, cluster turned off, nothing else", args: []string{"--in-cluster=false"}, inPod: true, wantErr: "nothing to serve"},
+		{name: "nothing", wantErr: "nothing to serve"},
+		{name: "qps 0 would become client-go's 5", args: []string{"--kubeconfig", "/k", "--kube-api-qps", "0"}, wantErr: "--kube-api-qps 0"},
+		{name: "negative qps would mean no limit", args: []string{"--kubeconfig", "/k", "--kube-api-qps", "-1"}, wantErr: "--kube-api-qps"},
+		{name: "qps overflowing float32", args: []string{"--kubeconfig", "/k", "--kube-api-qps", "1e40"}, wantErr: "--kube-api-qps"},
+		{name: "NaN qps", args: []string{"--kubeconfig", "/k", "--kube-api-qps", "NaN"}, wantErr: "--kube-api-qps"},
+		{name: "qps below 1", args: []string{"--kubeconfig", "/k", "--kube-api-qps", "0.01"}, wantErr: "--kube-api-qps"},
+		{name: "burst 0 would become client-go's 10", args: []string{"--kubeconfig", "/k", "--kube-api-burst", "0"}, wantErr: "--kube-api-burst 0"},
+		{name: "negative burst", args: []string{"--kubeconfig", "/k", "--kube-api-burst", "-5"}, wantErr: "--kube-api-burst"},
+		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := ""
+			if tc.inPod {
+				host = "10.0.0.1"
+			}
+			t.Setenv("KUBERNETES_SERVICE_HOST", host)
+			o, err := parseFlags(append(append([]string{}, base...), tc.args...))
+			if (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("parseFlags = %v, want error %q", err, tc.wantErr)
+			}
+			if err == nil && o.clusterMode() != tc.clusterOn {
+				t.Fatalf("cluster mode = %v, want %v", o.clusterMode(), tc.clusterOn)
+			}
+		})
+	}
+}
