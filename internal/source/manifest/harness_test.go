@@ -107,7 +107,20 @@ func (h *harness) write(name, content string) {
 	writeFile(h.t, h.dir, name, content)
 }
 
+// writeFile writes a file as if it had been written a while ago: a file
+// written less than settleDelay before the source starts may be half
+// written, and its content waits (see TestFreshFileAtStartWaitsToSettle).
 func writeFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	writeFresh(t, dir, name, content)
+	old := time.Now().Add(-10 * settleDelay)
+	if err := os.Chtimes(filepath.Join(dir, name), old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeFresh writes a file now.
+func writeFresh(t *testing.T, dir, name, content string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -95,18 +96,26 @@ func duplicatesWithin(objs []object) []problem {
 }
 
 // settleDelay is how long a file must stay unchanged before content that
-// drops objects its last good content had is believed.
+// drops something its last good content had is believed.
 const settleDelay = 750 * time.Millisecond
 
-// holdBack reports whether f's new content drops objects and changed less
-// than settleDelay ago. A file written in place (scp, curl > f, a slow
-// pipe) can be read half-written: truncated YAML usually still parses, with
-// fewer pods, and believing it would tear their volumes down and delete
-// their emptyDir data. Additions and edits take effect at once; removals
-// once the writer has stopped; deleting the file still takes effect at once.
+// holdBack reports whether f's new content must wait until the file has
+// been unchanged for settleDelay. A file written in place (scp, curl > f, a
+// slow pipe, a writer that crashed) can be read half-written: truncated
+// YAML usually still parses, with fewer pods, fewer volumes or fewer keys,
+// and believing it would tear volumes down, delete emptyDir data or empty a
+// configMap volume. So content that drops an object, a key of a ConfigMap
+// or Secret, or a volume of a pod waits; additions and edits take effect at
+// once; deleting the file still takes effect at once. At start the last
+// good content is unknown — the volumes on disk may hold more than the file
+// now says — so the first content of a file that was present at start
+// waits too, if the file changed less than settleDelay ago.
 func (sc *scanner) holdBack(f *fileState) bool {
-	if !dropsObjects(f.good, f.parsed) {
+	switch {
+	case f.accepted && !dropsContent(f.good, f.parsed):
 		return false
+	case !f.accepted && !f.initial:
+		return false // a file new since start: nothing to drop
 	}
 	due := f.changedAt.Add(settleDelay)
 	if !sc.now().Before(due) {
@@ -118,14 +127,53 @@ func (sc *scanner) holdBack(f *fileState) bool {
 	return true
 }
 
-// dropsObjects reports whether next lacks an object that prev has.
-func dropsObjects(prev, next []object) bool {
-	have := make(map[key]bool, len(next))
+// dropsContent reports whether next lacks an object that prev has, or a
+// part of one (see dropsParts).
+func dropsContent(prev, next []object) bool {
+	have := make(map[key]runtime.Object, len(next))
 	for _, o := range next {
-		have[o.key] = true
+		have[o.key] = o.obj
 	}
 	for _, o := range prev {
-		if !have[o.key] {
+		n, ok := have[o.key]
+		if !ok || dropsParts(o.obj, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropsParts reports whether next lacks a key of a ConfigMap or Secret, or a
+// volume of a Pod, that prev has.
+func dropsParts(prev, next runtime.Object) bool {
+	switch p := prev.(type) {
+	case *v1.ConfigMap:
+		n, ok := next.(*v1.ConfigMap)
+		return !ok || lacksKey(p.Data, n.Data) || lacksKey(p.BinaryData, n.BinaryData)
+	case *v1.Secret:
+		n, ok := next.(*v1.Secret)
+		return !ok || lacksKey(p.Data, n.Data)
+	case *v1.Pod:
+		n, ok := next.(*v1.Pod)
+		if !ok {
+			return true
+		}
+		names := make(map[string]bool, len(n.Spec.Volumes))
+		for _, v := range n.Spec.Volumes {
+			names[v.Name] = true
+		}
+		for _, v := range p.Spec.Volumes {
+			if !names[v.Name] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func lacksKey[V any](prev, next map[string]V) bool {
+	for k := range prev {
+		if _, ok := next[k]; !ok {
 			return true
 		}
 	}

@@ -76,7 +76,7 @@ func TestParseProblems(t *testing.T) {
 func TestParseLargeFileRejected(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "big.yaml", strings.Repeat("#", maxFileSize+1))
-	_, err := readManifest(dir + "/big.yaml")
+	_, _, err := readManifest(dir + "/big.yaml")
 	if err == nil || !strings.Contains(err.Error(), "larger than 16 MiB") {
 		t.Errorf("readManifest of a too large file: %v", err)
 	}

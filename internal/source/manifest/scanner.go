@@ -34,8 +34,11 @@ type fileState struct {
 	accepted bool
 	// logged is the problem report last logged, so it is logged once.
 	logged string
-	// changedAt is when the file's bytes were last seen to change.
+	// changedAt is when the file's bytes were last seen to change; for the
+	// first read of a file present at start, its modification time.
 	changedAt time.Time
+	// initial is set for files present at the first scan since start.
+	initial bool
 }
 
 // parsedOK reports whether the bytes last read parsed without a fatal problem.
@@ -79,8 +82,9 @@ func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
 func (sc *scanner) scan() *snapshot {
 	names, err := sc.list()
 	if err == nil {
+		first := !sc.listed
 		sc.listed = true
-		sc.refresh(names)
+		sc.refresh(names, first)
 	}
 	objs := sc.merge()
 	sc.logChanges(err)
@@ -117,11 +121,12 @@ func isManifestName(name string) bool {
 	return false
 }
 
-// refresh forgets files that are gone and loads the others.
-func (sc *scanner) refresh(names []string) {
+// refresh forgets files that are gone and loads the others; first says
+// that this is the first listing since start.
+func (sc *scanner) refresh(names []string, first bool) {
 	present := make(map[string]bool, len(names))
 	for _, name := range names {
-		present[name] = sc.load(name)
+		present[name] = sc.load(name, first)
 	}
 	for name := range sc.files {
 		if !present[name] {
@@ -133,14 +138,14 @@ func (sc *scanner) refresh(names []string) {
 
 // load reads one file and reparses it when its bytes changed. It returns
 // false when the file is not there (or is not a regular file).
-func (sc *scanner) load(name string) bool {
-	raw, err := readManifest(filepath.Join(sc.dir, name))
+func (sc *scanner) load(name string, first bool) bool {
+	raw, modTime, err := readManifest(filepath.Join(sc.dir, name))
 	if errors.Is(err, errNotManifest) {
 		return false
 	}
 	f := sc.files[name]
 	if f == nil {
-		f = &fileState{}
+		f = &fileState{initial: first}
 		sc.files[name] = f
 	}
 	if err != nil {
@@ -148,7 +153,11 @@ func (sc *scanner) load(name string) bool {
 		return true
 	}
 	if sum := sha256.Sum256(raw); !f.read || sum != f.sum {
-		f.sum, f.read, f.changedAt = sum, true, sc.now()
+		changed := sc.now()
+		if f.initial && !f.accepted && !f.read && modTime.Before(changed) {
+			changed = modTime // written before start: maybe just before
+		}
+		f.sum, f.read, f.changedAt = sum, true, changed
 		f.parsed, f.problems = sc.parser.parseFile(name, raw)
 		if len(f.parsed) == 0 && !hasFatal(f.problems) {
 			f.problems = []problem{{msg: emptyProblem(f)}}
@@ -176,31 +185,33 @@ func emptyProblem(f *fileState) string {
 // errNotManifest means the name is absent or not a regular file.
 var errNotManifest = errors.New("not a regular file")
 
-// readManifest reads a regular file, following symlinks, up to maxFileSize.
-// It opens without blocking and checks the opened file too, so a FIFO
-// swapped in after the stat cannot hang the scan.
-func readManifest(path string) ([]byte, error) {
+// readManifest reads a regular file, following symlinks, up to maxFileSize,
+// and returns it with its modification time. It opens without blocking and
+// checks the opened file too, so a FIFO swapped in after the stat cannot
+// hang the scan.
+func readManifest(path string) ([]byte, time.Time, error) {
 	// Stat first so that a device is never even opened.
 	if info, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && !info.Mode().IsRegular()) {
-		return nil, errNotManifest
+		return nil, time.Time{}, errNotManifest
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errNotManifest
+		return nil, time.Time{}, errNotManifest
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read file: %w", err)
+		return nil, time.Time{}, fmt.Errorf("cannot read file: %w", err)
 	}
 	defer f.Close()
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-		return nil, errNotManifest
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return nil, time.Time{}, errNotManifest
 	}
 	raw, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("cannot read file: %w", err)
+		return nil, time.Time{}, fmt.Errorf("cannot read file: %w", err)
 	}
 	if len(raw) > maxFileSize {
-		return nil, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
+		return nil, time.Time{}, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
 	}
-	return raw, nil
+	return raw, info.ModTime(), nil
 }

@@ -1,6 +1,9 @@
 package manifest
 
 import (
+	"errors"
+	"github.com/volume-agent/volume-agent/internal/volume"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -374,4 +377,57 @@ func TestEmptyFileAtStartKeepsUnsynced(t *testing.T) {
 	}
 	h.write("web.yaml", pod("web", "v1"))
 	h.expect("synced once it has content", func() bool { return h.src.Status().Synced })
+}
+
+const twoKeys = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata:\n  a: \"1\"\n  b: \"2\"\n"
+
+// keys returns the keys of ConfigMap default/cfg, or nil.
+func (h *harness) keys() []string {
+	cm, err := h.src.Objects().ConfigMap("default", "cfg")
+	if err != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(cm.Data))
+}
+
+// A ConfigMap read half-written can lack keys: that waits for the file to
+// settle, or a configMap volume would lose files. Added and changed keys
+// take effect at once.
+func TestDroppedKeyTakesEffectOnceTheFileSettles(t *testing.T) {
+	h := start(t, t.TempDir())
+	h.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata:\n  a: \"1\"\n")
+	h.expect("create", func() bool { return slices.Equal(h.keys(), []string{"a"}) })
+	start := time.Now()
+	h.write("cm.yaml", twoKeys)
+	h.expect("a key added", func() bool { return slices.Equal(h.keys(), []string{"a", "b"}) })
+	if d := time.Since(start); d >= settleDelay {
+		t.Errorf("an added key took %v: additions must not wait for the file to settle", d)
+	}
+	start = time.Now()
+	h.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata:\n  a: \"1\"\n")
+	h.expect("a key dropped", func() bool { return slices.Equal(h.keys(), []string{"a"}) })
+	if d := time.Since(start); d < settleDelay {
+		t.Errorf("key b dropped after %v, before the file settled (%v)", d, settleDelay)
+	}
+}
+
+// A file written just before the agent started may be half written, and
+// what it held before is unknown (the volumes on disk may hold more): its
+// first content waits for it to settle, and until then its objects are not
+// known yet. A file that has not changed for a while counts at once.
+func TestFreshFileAtStartWaitsToSettle(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "old.yaml", pod("web", "v1"))
+	writeFresh(t, dir, "cm.yaml", twoKeys)
+	h := start(t, dir)
+	if _, err := h.src.Objects().ConfigMap("default", "cfg"); !errors.Is(err, volume.ErrNotReady) {
+		t.Fatalf("lookup in a fresh file at start = %v; want not known yet", err)
+	}
+	if !slices.Equal(podNames(h.src.Pods()), []string{"default/web"}) {
+		t.Fatalf("pods = %v; want the pod of the settled file at once", podNames(h.src.Pods()))
+	}
+	h.expect("the fresh file taken once settled", func() bool { return slices.Equal(h.keys(), []string{"a", "b"}) })
+	if !h.src.Status().Synced {
+		t.Fatal("not synced once every file settled")
+	}
 }

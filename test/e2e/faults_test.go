@@ -1,0 +1,445 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// faultSeedEnv replays a fault-injection run: set it to the seed a failed
+// run printed.
+const faultSeedEnv = "VOLUME_AGENT_FAULT_SEED"
+
+// minKills is how many times the agent is SIGKILLed in one run.
+const minKills = 55
+
+// faultPod is a pod of the fault-injection run, with every volume type.
+const faultPod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: %[1]s, uid: %[1]s, labels: {app: faults}}
+spec:
+  containers: [{name: c, image: busybox}]
+  volumes:
+  - {name: data, emptyDir: {}}
+  - {name: mem, emptyDir: {medium: Memory, sizeLimit: 4Mi}}
+  - {name: cfg, configMap: {name: %[2]s, optional: %[5]v}}
+  - {name: sec, secret: {secretName: %[3]s}}
+  - name: all
+    projected:
+      sources:
+      - configMap: {name: %[2]s, items: [{key: value, path: cm/value}]}
+      - secret: {name: %[3]s, items: [{key: value, path: secret/value}]}
+      - downwardAPI: {items: [{path: name, fieldRef: {fieldPath: metadata.name}}]}
+  - name: info
+    downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]}
+  - {name: host, hostPath: {path: %[4]s, type: Directory}}
+`
+
+// Where each volume of a faultPod lives, and whether it is a tmpfs.
+var faultVolumes = []struct {
+	name, plugin string
+	tmpfs        bool
+}{
+	{"data", "kubernetes.io~empty-dir", false},
+	{"mem", "kubernetes.io~empty-dir", true},
+	{"cfg", "kubernetes.io~configmap", false},
+	{"sec", "kubernetes.io~secret", true},
+	{"all", "kubernetes.io~projected", true},
+	{"info", "kubernetes.io~downward-api", false},
+}
+
+// faultRun is the state of the world the test has written.
+type faultRun struct {
+	t     *testing.T
+	a     *agent
+	rng   *rand.Rand
+	host  string
+	next  int                  // number of the next pod
+	refs  map[string][2]string // pod name -> the configMap and secret it uses
+	pods  map[string]string    // pod name -> its manifest
+	gone  []string             // pods deleted
+	cms   map[string]int       // configMap name -> version written
+	secs  map[string]int       // secret name -> version written
+	marks map[string]bool      // pods whose emptyDirs got a marker file
+	// partial holds the full content of files left half-written, to be
+	// completed after the next restart.
+	partial map[string]string
+	stats   map[string]int // what the run did, for the log
+}
+
+// TestFaultInjection: while pods are created, edited and deleted, the agent
+// is SIGKILLed at random moments at least 50 times (and sometimes stopped
+// with SIGTERM), restarted each time. At the end every desired volume is
+// mounted once with the latest content, nothing is left of deleted pods, no
+// ..data link dangles, and the data in hostPath and emptyDir volumes is
+// intact.
+func TestFaultInjection(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(faultSeedEnv); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s=%q: %v", faultSeedEnv, s, err)
+		}
+	}
+	t.Logf("fault injection seed %d (replay with %s=%d)", seed, faultSeedEnv, seed)
+	r := &faultRun{t: t, a: newAgent(t), rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
+		host: filepath.Join(t.TempDir(), "host"), pods: map[string]string{}, refs: map[string][2]string{},
+		cms: map[string]int{}, secs: map[string]int{}, marks: map[string]bool{},
+		partial: map[string]string{}, stats: map[string]int{}}
+	hostSums := r.makeHostData()
+	for i := range 3 {
+		r.writeConfigMap("cm-" + strconv.Itoa(i))
+		r.writeSecret("sec-" + strconv.Itoa(i))
+	}
+	for range 4 {
+		r.createPod()
+	}
+	r.a.start()
+	start := time.Now()
+	kills := 0
+	for kills < minKills {
+		r.completePartial()
+		for range 1 + r.rng.IntN(4) {
+			r.change()
+		}
+		time.Sleep(time.Duration(r.rng.IntN(150)) * time.Millisecond)
+		r.markReadyPods()
+		crash := r.rng.IntN(8) != 0
+		if crash {
+			kills++
+		} else {
+			r.stats["SIGTERMs"]++
+		}
+		// A change made while the agent is down is seen at its next start.
+		if crash {
+			r.a.kill()
+		} else if err := r.a.stop(); err != nil {
+			t.Fatalf("agent exit after SIGTERM: %v", err)
+		}
+		if r.rng.IntN(3) == 0 {
+			r.change()
+		}
+		r.a.start()
+		time.Sleep(time.Duration(r.rng.IntN(100)) * time.Millisecond)
+		r.checkNothingLost()
+	}
+	figure(t, fmt.Sprintf("fault injection: %d SIGKILLs", kills), time.Since(start))
+	t.Logf("fault injection did: %v", r.stats)
+	r.completePartial()
+	r.settle()
+	r.check(hostSums)
+}
+
+// change makes one random change to the manifests.
+func (r *faultRun) change() {
+	switch n := r.rng.IntN(10); {
+	case n < 3 && len(r.pods) < 10:
+		r.createPod()
+	case n < 5 && len(r.pods) > 2:
+		r.deletePod()
+	case n < 6:
+		r.resavePod()
+	case n < 8:
+		r.writeConfigMap("cm-" + strconv.Itoa(r.rng.IntN(3)))
+	default:
+		r.writeSecret("sec-" + strconv.Itoa(r.rng.IntN(3)))
+	}
+}
+
+func (r *faultRun) createPod() {
+	name := fmt.Sprintf("pod-%03d", r.next)
+	r.next++
+	r.refs[name] = [2]string{fmt.Sprintf("cm-%d", r.rng.IntN(3)), fmt.Sprintf("sec-%d", r.rng.IntN(3))}
+	r.pods[name] = fmt.Sprintf(faultPod, name, r.refs[name][0], r.refs[name][1], r.host, r.rng.IntN(2) == 0)
+	r.writeObject(name+".yaml", r.pods[name])
+	r.stats["pods created"]++
+}
+
+// resavePod writes a pod's manifest again, unchanged — as a re-apply does.
+// Half-written, it can parse as the pod with fewer volumes.
+func (r *faultRun) resavePod() {
+	names := sortedKeys(r.pods)
+	name := names[r.rng.IntN(len(names))]
+	r.writeObject(name+".yaml", r.pods[name])
+	r.stats["pods saved again"]++
+}
+
+func (r *faultRun) deletePod() {
+	names := sortedKeys(r.pods)
+	name := names[r.rng.IntN(len(names))]
+	delete(r.pods, name)
+	r.gone = append(r.gone, name)
+	delete(r.partial, name+".yaml")
+	r.a.removeManifest(name + ".yaml")
+	r.stats["pods deleted"]++
+}
+
+// writeConfigMap writes the next version of a ConfigMap.
+func (r *faultRun) writeConfigMap(name string) {
+	r.cms[name]++
+	r.writeObject(name+".yaml", fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {value: v%d}\n", name, r.cms[name]))
+	r.stats["configMap edits"]++
+}
+
+func (r *faultRun) writeSecret(name string) {
+	r.secs[name]++
+	r.writeObject(name+".yaml", fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: %s}\nstringData: {value: s%d}\n", name, r.secs[name]))
+	r.stats["secret edits"]++
+}
+
+// writeObject writes a manifest atomically, or in place (a reader may see
+// it half-written), or only half of it in place, as a writer that the
+// agent's crash — or a crash of the node — interrupted would leave it; the
+// rest follows after the next restart.
+func (r *faultRun) writeObject(file, content string) {
+	delete(r.partial, file)
+	switch r.rng.IntN(6) {
+	case 0:
+		r.writeInPlace(file, content)
+	case 1:
+		cut := r.rng.IntN(len(content))
+		if r.rng.IntN(2) == 0 { // at a line's end: often still valid YAML
+			cut = strings.LastIndexByte(content[:cut], '\n') + 1
+		}
+		r.writeInPlace(file, content[:cut])
+		r.partial[file] = content
+		r.stats["half-written files"]++
+	default:
+		r.a.writeManifest(file, content)
+	}
+}
+
+func (r *faultRun) writeInPlace(file, content string) {
+	if err := os.WriteFile(filepath.Join(r.a.manifests, file), []byte(content), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// completePartial finishes every half-written file.
+func (r *faultRun) completePartial() {
+	for file, content := range r.partial {
+		r.writeInPlace(file, content)
+	}
+	clear(r.partial)
+}
+
+// markReadyPods writes a marker into both emptyDirs of every desired pod
+// the agent reports ready, once: that data must survive everything.
+func (r *faultRun) markReadyPods() {
+	code, body := r.a.get("/v1/pods")
+	if code != 200 {
+		return // the agent may be starting
+	}
+	for name := range r.pods {
+		if r.marks[name] || !strings.Contains(body, `"uid": "`+name+`"`) {
+			continue
+		}
+		p, ok := r.a.pod("default", name)
+		if !ok || !p.Ready || len(p.Volumes) != len(faultVolumes)+1 {
+			continue // not ready, or its manifest is read half-written
+		}
+		for _, v := range []string{"data", "mem"} {
+			if err := os.WriteFile(filepath.Join(p.volume(v).Path, "marker"), []byte(name), 0o644); err != nil {
+				r.t.Fatalf("write marker into %s/%s: %v", name, v, err)
+			}
+		}
+		r.marks[name] = true
+		r.stats["pods marked"]++
+	}
+}
+
+// checkNothingLost holds at every moment: a desired pod that was ready keeps
+// its emptyDir data and never sees its configMap or secret volume emptied,
+// whatever state its manifests are in.
+func (r *faultRun) checkNothingLost() {
+	for name := range r.marks {
+		if _, desired := r.pods[name]; !desired {
+			continue
+		}
+		vols := filepath.Join(r.a.root, "pods", name, "volumes")
+		for _, path := range []string{"kubernetes.io~empty-dir/data/marker", "kubernetes.io~empty-dir/mem/marker",
+			"kubernetes.io~configmap/cfg/value", "kubernetes.io~secret/sec/value", "kubernetes.io~projected/all/cm/value"} {
+			if _, err := os.Stat(filepath.Join(vols, path)); err != nil {
+				r.t.Fatalf("pod %s lost %s: %v", name, path, err)
+			}
+		}
+	}
+}
+
+// makeHostData fills the hostPath directory and returns its checksums.
+func (r *faultRun) makeHostData() map[string][32]byte {
+	if err := os.MkdirAll(filepath.Join(r.host, "sub"), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	for i := range 20 {
+		data := make([]byte, 1+r.rng.IntN(64<<10))
+		for j := range data {
+			data[j] = byte(r.rng.Uint32())
+		}
+		name := filepath.Join(r.host, fmt.Sprintf("f%02d", i))
+		if i%2 == 1 {
+			name = filepath.Join(r.host, "sub", fmt.Sprintf("f%02d", i))
+		}
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	return checksums(r.t, r.host)
+}
+
+func checksums(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		out[path] = sha256.Sum256(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// settle waits until the agent is ready and serves exactly the desired
+// pods, each ready with the latest content.
+func (r *faultRun) settle() {
+	waitFor(r.t, 20*time.Second, "/readyz", func() (bool, string) {
+		code, body := r.a.get("/readyz")
+		return code == 200, body
+	})
+	waitFor(r.t, 20*time.Second, "exactly the desired pods, ready with the latest content", func() (bool, string) {
+		pods := r.a.pods()
+		if len(pods) != len(r.pods) {
+			return false, fmt.Sprintf("%d pods served, %d desired", len(pods), len(r.pods))
+		}
+		for _, p := range pods {
+			if _, ok := r.pods[p.Name]; !ok || !p.Ready || len(p.Volumes) != len(faultVolumes)+1 {
+				return false, fmt.Sprintf("pod %s: desired %v, ready %v, %d volumes", p.Name, ok, p.Ready, len(p.Volumes))
+			}
+			if msg := r.contentProblem(p); msg != "" {
+				return false, msg
+			}
+		}
+		return true, ""
+	})
+	time.Sleep(time.Second) // past the manifests' settle delay: a late wrong teardown would show
+}
+
+// contentProblem says how a pod's content differs from the latest written.
+func (r *faultRun) contentProblem(p apiPod) string {
+	refs := r.refs[p.Name]
+	cm, sec := fmt.Sprintf("v%d", r.cms[refs[0]]), fmt.Sprintf("s%d", r.secs[refs[1]])
+	for path, want := range map[string]string{
+		filepath.Join(p.volume("cfg").Path, "value"):           cm,
+		filepath.Join(p.volume("sec").Path, "value"):           sec,
+		filepath.Join(p.volume("all").Path, "cm", "value"):     cm,
+		filepath.Join(p.volume("all").Path, "secret", "value"): sec,
+		filepath.Join(p.volume("all").Path, "name"):            p.Name,
+	} {
+		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			return fmt.Sprintf("%s = %q (%v), want %q", path, got, err, want)
+		}
+	}
+	return ""
+}
+
+// check verifies the end state on disk and in the mount table.
+func (r *faultRun) check(hostSums map[string][32]byte) {
+	t := r.t
+	root, err := filepath.EvalSymlinks(r.a.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]int{}
+	for _, m := range readMountinfo(t) {
+		if strings.HasPrefix(m.point, root+"/") {
+			targets[m.point]++
+		}
+	}
+	want := map[string]bool{}
+	for name := range r.pods {
+		for _, v := range faultVolumes {
+			dir := filepath.Join(root, "pods", name, "volumes", v.plugin, v.name)
+			if v.tmpfs {
+				want[dir] = true
+				if targets[dir] != 1 {
+					t.Errorf("%s is mounted %d times, want once", dir, targets[dir])
+				}
+			}
+			if _, err := os.Stat(dir); err != nil {
+				t.Errorf("volume %s: %v", dir, err)
+			}
+			if v.name == "data" || v.name == "mem" {
+				if r.marks[name] {
+					checkFile(t, filepath.Join(dir, "marker"), name)
+				}
+				continue
+			}
+			checkDataLink(t, dir)
+		}
+	}
+	for target, n := range targets {
+		if !want[target] {
+			t.Errorf("%s is mounted (%d times) but belongs to no desired volume", target, n)
+		}
+	}
+	for _, name := range r.gone {
+		if _, err := os.Lstat(filepath.Join(root, "pods", name)); !os.IsNotExist(err) {
+			t.Errorf("deleted pod %s still has its directory (%v)", name, err)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(root, "pods"))
+	if len(entries) != len(r.pods) {
+		t.Errorf("%d pod directories, want %d", len(entries), len(r.pods))
+	}
+	after := checksums(t, r.host)
+	if len(after) != len(hostSums) {
+		t.Errorf("hostPath holds %d files, want %d", len(after), len(hostSums))
+	}
+	for path, sum := range hostSums {
+		if after[path] != sum {
+			t.Errorf("hostPath file %s changed", path)
+		}
+	}
+}
+
+// checkDataLink fails when a content volume's ..data link dangles, or a
+// payload directory other than the current one is left behind.
+func checkDataLink(t *testing.T, dir string) {
+	t.Helper()
+	target, err := os.Readlink(filepath.Join(dir, "..data"))
+	if err != nil {
+		t.Errorf("%s: %v", dir, err)
+		return
+	}
+	if _, err := os.Stat(filepath.Join(dir, target)); err != nil {
+		t.Errorf("%s: ..data points at a missing directory: %v", dir, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, "..2") && n != target {
+			t.Errorf("%s: stale payload directory %s", dir, n)
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
