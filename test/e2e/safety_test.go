@@ -193,3 +193,61 @@ func TestManifestsOnlyInAPod(t *testing.T) {
 		t.Fatalf("an API source runs with --in-cluster=false: %s", body)
 	}
 }
+
+// TestDiskFullDuringRefreshKeepsTheOldContent: with the root directory on
+// a tiny tmpfs that fills up, a configMap edit cannot be written. The old
+// content stays readable the whole time, the volume shows the error, and
+// the edit lands once there is room again.
+func TestDiskFullDuringRefreshKeepsTheOldContent(t *testing.T) {
+	a := newAgent(t)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", a.root).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tiny tmpfs as the root: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", a.root).Run() })
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {value: %s}\n"
+	a.writeManifest("pod.yaml", fmt.Sprintf(twoVolumePod, "  - {name: cfg, configMap: {name: settings}}\n  - {name: data, emptyDir: {}}\n"))
+	a.writeManifest("cm.yaml", fmt.Sprintf(cm, "old"))
+	a.start()
+	p := a.waitPod("default", "keeper", 10*time.Second, ready)
+	file := filepath.Join(p.volume("cfg").Path, "value")
+	checkFile(t, file, "old")
+
+	filler := filepath.Join(p.volume("data").Path, "filler")
+	fillUp(t, filler)
+	big := strings.Repeat("n", 64<<10)
+	a.writeManifest("cm.yaml", fmt.Sprintf(cm, big))
+	a.waitPod("default", "keeper", 10*time.Second, func(p apiPod) bool {
+		v := p.volume("cfg")
+		return v.State == "Mounted" && strings.Contains(v.Error, "no space left")
+	})
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		checkFile(t, file, "old") // through every retry
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the edit written once there is room", func() (bool, string) {
+		got, err := os.ReadFile(file)
+		return string(got) == big, fmt.Sprint(len(got), err)
+	})
+	a.waitPod("default", "keeper", 5*time.Second, func(p apiPod) bool { return p.Ready && p.volume("cfg").Error == "" })
+}
+
+// fillUp writes path until its file system is full.
+func fillUp(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !strings.Contains(err.Error(), "no space left") {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
