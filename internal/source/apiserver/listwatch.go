@@ -18,19 +18,35 @@ type lister[L runtime.Object] interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// observer learns the outcome of every list and watch call of an informer,
+// made under ctx; it must not block.
+type observer interface {
+	observe(ctx context.Context, err error)
+}
+
 // listWatch lists and watches through a typed client, restricted by a field
-// selector. It goes through the clientset's typed clients rather than its
-// RESTClient so that a fake clientset can stand in for the API server, and
-// tells the reflector when the clientset cannot serve watch-list requests.
-func listWatch[L runtime.Object](client kubernetes.Interface, c lister[L], sel fields.Selector) cache.ListerWatcher {
+// selector, and tells the observers the outcome of every call. It goes
+// through the clientset's typed clients rather than its RESTClient so that
+// a fake clientset can stand in for the API server, and tells the reflector
+// when the clientset cannot serve watch-list requests.
+func listWatch[L runtime.Object](client kubernetes.Interface, c lister[L], sel fields.Selector, observers ...observer) cache.ListerWatcher {
+	observe := func(ctx context.Context, err error) {
+		for _, o := range observers {
+			o.observe(ctx, err)
+		}
+	}
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = sel.String()
-			return c.List(ctx, opts)
+			list, err := c.List(ctx, opts)
+			observe(ctx, err)
+			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = sel.String()
-			return c.Watch(ctx, opts)
+			w, err := c.Watch(ctx, opts)
+			observe(ctx, err)
+			return w, err
 		},
 	}, client)
 }

@@ -26,7 +26,8 @@ type Config struct {
 	NodeName string
 	Logger   *zap.Logger
 	// OnChange is called (from informer goroutines; it must not block)
-	// whenever a pod, the node or a referenced object changed.
+	// whenever a pod, the node or a referenced object changed, a watch
+	// synced, or a watch failed anew.
 	OnChange func()
 	// Connection reports whether the API server answers; may be nil.
 	Connection *Connection
@@ -60,20 +61,22 @@ func New(cfg Config) (*Source, error) {
 	log := cfg.Logger.Named("api")
 	c, core := cfg.Client, cfg.Client.CoreV1()
 	s := &Source{cfg: cfg, log: log, runner: &runner{}}
-	s.pods = informer(listWatch[*v1.PodList](c, core.Pods(""), fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)), &v1.Pod{})
-	s.node = informer(listWatch[*v1.NodeList](c, core.Nodes(), byName(cfg.NodeName)), &v1.Node{})
-	s.podErrs, s.nodeErrs = trackFailures(s.pods), trackFailures(s.node)
-	s.pvs = &lazyInformer{kind: "persistentVolume", runner: s.runner, onChange: cfg.OnChange, build: func() cache.SharedIndexInformer {
-		return informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything()), &v1.PersistentVolume{})
+	s.podErrs, s.nodeErrs = newFailures(cfg.OnChange), newFailures(cfg.OnChange)
+	s.pods = informer(listWatch[*v1.PodList](c, core.Pods(""), fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName), s.podErrs), &v1.Pod{})
+	s.node = informer(listWatch[*v1.NodeList](c, core.Nodes(), byName(cfg.NodeName), s.nodeErrs), &v1.Node{})
+	s.podErrs.install(s.pods)
+	s.nodeErrs.install(s.node)
+	s.pvs = &lazyInformer{kind: "persistentVolume", runner: s.runner, onChange: cfg.OnChange, build: func(o observer) cache.SharedIndexInformer {
+		return informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything(), o), &v1.PersistentVolume{})
 	}}
-	s.pvcs = &lazyInformer{kind: "persistentVolumeClaim", runner: s.runner, onChange: cfg.OnChange, build: func() cache.SharedIndexInformer {
-		return informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything()), &v1.PersistentVolumeClaim{})
+	s.pvcs = &lazyInformer{kind: "persistentVolumeClaim", runner: s.runner, onChange: cfg.OnChange, build: func(o observer) cache.SharedIndexInformer {
+		return informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything(), o), &v1.PersistentVolumeClaim{})
 	}}
-	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, func(r ref) cache.ListerWatcher {
-		return listWatch[*v1.ConfigMapList](c, core.ConfigMaps(r.namespace), byName(r.name))
+	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, func(r ref, o observer) cache.ListerWatcher {
+		return listWatch[*v1.ConfigMapList](c, core.ConfigMaps(r.namespace), byName(r.name), o)
 	}, s.runner, log, cfg.OnChange)
-	s.secrets = newObjects("secrets", &v1.Secret{}, func(r ref) cache.ListerWatcher {
-		return listWatch[*v1.SecretList](c, core.Secrets(r.namespace), byName(r.name))
+	s.secrets = newObjects("secrets", &v1.Secret{}, func(r ref, o observer) cache.ListerWatcher {
+		return listWatch[*v1.SecretList](c, core.Secrets(r.namespace), byName(r.name), o)
 	}, s.runner, log, cfg.OnChange)
 	if _, err := s.node.AddEventHandler(notifyHandler(cfg.OnChange)); err != nil {
 		return nil, err
@@ -110,11 +113,7 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	// An empty first list sends no event; say once that the source synced,
 	// so that what it no longer lists is acted on at once.
-	s.runner.run(ctx, func(ctx context.Context) {
-		if cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.node.HasSynced) {
-			s.cfg.OnChange()
-		}
-	})
+	s.runner.run(ctx, whenSynced(s.cfg.OnChange, s.pods, s.node))
 	s.log.Info("watching the API server", zap.String("node", s.cfg.NodeName))
 	<-ctx.Done()
 	s.runner.wait()
