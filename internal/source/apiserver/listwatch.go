@@ -50,3 +50,14 @@ func listWatch[L runtime.Object](client kubernetes.Interface, c lister[L], sel f
 		},
 	}, client)
 }
+
+// plainLists wraps a clientset to tell the reflector to list with LIST
+// requests rather than watch-list streams. The pod and Node informers use
+// it because their calls decide whether the API server is reachable: a
+// LIST that times out (a TLS handshake to a hung server) fails and counts,
+// while client-go retries a timed-out watch request itself for about two
+// minutes and then hands back an empty watch with no error. Their lists are
+// small (one node's pods, one Node), so a stream would save nothing.
+type plainLists struct{ kubernetes.Interface }
+
+func (plainLists) IsWatchListSemanticsUnSupported() bool { return true }

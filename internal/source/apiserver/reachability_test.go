@@ -11,11 +11,16 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // tlsHandshakeTimeout is what a list gets from a hung API server: net/http's
@@ -140,5 +145,22 @@ func (h *harness) stopWatches() {
 		if !w.stopped.Load() {
 			w.Interface.Stop()
 		}
+	}
+}
+
+// TestPodAndNodeInformersListPlainly: the informers whose calls judge
+// reachability list with LIST requests, whose time-outs fail the call,
+// while the others may use watch-list streams.
+func TestPodAndNodeInformersListPlainly(t *testing.T) {
+	real, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := fields.Everything()
+	if watchlist.DoesClientNotSupportWatchListSemantics(listWatch[*v1.PodList](real, real.CoreV1().Pods(""), sel)) {
+		t.Error("a real clientset's list-watch refuses watch-list streams")
+	}
+	if !watchlist.DoesClientNotSupportWatchListSemantics(listWatch[*v1.PodList](plainLists{real}, real.CoreV1().Pods(""), sel)) {
+		t.Error("plainLists does not refuse watch-list streams")
 	}
 }

@@ -62,8 +62,8 @@ func New(cfg Config) (*Source, error) {
 	c, core := cfg.Client, cfg.Client.CoreV1()
 	s := &Source{cfg: cfg, log: log, runner: &runner{}, podsReach: &reachability{}, nodeReach: &reachability{}}
 	s.podErrs, s.nodeErrs = newFailures(cfg.OnChange), newFailures(cfg.OnChange)
-	s.pods = informer(listWatch[*v1.PodList](c, core.Pods(""), fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName), s.podErrs, s.podsReach), &v1.Pod{})
-	s.node = informer(listWatch[*v1.NodeList](c, core.Nodes(), byName(cfg.NodeName), s.nodeErrs, s.nodeReach), &v1.Node{})
+	s.pods = informer(listWatch[*v1.PodList](plainLists{c}, core.Pods(""), fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName), s.podErrs, s.podsReach), &v1.Pod{})
+	s.node = informer(listWatch[*v1.NodeList](plainLists{c}, core.Nodes(), byName(cfg.NodeName), s.nodeErrs, s.nodeReach), &v1.Node{})
 	s.podErrs.install(s.pods)
 	s.nodeErrs.install(s.node)
 	s.pvs = &lazyInformer{kind: "persistentVolume", runner: s.runner, onChange: cfg.OnChange, build: func(o observer) cache.SharedIndexInformer {
