@@ -45,7 +45,7 @@ func (env *clusterEnv) testRejectedEventsKeepReady(t *testing.T) {
 		return code == 200, body
 	})
 	pod := env.createPod(t, onlyVolumes(ns, node, configMapVolume("missing", false)))
-	a.waitVolume(pod, "config", func(v apiVolume) bool { return v.State == "Failed" })
+	a.waitVolume(pod, "missing", func(v apiVolume) bool { return v.State == "Failed" })
 	waitFor(t, settle, "the agent's event rejected with a 500", func() (bool, string) {
 		return strings.Contains(a.logs.String(), "failed calling webhook"), "no rejection in the agent's logs"
 	})

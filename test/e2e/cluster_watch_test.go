@@ -61,8 +61,51 @@ func onlyVolumes(ns, node string, vols ...v1.Volume) *v1.Pod {
 }
 
 func configMapVolume(name string, optional bool) v1.Volume {
-	return v1.Volume{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+	return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
 		LocalObjectReference: v1.LocalObjectReference{Name: name}, Optional: ptr.To(optional)}}}
+}
+
+// manyVolumes is how many objects a pod refers to, each through its own
+// volume, so that their watches start together. Whether a watch has listed
+// before the agent first looks its object up is a race; with this many,
+// some watches lose it on every run.
+const manyVolumes = 20
+
+// startSettledAgent starts an agent for node and waits until /readyz is
+// 200 and a moment more, so that the notifications of its start-up are
+// over: a lookup the test's pod makes wait can only be woken by what its
+// own watch reports.
+func (env *clusterEnv) startSettledAgent(t *testing.T, node, kubeconfig string) *agent {
+	t.Helper()
+	a := env.startAgentWith(t, node, kubeconfig)
+	waitFor(t, settle, "/readyz ok", func() (bool, string) {
+		code, body := a.get("/readyz")
+		return code == 200, body
+	})
+	time.Sleep(300 * time.Millisecond)
+	return a
+}
+
+// volumes returns manyVolumes volumes made by mk from the names prefix-0…
+func volumes(prefix string, mk func(name string) v1.Volume) []v1.Volume {
+	var out []v1.Volume
+	for i := range manyVolumes {
+		out = append(out, mk(fmt.Sprintf("%s-%d", prefix, i)))
+	}
+	return out
+}
+
+// waitVolumes waits up to settle until every volume of the pod satisfies cond.
+func (a *agent) waitVolumes(pod *v1.Pod, cond func(apiVolume) bool) {
+	a.t.Helper()
+	a.waitPod(pod.Namespace, pod.Name, settle, func(p apiPod) bool {
+		for _, v := range pod.Spec.Volumes {
+			if !cond(p.volume(v.Name)) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // waitVolume waits up to settle until the pod's volume satisfies cond.
@@ -74,13 +117,11 @@ func (a *agent) waitVolume(pod *v1.Pod, volume string, cond func(apiVolume) bool
 func (env *clusterEnv) testMissingConfigMapFailsAtOnce(t *testing.T) {
 	ns := env.subtestNamespace(t)
 	node := "node-" + ns
-	a := env.startAgent(t, node)
+	a := env.startSettledAgent(t, node, env.agentKubeconfig)
 	start := time.Now()
-	pod := env.createPod(t, onlyVolumes(ns, node, configMapVolume("missing", false)))
-	a.waitVolume(pod, "config", func(v apiVolume) bool {
-		return v.State == "Failed" && strings.Contains(v.Error, "not found")
-	})
-	figure(t, "pod created to its volume Failed on a missing configMap", time.Since(start))
+	pod := env.createPod(t, onlyVolumes(ns, node, volumes("missing", func(name string) v1.Volume { return configMapVolume(name, false) })...))
+	a.waitVolumes(pod, func(v apiVolume) bool { return v.State == "Failed" && strings.Contains(v.Error, "not found") })
+	figure(t, fmt.Sprintf("pod created to its %d volumes Failed on missing configMaps", manyVolumes), time.Since(start))
 	waitFor(t, settle, "a FailedMount event", func() (bool, string) {
 		n := len(podEvents(t, env.client, pod, "FailedMount"))
 		return n > 0, fmt.Sprintf("%d events", n)
@@ -90,12 +131,12 @@ func (env *clusterEnv) testMissingConfigMapFailsAtOnce(t *testing.T) {
 func (env *clusterEnv) testOptionalMissingConfigMap(t *testing.T) {
 	ns := env.subtestNamespace(t)
 	node := "node-" + ns
-	a := env.startAgent(t, node)
+	a := env.startSettledAgent(t, node, env.agentKubeconfig)
 	start := time.Now()
-	pod := env.createPod(t, onlyVolumes(ns, node, configMapVolume("missing", true)))
+	pod := env.createPod(t, onlyVolumes(ns, node, volumes("missing", func(name string) v1.Volume { return configMapVolume(name, true) })...))
 	p := a.waitReady(string(pod.UID), settle)
-	figure(t, "pod created to ready with an optional missing configMap", time.Since(start))
-	if v := p.volume("config"); v.State != "Mounted" || v.Path == "" {
+	figure(t, fmt.Sprintf("pod created to ready with %d optional missing configMaps", manyVolumes), time.Since(start))
+	if v := p.volume("missing-0"); v.State != "Mounted" || v.Path == "" {
 		t.Errorf("optional missing configMap volume = %+v, want Mounted", v)
 	}
 }
@@ -103,15 +144,15 @@ func (env *clusterEnv) testOptionalMissingConfigMap(t *testing.T) {
 func (env *clusterEnv) testForbiddenSecret(t *testing.T) {
 	ns := env.subtestNamespace(t)
 	node := "node-" + ns
-	a := env.startAgentWith(t, node, env.kubeconfigWithout(t, "no-secrets", "secrets"))
-	env.create(t, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, Data: map[string][]byte{"k": []byte("v")}})
-	start := time.Now()
-	pod := env.createPod(t, onlyVolumes(ns, node, v1.Volume{Name: "creds",
-		VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "creds"}}}))
-	a.waitVolume(pod, "creds", func(v apiVolume) bool {
-		return v.State == "Failed" && strings.Contains(v.Error, "forbidden")
+	a := env.startSettledAgent(t, node, env.kubeconfigWithout(t, "no-secrets", "secrets"))
+	vols := volumes("creds", func(name string) v1.Volume {
+		env.create(t, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"k": []byte("v")}})
+		return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: name}}}
 	})
-	figure(t, "pod created to its volume Failed on a secret the agent may not read", time.Since(start))
+	start := time.Now()
+	pod := env.createPod(t, onlyVolumes(ns, node, vols...))
+	a.waitVolumes(pod, func(v apiVolume) bool { return v.State == "Failed" && strings.Contains(v.Error, "forbidden") })
+	figure(t, fmt.Sprintf("pod created to its %d volumes Failed on secrets the agent may not read", manyVolumes), time.Since(start))
 }
 
 // startAgentWith registers node and runs an agent for it that
