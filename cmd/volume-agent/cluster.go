@@ -33,13 +33,11 @@ func newCluster(o options, log *zap.Logger, notify func()) (*cluster, error) {
 	if cfg == nil || err != nil {
 		return nil, err
 	}
-	conn := &apiserver.Connection{}
-	conn.Wrap(cfg)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	src, err := apiserver.New(apiserver.Config{Client: client, NodeName: o.nodeName, Logger: log, OnChange: notify, Connection: conn})
+	src, err := apiserver.New(apiserver.Config{Client: client, NodeName: o.nodeName, Logger: log, OnChange: notify})
 	if err != nil {
 		return nil, err
 	}

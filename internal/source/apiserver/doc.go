@@ -12,6 +12,12 @@
 // so the cost is one cheap watch per referenced object. Immutable objects
 // are read once and not watched after that.
 //
+// Whether the API server is reachable is judged from the list and watch
+// calls of the pod and Node informers only, whose watches are always open:
+// one rejected event or failed TokenRequest says nothing about them, while
+// a hung server shows in them once client-go's HTTP/2 health check ends
+// their watches and the next list times out.
+//
 // The source never tears anything down itself and never reports a pod gone
 // because a list or watch failed: informers keep their last state while the
 // API server is unreachable, and the populator removes pods only when the

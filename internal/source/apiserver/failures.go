@@ -11,27 +11,29 @@ import (
 )
 
 // failures remembers the last list/watch error of one informer — a 403
-// after an RBAC change, a resource the server does not serve — until the
-// informer lists again (its resourceVersion moves). Without it such errors
-// only reach the log, and what depends on the informer waits silently.
+// after an RBAC change, a resource the server does not serve — until a
+// later list or watch call of the informer succeeds, and calls notify when
+// that error changes, so that a lookup that waits for the informer is made
+// again and can report it. Without it such errors only reach the log, and
+// what depends on the informer waits silently.
 type failures struct {
-	inf cache.SharedIndexInformer
+	notify func() // called from the informer's goroutine; must not block
 
 	mu  sync.Mutex
-	err error  // guarded by mu
-	rv  string // guarded by mu; the informer's resourceVersion at err
+	err error // guarded by mu
 }
 
-// trackFailures installs the error handler on inf; call before inf runs.
-func trackFailures(inf cache.SharedIndexInformer) *failures {
-	f := &failures{inf: inf}
+func newFailures(notify func()) *failures { return &failures{notify: notify} }
+
+// install makes f the error handler of inf; call before inf runs. The
+// informer's list and watch calls must also report to f.observe.
+func (f *failures) install(inf cache.SharedIndexInformer) {
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		cache.DefaultWatchErrorHandler(ctx, r, err)
-		if !routine(err) {
-			f.set(err)
+		if !routine(err) && f.set(err) {
+			f.notify()
 		}
 	})
-	return f
 }
 
 // routine errors end watches in normal operation; the reflector recovers.
@@ -40,21 +42,32 @@ func routine(err error) bool {
 		errors.Is(err, context.Canceled) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
-func (f *failures) set(err error) {
+// set records err and reports whether it differs from the current error.
+// The reflector retries a failing list with backoff; the same error again
+// changes nothing a lookup would say.
+func (f *failures) set(err error) (changed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.err, f.rv = err, f.inf.LastSyncResourceVersion()
+	changed = f.err == nil || f.err.Error() != err.Error()
+	f.err = err
+	return changed
 }
 
-// current returns the last error unless the informer has listed since.
+// observe implements observer: a call that succeeded ends the failure.
+func (f *failures) observe(_ context.Context, err error) {
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = nil
+}
+
+// current returns the last error unless a call has succeeded since.
 func (f *failures) current() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil && f.inf.LastSyncResourceVersion() == f.rv {
-		return f.err
-	}
-	f.err = nil
-	return nil
+	return f.err
 }
 
 // denied reports whether err says the agent may not read the object: a

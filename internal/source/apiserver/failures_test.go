@@ -47,15 +47,30 @@ func TestEmptyFirstListNotifies(t *testing.T) {
 }
 
 // TestDeniedPodWatchIsReported: a 403 on the pod list shows in /readyz
-// (Disconnected) and /v1/sources (Errors), not only in the log.
+// (the reason the source is not synced) and /v1/sources (Errors), not only
+// in the log; it is an answer, not an unreachable API server.
 func TestDeniedPodWatchIsReported(t *testing.T) {
 	h := newHarness(t)
 	h.denyList("pods")
 	h.run()
 	h.eventually("forbidden reported", func() (bool, string) {
 		st := h.src.Status()
-		return strings.Contains(st.Disconnected, "forbidden") && len(st.Errors) > 0 && strings.HasPrefix(st.Errors[0], "pods:"),
+		return strings.HasPrefix(st.Reason, `cannot list the pods bound to node "node-1": `) && strings.Contains(st.Reason, "forbidden") &&
+				st.Disconnected == "" && len(st.Errors) > 0 && strings.HasPrefix(st.Errors[0], "pods:"),
 			fmt.Sprintf("%+v", st)
+	})
+}
+
+// TestDeniedNodeWatchIsTheReason: a 403 on the Node list is why the source
+// is not synced, rather than pods "not yet listed".
+func TestDeniedNodeWatchIsTheReason(t *testing.T) {
+	h := newHarness(t)
+	h.denyList("nodes")
+	h.run()
+	h.eventually("forbidden node list is the reason", func() (bool, string) {
+		st := h.src.Status()
+		return !st.Synced && strings.HasPrefix(st.Reason, `cannot list node "node-1": `) && strings.Contains(st.Reason, "forbidden") &&
+			st.Disconnected == "", fmt.Sprintf("%+v", st)
 	})
 }
 

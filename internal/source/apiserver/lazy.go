@@ -13,10 +13,12 @@ import (
 
 // lazyInformer is a cluster-wide informer started on first use, so that an
 // agent whose pods use no persistent volumes never lists every PV and PVC
-// of the cluster. Its cache drops managedFields.
+// of the cluster. Its cache drops managedFields. Like a per-object watch,
+// it signals a change on its events, once it has synced, and when its list
+// or watch fails anew.
 type lazyInformer struct {
 	kind     string
-	build    func() cache.SharedIndexInformer
+	build    func(observer) cache.SharedIndexInformer // the observer sees its calls
 	runner   *runner
 	onChange func()
 
@@ -35,11 +37,14 @@ func (l *lazyInformer) informer() (cache.SharedIndexInformer, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inf == nil {
-		inf := l.build()
+		errs := newFailures(l.onChange)
+		inf := l.build(errs)
+		errs.install(inf)
 		_ = inf.SetTransform(dropManagedFields)
 		_, _ = inf.AddEventHandler(notifyHandler(l.onChange))
-		l.failures = trackFailures(inf)
+		l.failures = errs
 		l.runner.run(ctx, inf.RunWithContext)
+		l.runner.run(ctx, whenSynced(l.onChange, inf))
 		l.inf = inf
 	}
 	return l.inf, nil

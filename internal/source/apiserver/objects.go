@@ -20,7 +20,7 @@ type ref struct{ namespace, name string }
 type objects struct {
 	resource  string // "configmaps" or "secrets"
 	example   runtime.Object
-	listWatch func(ref) cache.ListerWatcher // of the one object
+	listWatch func(ref, observer) cache.ListerWatcher // of the one object
 	runner    *runner
 	log       *zap.Logger
 	onChange  func()
@@ -38,7 +38,7 @@ type watched struct {
 	frozen   runtime.Object // guarded by objects.mu
 }
 
-func newObjects(resource string, example runtime.Object, lw func(ref) cache.ListerWatcher, r *runner, log *zap.Logger, onChange func()) *objects {
+func newObjects(resource string, example runtime.Object, lw func(ref, observer) cache.ListerWatcher, r *runner, log *zap.Logger, onChange func()) *objects {
 	return &objects{resource: resource, example: example, listWatch: lw, runner: r, log: log, onChange: onChange, entries: map[ref]*watched{}}
 }
 
@@ -63,17 +63,22 @@ func (o *objects) watch(refs map[ref]bool) {
 	}
 }
 
-// startLocked starts the watch of one object.
+// startLocked starts the watch of one object. Besides its events, the
+// watch signals a change once it has synced (the object may not exist) and
+// when its list or watch fails anew (a 403 fails the volume at once).
 func (o *objects) startLocked(parent context.Context, r ref) *watched {
 	ctx, cancel := context.WithCancel(parent)
-	inf := cache.NewSharedIndexInformer(o.listWatch(r), o.example, 0, cache.Indexers{})
-	w := &watched{informer: inf, failures: trackFailures(inf), stop: cancel}
+	errs := newFailures(o.onChange)
+	inf := cache.NewSharedIndexInformer(o.listWatch(r, errs), o.example, 0, cache.Indexers{})
+	errs.install(inf)
+	w := &watched{informer: inf, failures: errs, stop: cancel}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.changed(r, obj) },
 		UpdateFunc: func(_, obj any) { o.changed(r, obj) },
 		DeleteFunc: func(any) { o.onChange() },
 	})
 	o.runner.run(ctx, inf.RunWithContext)
+	o.runner.run(ctx, whenSynced(o.onChange, inf))
 	o.log.Debug("watching object", zap.String("resource", o.resource), zap.String("namespace", r.namespace), zap.String("name", r.name))
 	return w
 }

@@ -26,10 +26,9 @@ type Config struct {
 	NodeName string
 	Logger   *zap.Logger
 	// OnChange is called (from informer goroutines; it must not block)
-	// whenever a pod, the node or a referenced object changed.
+	// whenever a pod, the node or a referenced object changed, a watch
+	// synced, or a watch failed anew.
 	OnChange func()
-	// Connection reports whether the API server answers; may be nil.
-	Connection *Connection
 }
 
 // Source serves the pods of this node from the API server.
@@ -40,6 +39,8 @@ type Source struct {
 	node       cache.SharedIndexInformer
 	podErrs    *failures
 	nodeErrs   *failures
+	podsReach  *reachability // the API server as the pod informer's calls see it
+	nodeReach  *reachability // the same for the Node informer
 	pvs        *lazyInformer
 	pvcs       *lazyInformer
 	configMaps *objects
@@ -59,21 +60,23 @@ func New(cfg Config) (*Source, error) {
 	}
 	log := cfg.Logger.Named("api")
 	c, core := cfg.Client, cfg.Client.CoreV1()
-	s := &Source{cfg: cfg, log: log, runner: &runner{}}
-	s.pods = informer(listWatch[*v1.PodList](c, core.Pods(""), fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)), &v1.Pod{})
-	s.node = informer(listWatch[*v1.NodeList](c, core.Nodes(), byName(cfg.NodeName)), &v1.Node{})
-	s.podErrs, s.nodeErrs = trackFailures(s.pods), trackFailures(s.node)
-	s.pvs = &lazyInformer{kind: "persistentVolume", runner: s.runner, onChange: cfg.OnChange, build: func() cache.SharedIndexInformer {
-		return informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything()), &v1.PersistentVolume{})
+	s := &Source{cfg: cfg, log: log, runner: &runner{}, podsReach: &reachability{}, nodeReach: &reachability{}}
+	s.podErrs, s.nodeErrs = newFailures(cfg.OnChange), newFailures(cfg.OnChange)
+	s.pods = informer(listWatch[*v1.PodList](plainLists{c}, core.Pods(""), fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName), s.podErrs, s.podsReach), &v1.Pod{})
+	s.node = informer(listWatch[*v1.NodeList](plainLists{c}, core.Nodes(), byName(cfg.NodeName), s.nodeErrs, s.nodeReach), &v1.Node{})
+	s.podErrs.install(s.pods)
+	s.nodeErrs.install(s.node)
+	s.pvs = &lazyInformer{kind: "persistentVolume", runner: s.runner, onChange: cfg.OnChange, build: func(o observer) cache.SharedIndexInformer {
+		return informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything(), o), &v1.PersistentVolume{})
 	}}
-	s.pvcs = &lazyInformer{kind: "persistentVolumeClaim", runner: s.runner, onChange: cfg.OnChange, build: func() cache.SharedIndexInformer {
-		return informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything()), &v1.PersistentVolumeClaim{})
+	s.pvcs = &lazyInformer{kind: "persistentVolumeClaim", runner: s.runner, onChange: cfg.OnChange, build: func(o observer) cache.SharedIndexInformer {
+		return informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything(), o), &v1.PersistentVolumeClaim{})
 	}}
-	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, func(r ref) cache.ListerWatcher {
-		return listWatch[*v1.ConfigMapList](c, core.ConfigMaps(r.namespace), byName(r.name))
+	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, func(r ref, o observer) cache.ListerWatcher {
+		return listWatch[*v1.ConfigMapList](c, core.ConfigMaps(r.namespace), byName(r.name), o)
 	}, s.runner, log, cfg.OnChange)
-	s.secrets = newObjects("secrets", &v1.Secret{}, func(r ref) cache.ListerWatcher {
-		return listWatch[*v1.SecretList](c, core.Secrets(r.namespace), byName(r.name))
+	s.secrets = newObjects("secrets", &v1.Secret{}, func(r ref, o observer) cache.ListerWatcher {
+		return listWatch[*v1.SecretList](c, core.Secrets(r.namespace), byName(r.name), o)
 	}, s.runner, log, cfg.OnChange)
 	if _, err := s.node.AddEventHandler(notifyHandler(cfg.OnChange)); err != nil {
 		return nil, err
@@ -110,11 +113,7 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	// An empty first list sends no event; say once that the source synced,
 	// so that what it no longer lists is acted on at once.
-	s.runner.run(ctx, func(ctx context.Context) {
-		if cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.node.HasSynced) {
-			s.cfg.OnChange()
-		}
-	})
+	s.runner.run(ctx, whenSynced(s.cfg.OnChange, s.pods, s.node))
 	s.log.Info("watching the API server", zap.String("node", s.cfg.NodeName))
 	<-ctx.Done()
 	s.runner.wait()
@@ -205,11 +204,20 @@ func key(namespace, name string) string {
 // Status: synced once the pods bound to this node are listed and the Node
 // object exists. A wrong --node-name lists no pods at all; taking that at
 // its word would tear down every volume found on disk, so without the Node
-// the source stays unsynced. Disconnected says why the pods cannot be
-// watched now; Errors lists every failing watch.
+// the source stays unsynced. Until then Reason says what is missing, and
+// names a list the API server refused. Disconnected says why changes cannot
+// be seen now: the API server does not answer the pod or Node informer, or
+// one of them fails otherwise. Errors lists every failing watch.
 func (s *Source) Status() source.Status {
 	st := source.Status{Name: Name}
+	podsErr, nodeErr := s.podErrs.current(), s.nodeErrs.current()
+	podsRefused := !s.pods.HasSynced() && denied(podsErr)
+	nodeRefused := !s.node.HasSynced() && denied(nodeErr)
 	switch {
+	case podsRefused:
+		st.Reason = fmt.Sprintf("cannot list the pods bound to node %q: %v", s.cfg.NodeName, podsErr)
+	case nodeRefused:
+		st.Reason = fmt.Sprintf("cannot list node %q: %v", s.cfg.NodeName, nodeErr)
 	case !s.pods.HasSynced() || !s.node.HasSynced():
 		st.Reason = "pods bound to node " + s.cfg.NodeName + " not yet listed from the API server"
 	case s.Node() == nil:
@@ -217,13 +225,24 @@ func (s *Source) Status() source.Status {
 	default:
 		st.Synced = true
 	}
-	if err := s.cfg.Connection.Err(); err != nil {
+	if err := s.unreachable(); err != nil {
 		st.Disconnected = "API server unreachable: " + err.Error()
-	} else if err := s.podErrs.current(); err != nil {
-		st.Disconnected = "cannot watch the pods bound to this node: " + err.Error()
+	} else if podsErr != nil && !podsRefused {
+		st.Disconnected = "cannot watch the pods bound to this node: " + podsErr.Error()
+	} else if nodeErr != nil && !nodeRefused {
+		st.Disconnected = fmt.Sprintf("cannot watch node %q: %v", s.cfg.NodeName, nodeErr)
 	}
 	st.Errors = s.watchErrors()
 	return st
+}
+
+// unreachable returns why the pod or Node informer's last call got no
+// answer from the API server, or nil.
+func (s *Source) unreachable() error {
+	if err := s.podsReach.current(); err != nil {
+		return err
+	}
+	return s.nodeReach.current()
 }
 
 // watchErrors lists the current errors of every informer.
