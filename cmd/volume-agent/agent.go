@@ -18,6 +18,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/metrics"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins"
+	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 	"github.com/volume-agent/volume-agent/internal/populator"
 	"github.com/volume-agent/volume-agent/internal/reconciler"
 	"github.com/volume-agent/volume-agent/internal/source"
@@ -67,7 +68,8 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err := a.addSources(o, log, cluster, notify); err != nil {
 		return err
 	}
-	registry := plugins.Default(plugins.Config{Mounter: mounter, Tokens: cluster.tokenSource(), HostRoot: o.hostRoot})
+	registry := plugins.Default(plugins.Config{Mounter: mounter, Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
+		HostPathChecker: []string{selfExe, hostpath.CheckerArg}})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, Plugins: registry, Logger: log,
 		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}

@@ -15,11 +15,20 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == hostpath.CheckerArg {
+		os.Exit(hostpath.RunChecker(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
+
+// selfExe starts this binary again, the one running even if its file was
+// replaced or removed since: hostPath checks run in such children.
+const selfExe = "/proc/self/exe"
 
 // run returns the process exit code: 0 after a clean shutdown, 1 when the
 // agent could not run, 2 for bad flags.

@@ -19,13 +19,16 @@ type Config struct {
 	// HostRoot is where the host's root file system is mounted ("/" when
 	// the agent runs on the host).
 	HostRoot string
+	// HostPathChecker is the command that starts a process to check a
+	// host path in (see hostpath.Plugin.Checker); nil checks in process.
+	HostPathChecker []string
 }
 
 // Default returns a registry of every plugin the agent ships.
 func Default(cfg Config) *Registry {
 	r, err := NewRegistry(
 		&emptydir.Plugin{Mounter: cfg.Mounter},
-		&hostpath.Plugin{HostRoot: cfg.HostRoot},
+		&hostpath.Plugin{HostRoot: cfg.HostRoot, Checker: cfg.HostPathChecker},
 		&configmap.Plugin{Mounter: cfg.Mounter},
 		&secret.Plugin{Mounter: cfg.Mounter},
 		&downwardapi.Plugin{Mounter: cfg.Mounter},

@@ -2,7 +2,9 @@
 // mounted: the host path is checked against the volume's type (and created
 // for DirectoryOrCreate and FileOrCreate) and reported as the volume's path.
 // Host paths are resolved inside the host root as the host's kernel would
-// resolve them, symlinks included (see root).
+// resolve them, symlinks included (see root). The agent checks them in a
+// child process (see CheckerArg), so that a host path on storage that stopped
+// answering holds that child and never the agent.
 //
 // It never modifies or deletes anything that exists on the host path, and
 // never creates anything outside the host root.
@@ -16,6 +18,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -34,6 +37,16 @@ type Plugin struct {
 	// resolved inside it, with absolute symlinks and ".." kept inside it, and
 	// reported as host paths.
 	HostRoot string
+	// Checker, when set, is the command that starts a checker process
+	// (CheckerArg): the agent's binary, then CheckerArg. Each host path is
+	// then checked in a child, so that a path on hung storage can never
+	// keep the agent from exiting. Unset, paths are checked in process.
+	Checker []string
+
+	mu sync.Mutex
+	// checking holds, for each host path being checked, a channel closed
+	// when that check returns (see startCheck). Guarded by mu.
+	checking map[string]chan struct{}
 }
 
 var (
@@ -73,18 +86,28 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, _ string) (volume
 		return volume.Result{}, fmt.Errorf("hostPath.type %q is not a known type", hostPathType(hp))
 	}
 	host := path.Clean("/" + hp.Path)
-	_, err := mount.Bounded(ctx, func() (struct{}, error) {
-		r, err := openRoot(p.HostRoot)
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer r.close()
-		return struct{}{}, check(r, host)
-	})
-	if err != nil {
+	if err := p.check(ctx, check, hostPathType(hp), host); err != nil {
 		return volume.Result{}, fmt.Errorf("hostPath %s (type %s): %w", hp.Path, hostPathType(hp), err)
 	}
 	return volume.Result{Path: hp.Path}, nil
+}
+
+// check checks the host path host, in a checker process when the plugin
+// has one, with at most one check of a path at a time, and gives up when
+// ctx ends.
+func (p *Plugin) check(ctx context.Context, check check, typ v1.HostPathType, host string) error {
+	end, err := p.startCheck(ctx, host)
+	if err != nil {
+		return err
+	}
+	_, err = mount.Bounded(ctx, func() (struct{}, error) {
+		defer end()
+		if len(p.Checker) > 0 {
+			return struct{}{}, p.runChecker(ctx, typ, host)
+		}
+		return struct{}{}, checkIn(p.HostRoot, check, host)
+	})
+	return err
 }
 
 // TearDown does nothing: data on the host is never touched.

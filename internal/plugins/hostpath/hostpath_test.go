@@ -101,17 +101,19 @@ func TestSetUpTypes(t *testing.T) {
 		{"BlockDevice, char device", "/dev/null", v1.HostPathBlockDev, "is not a block device"},
 		{"BlockDevice, directory", fx.dir, v1.HostPathBlockDev, "is not a block device"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := plugintest.Tree(t, fx.dir)
-			res, err := (&hostpath.Plugin{}).SetUp(context.Background(), spec(tc.path, tc.typ), t.TempDir())
-			checkErr(t, err, tc.wantErr, tc.path, string(tc.typ))
-			if err == nil && res.Path != tc.path {
-				t.Errorf("Path = %s, want the host path %s", res.Path, tc.path)
-			}
-			if after := plugintest.Tree(t, fx.dir); !maps.Equal(before, after) {
-				t.Errorf("SetUp changed the host:\nbefore %q\nafter  %q", before, after)
-			}
-		})
+		for _, mode := range checkModes {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				before := plugintest.Tree(t, fx.dir)
+				res, err := (&hostpath.Plugin{Checker: mode.checker}).SetUp(context.Background(), spec(tc.path, tc.typ), t.TempDir())
+				checkErr(t, err, tc.wantErr, tc.path, string(tc.typ))
+				if err == nil && res.Path != tc.path {
+					t.Errorf("Path = %s, want the host path %s", res.Path, tc.path)
+				}
+				if after := plugintest.Tree(t, fx.dir); !maps.Equal(before, after) {
+					t.Errorf("SetUp changed the host:\nbefore %q\nafter  %q", before, after)
+				}
+			})
+		}
 	}
 }
 

@@ -120,36 +120,38 @@ func TestSetUpResolvesInHostRoot(t *testing.T) {
 		{"Socket, file via link", "/var/run/file", v1.HostPathSocket, "/var/run/file is not a socket", "", 0},
 		{"Directory, missing via link", "/var/run/missing", v1.HostPathDirectory, "open /var/run/missing: no such file or directory", "", 0},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHostRoot(t)
-			if (tc.typ == v1.HostPathCharDev || tc.typ == v1.HostPathBlockDev) && !h.devices {
-				t.Skip("cannot create device nodes (needs CAP_MKNOD)")
-			}
-			outside, inside := h.outside(t), plugintest.Tree(t, h.root)
-			res, err := (&hostpath.Plugin{HostRoot: h.root}).SetUp(context.Background(), spec(tc.path, tc.typ), "")
-			checkErr(t, err, tc.wantErr, tc.path, string(tc.typ))
-			if err != nil && strings.Contains(err.Error(), h.root) {
-				t.Errorf("error %q names the path below the host root, not the host path", err)
-			}
-			if err == nil && res.Path != tc.path {
-				t.Errorf("Path = %s, want the host path %s", res.Path, tc.path)
-			}
-			if after := h.outside(t); !maps.Equal(outside, after) {
-				t.Errorf("SetUp changed files outside the host root:\nbefore %q\nafter  %q", outside, after)
-			}
-			if tc.created == "" {
-				if after := plugintest.Tree(t, h.root); !maps.Equal(inside, after) {
-					t.Errorf("SetUp changed the host:\nbefore %q\nafter  %q", inside, after)
+		for _, mode := range checkModes {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				h := newHostRoot(t)
+				if (tc.typ == v1.HostPathCharDev || tc.typ == v1.HostPathBlockDev) && !h.devices {
+					t.Skip("cannot create device nodes (needs CAP_MKNOD)")
 				}
-				return
-			}
-			created := h.host(strings.Replace(tc.created, "OUT", h.out, 1))
-			if fi, err := os.Lstat(created); err != nil {
-				t.Errorf("SetUp did not create %s: %v", created, err)
-			} else if fi.Mode() != tc.mode {
-				t.Errorf("SetUp created %s with mode %v, want %v", created, fi.Mode(), tc.mode)
-			}
-		})
+				outside, inside := h.outside(t), plugintest.Tree(t, h.root)
+				res, err := (&hostpath.Plugin{HostRoot: h.root, Checker: mode.checker}).SetUp(context.Background(), spec(tc.path, tc.typ), "")
+				checkErr(t, err, tc.wantErr, tc.path, string(tc.typ))
+				if err != nil && strings.Contains(err.Error(), h.root) {
+					t.Errorf("error %q names the path below the host root, not the host path", err)
+				}
+				if err == nil && res.Path != tc.path {
+					t.Errorf("Path = %s, want the host path %s", res.Path, tc.path)
+				}
+				if after := h.outside(t); !maps.Equal(outside, after) {
+					t.Errorf("SetUp changed files outside the host root:\nbefore %q\nafter  %q", outside, after)
+				}
+				if tc.created == "" {
+					if after := plugintest.Tree(t, h.root); !maps.Equal(inside, after) {
+						t.Errorf("SetUp changed the host:\nbefore %q\nafter  %q", inside, after)
+					}
+					return
+				}
+				created := h.host(strings.Replace(tc.created, "OUT", h.out, 1))
+				if fi, err := os.Lstat(created); err != nil {
+					t.Errorf("SetUp did not create %s: %v", created, err)
+				} else if fi.Mode() != tc.mode {
+					t.Errorf("SetUp created %s with mode %v, want %v", created, fi.Mode(), tc.mode)
+				}
+			})
+		}
 	}
 }
 
