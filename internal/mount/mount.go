@@ -90,13 +90,16 @@ func (System) MountsUnder(ctx context.Context, dir string) ([]string, error) {
 	})
 }
 
-// run executes a mount tool, killing it when ctx ends.
+// run executes a mount tool, killing it when ctx ends. A tool stuck in the
+// kernel on hung storage cannot be killed and is never reaped until the
+// storage answers; run returns at ctx's end all the same (through Bounded),
+// and the goroutine waiting for the tool finishes when it does.
 func run(ctx context.Context, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.WaitDelay = waitDelay
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	_, err := Bounded(ctx, func() (struct{}, error) { return struct{}{}, cmd.Run() })
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}

@@ -210,9 +210,11 @@ func (r remover) removeEntry(dirfd int, name string) (string, error) {
 }
 
 // statAt stats name in dirfd (dirfd itself when name is empty) without
-// following a symlink, with its mount ID.
+// following a symlink, with its mount ID. AT_STATX_DONT_SYNC takes cached
+// attributes: should a mount appear at name after the mount table was
+// checked, its file system (a hung FUSE or NFS server) is not asked.
 func statAt(dirfd int, name string) (unix.Statx_t, error) {
-	flags := unix.AT_SYMLINK_NOFOLLOW
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_DONT_SYNC
 	if name == "" {
 		flags |= unix.AT_EMPTY_PATH
 	}

@@ -89,9 +89,9 @@ func (a *agent) start(extra ...string) {
 	a.cmd = exec.Command(binary, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.logs, a.logs
 	a.cmd.Env = append(os.Environ(), a.env...)
-	if a.user != nil {
-		a.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.user}
-	}
+	// The agent dies with the test process: a killed `go test` leaves no
+	// agent behind.
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.user, Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {
 		a.t.Fatal(err)
 	}
