@@ -28,6 +28,7 @@ func TestVolumeStates(t *testing.T) {
 	problem := dsw.Volume{Name: "v", Problem: "configMap.items[0].path: must be relative"}
 	unsupported := dsw.Volume{Name: "v", Problem: "csi volumes are not supported by volume-agent", Unsupported: true}
 	mounted := setUp("p", "v", cm, "1", asw.Mounted)
+	kept := dsw.Volume{Name: "v", Kept: true, Problem: `volume "v" is set up but not in the pod's spec: … kept until the pod is deleted`}
 	tests := []struct {
 		name    string
 		desired dsw.Volume
@@ -61,6 +62,10 @@ func TestVolumeStates(t *testing.T) {
 			Volume{Name: "v", State: Failed, Error: problem.Problem}},
 		{"problem after the volume was mounted keeps Mounted and shows the problem", problem, &mounted, "",
 			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted, Error: problem.Problem}},
+		{"kept after it left the spec", kept, &mounted, "",
+			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted, Error: kept.Problem}},
+		{"kept after it left the spec, found on disk after a restart", kept, ptr(setUp("p", "v", cm, "", asw.Uncertain)), "",
+			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted, Error: kept.Problem}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,10 +128,17 @@ func TestPodReadiness(t *testing.T) {
 	if ready("two") {
 		t.Error("a pod with an uncertain volume is ready")
 	}
+	// A volume kept after it left the spec is not used by any container:
+	// it does not count, whatever its state.
+	w.Desired.SetPod(dsw.Pod{UID: "kept", Namespace: "ns", Name: "kept", Volumes: []dsw.Volume{wanted("a", cm, "1"), {Name: "old", Kept: true, Problem: "kept"}}})
+	w.Actual.Set(setUp("kept", "a", cm, "1", asw.Mounted))
+	if !ready("kept") {
+		t.Error("a kept volume that left the spec holds its pod back")
+	}
 	if _, ok := w.Pod("unknown"); ok {
 		t.Error("an unknown pod was found")
 	}
-	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 1, Failed: 0, Unsupported: 0}) {
+	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 2, Failed: 1, Unsupported: 0}) {
 		t.Errorf("VolumesByState = %v", got)
 	}
 }
