@@ -95,6 +95,14 @@ func (s *fakeSource) Secret(namespace, name string) (*v1.Secret, error) {
 	return nil, volume.ErrNotFound
 }
 
+func (s *fakeSource) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	return nil, volume.ErrNotFound
+}
+
+func (s *fakeSource) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	return nil, volume.ErrNotFound
+}
+
 func (s *fakeSource) setPods(pods ...*v1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -508,6 +516,14 @@ func (notReadyObjects) ConfigMap(ns, name string) (*v1.ConfigMap, error) {
 
 func (notReadyObjects) Secret(ns, name string) (*v1.Secret, error) {
 	return nil, fmt.Errorf("secrets %s/%s: %w", ns, name, volume.ErrNotReady)
+}
+
+func (notReadyObjects) PersistentVolumeClaim(ns, name string) (*v1.PersistentVolumeClaim, error) {
+	return nil, fmt.Errorf("persistentvolumeclaims %s/%s: %w", ns, name, volume.ErrNotReady)
+}
+
+func (notReadyObjects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	return nil, fmt.Errorf("persistentvolumes %s: %w", name, volume.ErrNotReady)
 }
 
 func TestVolumeWaitsForInputsNotKnownYet(t *testing.T) {

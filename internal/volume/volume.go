@@ -22,10 +22,18 @@ var ErrNotFound = errors.New("not found")
 var ErrNotReady = errors.New("not known yet")
 
 // Objects looks up the API objects a pod's volumes refer to, from the source
-// the pod came from (the manifest directory or the API server).
+// the pod came from (the manifest directory or the API server). A lookup
+// returns an error wrapping ErrNotFound when the object does not exist, and
+// one wrapping ErrNotReady while that is not known yet.
 type Objects interface {
 	ConfigMap(namespace, name string) (*v1.ConfigMap, error)
 	Secret(namespace, name string) (*v1.Secret, error)
+	// PersistentVolumeClaim returns a claim as bound by the cluster's PV
+	// controller (from manifests: by the agent's binder).
+	PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error)
+	// PersistentVolume returns a PersistentVolume, with its claimRef and
+	// phase as bound.
+	PersistentVolume(name string) (*v1.PersistentVolume, error)
 }
 
 // Spec is one volume of one pod, with everything a plugin needs to set it up.

@@ -14,6 +14,9 @@ import (
 type Objects struct {
 	ConfigMaps map[string]*v1.ConfigMap
 	Secrets    map[string]*v1.Secret
+	Claims     map[string]*v1.PersistentVolumeClaim
+	// PVs is keyed by name.
+	PVs map[string]*v1.PersistentVolume
 }
 
 var _ volume.Objects = Objects{}
@@ -32,6 +35,22 @@ func (o Objects) Secret(namespace, name string) (*v1.Secret, error) {
 		return s, nil
 	}
 	return nil, fmt.Errorf("secret %s/%s: %w", namespace, name, volume.ErrNotFound)
+}
+
+// PersistentVolumeClaim implements volume.Objects.
+func (o Objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	if c, ok := o.Claims[namespace+"/"+name]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("persistentVolumeClaim %s/%s: %w", namespace, name, volume.ErrNotFound)
+}
+
+// PersistentVolume implements volume.Objects.
+func (o Objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	if pv, ok := o.PVs[name]; ok {
+		return pv, nil
+	}
+	return nil, fmt.Errorf("persistentVolume %s: %w", name, volume.ErrNotFound)
 }
 
 // Tokens mints the fixed token "token-for-<serviceAccountName>/<audience>"

@@ -272,3 +272,11 @@ func (l lookups) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
 func (l lookups) Secret(namespace, name string) (*v1.Secret, error) {
 	return lookup[*v1.Secret](l.s.secrets, namespace, name)
 }
+
+func (l lookups) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	return l.s.PersistentVolumeClaim(namespace, name)
+}
+
+func (l lookups) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	return l.s.PersistentVolume(name)
+}

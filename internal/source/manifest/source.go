@@ -194,3 +194,11 @@ func (o objects) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
 func (o objects) Secret(namespace, name string) (*v1.Secret, error) {
 	return lookup[*v1.Secret](o.s, key{kind: kindSecret, namespace: namespace, name: name})
 }
+
+func (o objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	return o.s.PersistentVolumeClaim(namespace, name)
+}
+
+func (o objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	return o.s.PersistentVolume(name)
+}
