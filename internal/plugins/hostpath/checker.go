@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/volume-agent/volume-agent/internal/hostroot"
 	"os"
 	"os/exec"
 	"strings"
@@ -45,11 +46,11 @@ func RunChecker(args []string) int {
 
 // checkIn runs check on the host path p inside hostRoot.
 func checkIn(hostRoot string, check check, p string) error {
-	r, err := openRoot(hostRoot)
+	r, err := hostroot.Open(hostRoot)
 	if err != nil {
 		return err
 	}
-	defer r.close()
+	defer r.Close()
 	return check(r, p)
 }
 

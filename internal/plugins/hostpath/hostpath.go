@@ -2,7 +2,7 @@
 // mounted: the host path is checked against the volume's type (and created
 // for DirectoryOrCreate and FileOrCreate) and reported as the volume's path.
 // Host paths are resolved inside the host root as the host's kernel would
-// resolve them, symlinks included (see root). The agent checks them in a
+// resolve them, symlinks included (see internal/hostroot). The agent checks them in a
 // child process (see CheckerArg), so that a host path on storage that stopped
 // answering holds that child and never the agent.
 //
@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/volume-agent/volume-agent/internal/hostroot"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -78,7 +79,7 @@ func (p *Plugin) Validate(spec *volume.Spec) error {
 }
 
 // SetUp checks the host path against the volume's type, resolving it inside
-// the host root (see root).
+// the host root (see internal/hostroot).
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, _ string) (volume.Result, error) {
 	hp := spec.Volume.HostPath
 	check, ok := checks[hostPathType(hp)]
@@ -121,11 +122,11 @@ func hostPathType(hp *v1.HostPathVolumeSource) v1.HostPathType {
 }
 
 // check checks (or creates) the clean absolute host path p in r.
-type check func(r root, p string) error
+type check func(r hostroot.Root, p string) error
 
 // checks maps each type to its check, following the kubelet.
 var checks = map[v1.HostPathType]check{
-	v1.HostPathUnset:             func(root, string) error { return nil },
+	v1.HostPathUnset:             func(hostroot.Root, string) error { return nil },
 	v1.HostPathDirectoryOrCreate: directoryOrCreate,
 	v1.HostPathDirectory:         isType(unix.S_IFDIR, "a directory"),
 	v1.HostPathFileOrCreate:      fileOrCreate,
@@ -137,8 +138,8 @@ var checks = map[v1.HostPathType]check{
 
 // isType checks that p exists and has the file type want (unix.S_IFMT bits).
 func isType(want uint32, what string) check {
-	return func(r root, p string) error {
-		typ, err := r.fileType(p)
+	return func(r hostroot.Root, p string) error {
+		typ, err := r.FileType(p)
 		if err != nil {
 			return err
 		}
@@ -151,18 +152,18 @@ func isType(want uint32, what string) check {
 
 // directoryOrCreate creates a missing directory with mode 0755 (and its
 // parents), else checks that p is a directory.
-func directoryOrCreate(r root, p string) error {
+func directoryOrCreate(r hostroot.Root, p string) error {
 	err := isType(unix.S_IFDIR, "a directory")(r, p)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return r.mkdirAll(p)
+	return r.MkdirAll(p)
 }
 
 // fileOrCreate creates a missing file with mode 0644 (its parent must
 // exist), else checks that p is a file.
-func fileOrCreate(r root, p string) error {
-	created, err := r.createFile(p)
+func fileOrCreate(r hostroot.Root, p string) error {
+	created, err := r.CreateFile(p)
 	if err != nil || created {
 		return err
 	}

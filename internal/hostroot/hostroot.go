@@ -1,4 +1,8 @@
-package hostpath
+// Package hostroot resolves host paths the way the host's kernel would, when
+// the host's root file system is mounted somewhere below the agent's own
+// (--host-root, /host in the DaemonSet). It opens, stats and creates; it
+// never removes anything.
+package hostroot
 
 import (
 	"errors"
@@ -11,24 +15,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// root is the host's root file system, open. Host paths are resolved in it
+// Root is the host's root file system, open. Host paths are resolved in it
 // the way the host's kernel would resolve them: every symlink, absolute or
 // relative, and every ".." in a link target stays inside the root, as if
 // the agent had chrooted into it (openat2 with RESOLVE_IN_ROOT). Resolving
 // filepath.Join(HostRoot, path) in the agent's own view instead would follow
 // an absolute link such as /var/run -> /run into the agent's container.
 //
-// Every path a root method takes or names in an error is a clean absolute
+// Every path a Root method takes or names in an error is a clean absolute
 // host path, never one prefixed with the host root.
-type root struct {
+type Root struct {
 	fd int
 	// own is true when the root is the agent's own "/": there the kernel's
 	// ordinary resolution already is the host's, on any kernel version.
 	own bool
 }
 
-// openRoot opens hostRoot ("" means "/").
-func openRoot(hostRoot string) (root, error) {
+// Open opens hostRoot ("" means "/").
+func Open(hostRoot string) (Root, error) {
 	if hostRoot == "" {
 		hostRoot = "/"
 	}
@@ -36,16 +40,17 @@ func openRoot(hostRoot string) (root, error) {
 		return unix.Open(hostRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	})
 	if err != nil {
-		return root{}, fmt.Errorf("open host root %s: %w", hostRoot, err)
+		return Root{}, fmt.Errorf("open host root %s: %w", hostRoot, err)
 	}
-	return root{fd: fd, own: filepath.Clean(hostRoot) == "/"}, nil
+	return Root{fd: fd, own: filepath.Clean(hostRoot) == "/"}, nil
 }
 
-func (r root) close() { unix.Close(r.fd) }
+// Close closes the root.
+func (r Root) Close() { unix.Close(r.fd) }
 
-// open opens the host path p (following a symlink at its end, like stat)
+// OpenPath opens the host path p (following a symlink at its end, like stat)
 // and returns the file descriptor.
-func (r root) open(p string, flags int) (int, error) {
+func (r Root) OpenPath(p string, flags int) (int, error) {
 	flags |= unix.O_CLOEXEC
 	fd, err := retry(func() (int, error) {
 		if r.own {
@@ -67,9 +72,9 @@ func (r root) open(p string, flags int) (int, error) {
 	return fd, nil
 }
 
-// fileType returns the type bits (unix.S_IFMT) of the host path p.
-func (r root) fileType(p string) (uint32, error) {
-	fd, err := r.open(p, unix.O_PATH)
+// FileType returns the type bits (unix.S_IFMT) of the host path p.
+func (r Root) FileType(p string) (uint32, error) {
+	fd, err := r.OpenPath(p, unix.O_PATH)
 	if err != nil {
 		return 0, err
 	}
@@ -81,13 +86,13 @@ func (r root) fileType(p string) (uint32, error) {
 	return st.Mode & unix.S_IFMT, nil
 }
 
-// mkdirAll creates the missing directories of the host path p with mode
+// MkdirAll creates the missing directories of the host path p with mode
 // 0755 (less the umask), like mkdir -p on the host, and sets the last one
 // to exactly 0755 if it created it. Each directory is made in, and then
 // opened from, the directory its parent resolved to, so a symlink swapped
 // in meanwhile cannot redirect the chmod.
-func (r root) mkdirAll(p string) error {
-	dir, err := r.open("/", unix.O_PATH|unix.O_DIRECTORY)
+func (r Root) MkdirAll(p string) error {
+	dir, err := r.OpenPath("/", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return err
 	}
@@ -98,7 +103,7 @@ func (r root) mkdirAll(p string) error {
 			continue
 		}
 		done = path.Join(done, name)
-		next, err := r.open(done, unix.O_PATH|unix.O_DIRECTORY)
+		next, err := r.OpenPath(done, unix.O_PATH|unix.O_DIRECTORY)
 		made = false
 		if errors.Is(err, fs.ErrNotExist) {
 			next, made, err = mkdirAt(dir, name, done)
@@ -137,14 +142,14 @@ func mkdirAt(dir int, name, p string) (fd int, made bool, err error) {
 	}
 }
 
-// createFile creates the host path p as an empty file with mode 0644 in
+// CreateFile creates the host path p as an empty file with mode 0644 in
 // its existing parent directory. It reports false, and creates nothing, if
 // something (a symlink too, which it does not follow) is already there.
-func (r root) createFile(p string) (bool, error) {
+func (r Root) CreateFile(p string) (bool, error) {
 	if p == "/" {
 		return false, nil
 	}
-	parent, err := r.open(path.Dir(p), unix.O_PATH|unix.O_DIRECTORY)
+	parent, err := r.OpenPath(path.Dir(p), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return false, err
 	}
