@@ -68,7 +68,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err := a.addSources(o, log, cluster, notify); err != nil {
 		return err
 	}
-	registry := plugins.Default(plugins.Config{Mounter: mounter, Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
+	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
 		HostPathChecker: []string{selfExe, hostpath.CheckerArg}})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, Plugins: registry, Logger: log,
 		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})

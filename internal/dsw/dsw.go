@@ -19,7 +19,17 @@ import (
 
 // Volume is one volume a pod needs.
 type Volume struct {
-	Name   string
+	// Name names the volume's directory, and its key within the pod: the
+	// volume's name in the pod's spec or, for a claim bound to a
+	// PersistentVolume, the PV's name, as the kubelet does.
+	Name string
+	// SpecName is the volume's name in the pod's spec when it differs
+	// from Name.
+	SpecName string
+	// Claim and PV name, for a persistentVolumeClaim volume, the claim and
+	// (once known) the PersistentVolume it is bound to.
+	Claim, PV string
+
 	Plugin string // plugin name; empty when no plugin supports the volume
 	// Spec is what the plugin needs for SetUp. Read-only.
 	Spec *volume.Spec

@@ -72,7 +72,7 @@ func samePod(a, b Pod) bool {
 	}
 	for i := range a.Volumes {
 		x, y := a.Volumes[i], b.Volumes[i]
-		if x.Name != y.Name || x.Plugin != y.Plugin || x.Version != y.Version || x.Problem != y.Problem || x.Unsupported != y.Unsupported || x.Kept != y.Kept || x.Waiting != y.Waiting {
+		if x.Name != y.Name || x.Plugin != y.Plugin || x.Version != y.Version || x.Problem != y.Problem || x.Unsupported != y.Unsupported || x.Kept != y.Kept || x.SpecName != y.SpecName || x.Claim != y.Claim || x.PV != y.PV || x.Waiting != y.Waiting {
 			return false
 		}
 	}

@@ -38,6 +38,12 @@ func (r Root) VolumeDir(uid types.UID, plugin, volume string) string {
 	return filepath.Join(r.PluginDir(uid, plugin), volume)
 }
 
+// PluginMountsDir is <root>/plugins/<plugin>/mounts, where a plugin keeps
+// the mounts its volumes share (a local PV's device, mounted once per PV).
+func (r Root) PluginMountsDir(plugin string) string {
+	return filepath.Join(string(r), "plugins", plugin, "mounts")
+}
+
 // EscapePluginName turns "kubernetes.io/configmap" into "kubernetes.io~configmap".
 func EscapePluginName(name string) string { return strings.ReplaceAll(name, "/", "~") }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"time"
@@ -54,6 +55,39 @@ func RemoveDir(ctx context.Context, mounter Mounter, dir string) error {
 		}
 	}
 	return RemoveAll(ctx, mounter, dir)
+}
+
+// RemoveMountPoint tears down a volume whose data lives elsewhere (a
+// bind mount of a local PV, an NFS export): it unmounts dir if it is a
+// mount point, then removes dir only if it is empty. Nothing else is ever
+// removed: what dir holds after the unmount is data, and stays (the error
+// says so). A missing dir is not an error.
+func RemoveMountPoint(ctx context.Context, mounter Mounter, dir string) error {
+	mounted, err := mounter.IsMountPoint(ctx, dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check mount point %s: %w", dir, err)
+	}
+	if mounted {
+		if err := mounter.Unmount(ctx, dir); err != nil {
+			return err
+		}
+	}
+	return rmdir(dir)
+}
+
+// rmdir removes the empty directory dir.
+func rmdir(dir string) error {
+	err := unix.Rmdir(dir)
+	switch {
+	case err == nil || errors.Is(err, unix.ENOENT):
+		return nil
+	case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("%s still holds files after its unmount: leaving them (nothing but the empty mount point is ever removed)", dir)
+	}
+	return &os.PathError{Op: "rmdir", Path: dir, Err: err}
 }
 
 // MakeDir creates dir with mode (and its parents, 0750) and reports whether

@@ -15,6 +15,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/plugins/downwardapi"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
+	"github.com/volume-agent/volume-agent/internal/plugins/local"
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 	"github.com/volume-agent/volume-agent/internal/plugins/projected"
 	"github.com/volume-agent/volume-agent/internal/plugins/secret"
@@ -62,6 +63,11 @@ func conformanceCases(t *testing.T) map[string]map[string]plugintest.Case {
 	}
 	plugintest.WriteFile(t, filepath.Join(host, "host-data"), "on the host")
 	missing := filepath.Join(host, "missing")
+	source := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(source, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plugintest.WriteFile(t, filepath.Join(source, "on-the-disk"), "local data")
 	memory := spec(v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}})
 	creds := spec(v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "creds"}})
 	all := spec(v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
@@ -105,6 +111,12 @@ func conformanceCases(t *testing.T) map[string]map[string]plugintest.Case {
 				}}})),
 			},
 		},
+		local.Name: {
+			"directory": {
+				Spec: localSpec(source), Source: source, CheckContent: checkFile("on-the-disk", "local data"),
+				Failing: withSpec(&local.Plugin{Mounter: mount.System{}}, localSpec(missing)),
+			},
+		},
 		projected.Name: {
 			"all-sources": {Spec: all, Tmpfs: true, CheckContent: checkFile("token", "token-for-sa/api"), Failing: mountFails(projected.Name, all)},
 		},
@@ -136,6 +148,16 @@ func spec(src v1.VolumeSource) *volume.Spec {
 			Secrets:    map[string]*v1.Secret{"default/creds": {Data: map[string][]byte{"password": []byte("hunter2")}}},
 		},
 	}
+}
+
+// localSpec is a claim volume bound to a local PV of the directory path.
+func localSpec(path string) *volume.Spec {
+	s := spec(v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}})
+	s.PV = &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+		Spec:       v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: path}}},
+	}
+	return s
 }
 
 func checkMode(want os.FileMode) func(t *testing.T, path string) {

@@ -1,11 +1,16 @@
 package plugins
 
 import (
+	mountutils "k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins/configmap"
 	"github.com/volume-agent/volume-agent/internal/plugins/downwardapi"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
+	"github.com/volume-agent/volume-agent/internal/plugins/local"
 	"github.com/volume-agent/volume-agent/internal/plugins/projected"
 	"github.com/volume-agent/volume-agent/internal/plugins/secret"
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -14,6 +19,10 @@ import (
 // Config configures the default plugin set.
 type Config struct {
 	Mounter mount.Mounter
+	// Root is the agent's (resolved) root directory.
+	Root layout.Root
+	// NodeName is this node's name.
+	NodeName string
 	// Tokens mints service account tokens; nil without an API server.
 	Tokens projected.Tokens
 	// HostRoot is where the host's root file system is mounted ("/" when
@@ -33,11 +42,26 @@ func Default(cfg Config) *Registry {
 		&secret.Plugin{Mounter: cfg.Mounter},
 		&downwardapi.Plugin{Mounter: cfg.Mounter},
 		&projected.Plugin{Mounter: cfg.Mounter, Tokens: cfg.Tokens},
+		&local.Plugin{Mounter: cfg.Mounter, HostRoot: cfg.HostRoot, NodeName: cfg.NodeName, Devices: devices(cfg)},
 	)
 	if err != nil {
 		panic(err) // the list above is fixed: a duplicate is a programming error
 	}
 	return r
+}
+
+// devices mounts local PVs' block devices under the root; there is none
+// without a root (unit tests) or without the privilege to mount.
+func devices(cfg Config) *local.Devices {
+	if cfg.Root == "" || !mount.Privileged(cfg.Mounter) {
+		return nil
+	}
+	return &local.Devices{
+		Dir:       cfg.Root.PluginMountsDir(local.Name),
+		PodsDir:   cfg.Root.PodsDir(),
+		Mounter:   cfg.Mounter,
+		Formatter: mountutils.NewSafeFormatAndMount(mountutils.NewWithoutSystemd(""), utilexec.New()),
+	}
 }
 
 // All lists the registry's plugins (for tests and docs).

@@ -61,25 +61,51 @@ func (r *Registry) Find(v *v1.Volume) (volume.Plugin, error) {
 	return nil, fmt.Errorf("volume %q matches several plugins", v.Name)
 }
 
+// FindPV returns the plugin for a PersistentVolume, or an error saying
+// which volume type is not supported.
+func (r *Registry) FindPV(pv *v1.PersistentVolume) (volume.Plugin, error) {
+	if types := setFields(reflect.ValueOf(pv.Spec.PersistentVolumeSource)); len(types) > 1 {
+		return nil, fmt.Errorf("PersistentVolume %s sets several volume sources (%s); exactly one is allowed", pv.Name, strings.Join(types, ", "))
+	}
+	for _, p := range r.plugins {
+		if s, ok := p.(volume.PVPlugin); ok && s.CanSupportPV(pv) {
+			return p, nil
+		}
+	}
+	return nil, &UnsupportedError{Type: strings.Join(setFields(reflect.ValueOf(pv.Spec.PersistentVolumeSource)), ""), PV: pv.Name}
+}
+
 // UnsupportedError says that no plugin handles a volume type.
-type UnsupportedError struct{ Type string }
+type UnsupportedError struct {
+	Type string
+	// PV names the PersistentVolume of that type, for a claim's volume.
+	PV string
+}
 
 func (e *UnsupportedError) Error() string {
-	if e.Type == "" {
+	switch {
+	case e.PV != "" && e.Type == "":
+		return fmt.Sprintf("PersistentVolume %s sets no volume source", e.PV)
+	case e.PV != "":
+		return fmt.Sprintf("PersistentVolume %s: %s volumes are not supported by volume-agent", e.PV, e.Type)
+	case e.Type == "":
 		return "the volume sets no volume source"
 	}
 	return fmt.Sprintf("%s volumes are not supported by volume-agent", e.Type)
 }
 
 // sourceTypes names the volume source types that are set (by JSON name).
-func sourceTypes(v *v1.Volume) []string {
-	var types []string
-	src := reflect.ValueOf(v.VolumeSource)
+func sourceTypes(v *v1.Volume) []string { return setFields(reflect.ValueOf(v.VolumeSource)) }
+
+// setFields names, by their JSON names, the pointer fields of the struct src
+// that are set.
+func setFields(src reflect.Value) []string {
+	var names []string
 	for i := 0; i < src.NumField(); i++ {
 		if f := src.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
 			tag := src.Type().Field(i).Tag.Get("json")
-			types = append(types, strings.Split(tag, ",")[0])
+			names = append(names, strings.Split(tag, ",")[0])
 		}
 	}
-	return types
+	return names
 }

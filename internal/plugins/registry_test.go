@@ -18,7 +18,7 @@ import (
 )
 
 func TestFindSupported(t *testing.T) {
-	reg := plugins.Default(plugins.Config{Mounter: &mount.Fake{}})
+	reg := plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"})
 	for want, src := range map[string]v1.VolumeSource{
 		emptydir.Name:    {EmptyDir: &v1.EmptyDirVolumeSource{}},
 		hostpath.Name:    {HostPath: &v1.HostPathVolumeSource{Path: "/data"}},
@@ -39,7 +39,7 @@ func TestFindSupported(t *testing.T) {
 }
 
 func TestFindUnsupported(t *testing.T) {
-	reg := plugins.Default(plugins.Config{Mounter: &mount.Fake{}})
+	reg := plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"})
 	for _, tc := range []struct {
 		src  v1.VolumeSource
 		want string // UnsupportedError.Type
@@ -65,7 +65,7 @@ func TestFindUnsupported(t *testing.T) {
 }
 
 func TestFindRejectsSeveralSources(t *testing.T) {
-	reg := plugins.Default(plugins.Config{Mounter: &mount.Fake{}})
+	reg := plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"})
 	for name, src := range map[string]v1.VolumeSource{
 		"two supported":          {EmptyDir: &v1.EmptyDirVolumeSource{}, HostPath: &v1.HostPathVolumeSource{Path: "/data"}},
 		"two unsupported":        {NFS: &v1.NFSVolumeSource{}, CSI: &v1.CSIVolumeSource{}},

@@ -28,7 +28,7 @@ func BenchmarkPopulateNode(b *testing.B) {
 			projectedVolume("all", cm), labelVolume("labels", "app")))
 	}
 	p := New(Config{Sources: []source.Source{src}, Desired: dsw.New(nil),
-		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}}), Logger: zap.NewNop()})
+		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"}), Logger: zap.NewNop()})
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Populate()

@@ -23,7 +23,7 @@ func withActual(t *testing.T, src source.Source) (*harness, *asw.World) {
 	actual := asw.New(nil)
 	desired := dsw.New(nil)
 	p := New(Config{Sources: []source.Source{src}, Desired: desired, Actual: actual,
-		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}}), Logger: zaptest.NewLogger(t), Resync: time.Hour})
+		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"}), Logger: zaptest.NewLogger(t), Resync: time.Hour})
 	return &harness{p: p, desired: desired}, actual
 }
 

@@ -27,9 +27,11 @@ import (
 	"github.com/volume-agent/volume-agent/internal/wakeup"
 )
 
-// Plugins finds the plugin for a pod volume.
+// Plugins finds the plugin for a pod volume, or for the PersistentVolume
+// of a claim.
 type Plugins interface {
 	Find(v *v1.Volume) (volume.Plugin, error)
+	FindPV(pv *v1.PersistentVolume) (volume.Plugin, error)
 }
 
 // DefaultResync is the safety-net pass period.

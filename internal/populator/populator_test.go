@@ -163,7 +163,7 @@ func newHarness(t *testing.T, sources ...source.Source) *harness {
 	p := New(Config{
 		Sources: sources,
 		Desired: desired,
-		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}}),
+		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"}),
 		Logger:  zaptest.NewLogger(t),
 		Resync:  time.Hour,
 	})

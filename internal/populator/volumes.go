@@ -1,6 +1,7 @@
 package populator
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -40,9 +41,30 @@ func (p *Populator) desiredPod(src source.Source, pod *v1.Pod, node *v1.Node, se
 		spec := &volume.Spec{Pod: pod, Volume: v, Objects: src.Objects(), Node: node, Source: src.Name()}
 		d.Volumes = append(d.Volumes, p.desiredVolume(spec, podProblem))
 	}
+	refuseSharedDirectories(&d)
 	keepSetUpVolumes(&d, setUp)
 	p.reportNewProblems(src, pod, d)
 	return d
+}
+
+// refuseSharedDirectories fails a volume whose directory another volume of
+// the pod already has: two volumes of one claim, or a claim whose PV is
+// named like another volume of the pod.
+func refuseSharedDirectories(d *dsw.Pod) {
+	owner := map[string]string{}
+	for i, v := range d.Volumes {
+		if v.Problem != "" {
+			continue // never set up: it takes no directory
+		}
+		specName := cmp.Or(v.SpecName, v.Name)
+		first, taken := owner[v.Name]
+		if !taken {
+			owner[v.Name] = specName
+			continue
+		}
+		d.Volumes[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Problem: fmt.Sprintf(
+			"volume %q would share the directory %q with volume %q; use one volume of the pod for it", specName, v.Name, first)}
+	}
 }
 
 // reportNewProblems reports, once, each spec problem that is new since the
@@ -58,7 +80,7 @@ func (p *Populator) reportNewProblems(src source.Source, pod *v1.Pod, d dsw.Pod)
 		if prev, ok := p.cfg.Desired.Volume(dsw.Key{PodUID: d.UID, Volume: v.Name}); ok && prev.Problem == v.Problem {
 			continue
 		}
-		spec := &volume.Spec{Pod: pod, Volume: &v1.Volume{Name: v.Name}, Source: src.Name()}
+		spec := &volume.Spec{Pod: pod, Volume: &v1.Volume{Name: cmp.Or(v.SpecName, v.Name)}, Source: src.Name()}
 		p.cfg.Recorder.SetUpFailed(spec, errors.New(v.Problem))
 	}
 }
@@ -76,13 +98,19 @@ func (p *Populator) desiredVolume(spec *volume.Spec, podProblem string) dsw.Volu
 		d.Problem = fmt.Sprintf("volume name %q: %s", spec.Volume.Name, errs[0])
 		return d
 	}
+	if spec.Volume.PersistentVolumeClaim != nil {
+		return p.claimVolume(spec)
+	}
 	plugin, err := p.cfg.Plugins.Find(spec.Volume)
 	if err != nil {
-		var unsupported *plugins.UnsupportedError
-		d.Unsupported = errors.As(err, &unsupported) && unsupported.Type != ""
-		d.Problem = err.Error()
+		d.Problem, d.Unsupported = err.Error(), isUnsupported(err)
 		return d
 	}
+	return p.withPlugin(d, plugin, spec)
+}
+
+// withPlugin validates the spec for plugin and computes the content version.
+func (p *Populator) withPlugin(d dsw.Volume, plugin volume.Plugin, spec *volume.Spec) dsw.Volume {
 	if v, ok := plugin.(volume.Validator); ok {
 		if err := v.Validate(spec); err != nil {
 			d.Problem = err.Error()
@@ -92,6 +120,12 @@ func (p *Populator) desiredVolume(spec *volume.Spec, podProblem string) dsw.Volu
 	d.Plugin, d.Spec = plugin.Name(), spec
 	d.Version, d.Waiting = version(plugin, spec)
 	return d
+}
+
+// isUnsupported tells a volume type the agent lacks from other problems.
+func isUnsupported(err error) bool {
+	var unsupported *plugins.UnsupportedError
+	return errors.As(err, &unsupported) && unsupported.Type != ""
 }
 
 // version identifies what SetUp would produce: the volume's spec and, for

@@ -113,6 +113,14 @@ func (p *fakePlugin) setUpTimes() []time.Time {
 // registry is a Plugins of fixed plugins.
 type registry map[string]volume.Plugin
 
+func (r registry) All() []volume.Plugin {
+	var out []volume.Plugin
+	for _, p := range r {
+		out = append(out, p)
+	}
+	return out
+}
+
 func (r registry) Get(name string) (volume.Plugin, bool) {
 	p, ok := r[name]
 	return p, ok

@@ -16,9 +16,10 @@ import (
 	"github.com/volume-agent/volume-agent/internal/wakeup"
 )
 
-// Plugins finds a plugin by name.
+// Plugins finds a plugin by name, and lists them all.
 type Plugins interface {
 	Get(name string) (volume.Plugin, bool)
+	All() []volume.Plugin
 }
 
 // Recorder reports set-up outcomes on the pod (Kubernetes events).
@@ -71,6 +72,9 @@ type Reconciler struct {
 	wake      *wakeup.Signal
 	pods      podLocks
 	recovered atomic.Bool
+	// swept is set once the plugins' shared mounts have been swept after
+	// start; only Run's goroutine uses it.
+	swept bool
 }
 
 // New returns a reconciler; it starts nothing.
@@ -153,7 +157,31 @@ func (r *Reconciler) reconcile() {
 		live[key] = true
 		r.exec.Start(key, a.generation(), r.operation(a))
 	}
+	if s.populated && !r.swept {
+		r.swept = true
+		r.sweep()
+	}
 	r.exec.Retain(func(key string) bool { return live[key] })
+}
+
+// sweep asks every plugin that shares mounts between volumes to take down
+// those no volume uses any more, once after a start, when every source has
+// synced: a crash between a teardown and the release of a shared mount
+// leaves one behind, and only then is it known which are still wanted.
+func (r *Reconciler) sweep() {
+	for _, p := range r.cfg.Plugins.All() {
+		s, ok := p.(volume.Sweeper)
+		if !ok {
+			continue
+		}
+		r.exec.Start("sweep/"+p.Name(), "sweep", func(ctx context.Context) error {
+			err := s.Sweep(ctx)
+			if err != nil {
+				r.log.Info("sweeping shared mounts failed", zap.String("plugin", p.Name()), zap.Error(err))
+			}
+			return err
+		})
+	}
 }
 
 func jitter(d time.Duration) time.Duration {

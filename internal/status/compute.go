@@ -1,6 +1,8 @@
 package status
 
 import (
+	"cmp"
+
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 )
@@ -30,6 +32,10 @@ type Volume struct {
 	Path  string `json:"path"`
 	State string `json:"state"`
 	Error string `json:"error"`
+	// Claim and PV name, for a persistentVolumeClaim volume, the claim and
+	// the PersistentVolume it is bound to (once known).
+	Claim string `json:"claim,omitempty"`
+	PV    string `json:"pv,omitempty"`
 }
 
 // Worlds is what the status is computed from.
@@ -79,7 +85,7 @@ func (w Worlds) pod(p dsw.Pod, actual map[dsw.Key]asw.Volume) Pod {
 // up with the desired plugin (an error then is a failed refresh: the old
 // content stays); Failed after a failed set-up; Pending otherwise.
 func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
-	v := Volume{Name: d.Name, Plugin: d.Plugin, Error: opErr}
+	v := Volume{Name: cmp.Or(d.SpecName, d.Name), Plugin: d.Plugin, Error: opErr, Claim: d.Claim, PV: d.PV}
 	switch {
 	case d.Kept && have:
 		// Not in the pod's spec: kept as it is on disk, untouched, until

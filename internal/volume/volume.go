@@ -9,6 +9,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -48,6 +49,22 @@ type Spec struct {
 	Node *v1.Node
 	// Source names the pod source the pod came from ("manifests", "api").
 	Source string
+	// Claim and PV are set for a persistentVolumeClaim volume: the claim
+	// and the PersistentVolume it is bound to. Read-only.
+	Claim *v1.PersistentVolumeClaim
+	PV    *v1.PersistentVolume
+}
+
+// ReadOnly reports whether the volume must be mounted read-only: readOnly
+// on the pod's persistentVolumeClaim volume or on its PV's source.
+func (s *Spec) ReadOnly() bool {
+	if c := s.Volume.PersistentVolumeClaim; c != nil && c.ReadOnly {
+		return true
+	}
+	if s.PV != nil && s.PV.Spec.NFS != nil && s.PV.Spec.NFS.ReadOnly {
+		return true
+	}
+	return s.Volume.NFS != nil && s.Volume.NFS.ReadOnly
 }
 
 // Result is what SetUp reports about a volume it set up.
@@ -86,6 +103,42 @@ type Plugin interface {
 // version the last successful SetUp was asked to write.
 type Versioner interface {
 	ContentVersion(spec *Spec) (string, error)
+}
+
+// mountOptionsAnnotation is the legacy way to give a PV's mount options.
+const mountOptionsAnnotation = "volume.beta.kubernetes.io/mount-options"
+
+// MountOptions returns a PV's mount options, as the kubelet takes them:
+// the legacy annotation (comma-separated) when it is set, else
+// spec.mountOptions. A nil PV has none.
+func MountOptions(pv *v1.PersistentVolume) []string {
+	if pv == nil {
+		return nil
+	}
+	if v, ok := pv.Annotations[mountOptionsAnnotation]; ok {
+		var opts []string
+		for o := range strings.SplitSeq(v, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				opts = append(opts, o)
+			}
+		}
+		return opts
+	}
+	return pv.Spec.MountOptions
+}
+
+// PVPlugin is implemented by plugins that serve PersistentVolumes: a pod's
+// persistentVolumeClaim volume goes to the plugin whose CanSupportPV
+// accepts the claim's PV.
+type PVPlugin interface {
+	CanSupportPV(pv *v1.PersistentVolume) bool
+}
+
+// Sweeper is implemented by plugins that keep mounts shared by several
+// volumes (a local PV's device): Sweep takes down those no volume uses any
+// more. The reconciler calls it once every source has synced after a start.
+type Sweeper interface {
+	Sweep(ctx context.Context) error
 }
 
 // Validator is implemented by plugins that can reject a volume spec without

@@ -26,6 +26,11 @@ type Case struct {
 	Spec *volume.Spec
 	// Tmpfs says SetUp mounts a tmpfs on the volume directory.
 	Tmpfs bool
+	// Source, when set, says SetUp mounts Source (a local PV's directory,
+	// an NFS export) on the volume directory: what the pod writes lands
+	// there, and must survive every teardown unchanged. Such a case runs on
+	// mount.System only: a fake mount does not carry the writes.
+	Source string
 	// NoDir says the plugin keeps no volume directory (hostPath): SetUp
 	// reports a path outside dir, which must survive everything unchanged.
 	NoDir bool
@@ -40,6 +45,9 @@ type Case struct {
 // the real file system: SetUp is idempotent, TearDown removes everything it
 // owns and nothing else, and a failed SetUp leaves no trace.
 func Conformance(t *testing.T, c Case) {
+	if _, real := c.Mounter.(mount.System); c.Source != "" && !real {
+		t.Skip("the case mounts a source: it needs mount.System")
+	}
 	t.Run("SetUpTwice", func(t *testing.T) { setUpTwice(t, c) })
 	t.Run("TearDown", func(t *testing.T) { tearDown(t, c) })
 	t.Run("TearDownKeepsSymlinkTargets", func(t *testing.T) { symlinks(t, c) })
@@ -52,7 +60,7 @@ func setUpTwice(t *testing.T, c Case) {
 	path := setUp(t, c, c.Plugin, c.Spec, dir)
 	mounts := mountCalls(t, c.Mounter, dir)
 	wantMounts := 0
-	if c.Tmpfs {
+	if c.mounts() {
 		wantMounts = 1
 	}
 	if mounts != wantMounts {
@@ -75,9 +83,13 @@ func setUpTwice(t *testing.T, c Case) {
 func tearDown(t *testing.T, c Case) {
 	dir := VolumeDir(t)
 	path := setUp(t, c, c.Plugin, c.Spec, dir)
+	if c.Source != "" {
+		WriteFile(t, filepath.Join(path, "written-by-pod"), "pod data")
+		path = c.Source
+	}
 	before := Tree(t, path)
 	mustTearDown(t, c, dir)
-	if c.NoDir {
+	if c.NoDir || c.Source != "" {
 		checkUnchanged(t, "TearDown", before, Tree(t, path))
 	}
 	if err := c.Plugin.TearDown(context.Background(), dir); err != nil {
@@ -204,8 +216,8 @@ func checkVolumeDir(t *testing.T, c Case, dir, path string) {
 		t.Fatalf("volume directory %s: %v, want a directory", dir, err)
 	}
 	mounted, err := c.Mounter.IsMountPoint(context.Background(), dir)
-	if err != nil || mounted != c.Tmpfs {
-		t.Errorf("IsMountPoint(%s) = %v, %v; want %v", dir, mounted, err, c.Tmpfs)
+	if err != nil || mounted != c.mounts() {
+		t.Errorf("IsMountPoint(%s) = %v, %v; want %v", dir, mounted, err, c.mounts())
 	}
 	if _, real := c.Mounter.(mount.System); real && c.Tmpfs {
 		var types []string
@@ -217,6 +229,9 @@ func checkVolumeDir(t *testing.T, c Case, dir, path string) {
 		}
 	}
 }
+
+// mounts says SetUp mounts something on the volume directory.
+func (c Case) mounts() bool { return c.Tmpfs || c.Source != "" }
 
 // mustTearDown tears dir down and checks that nothing of it is left.
 func mustTearDown(t *testing.T, c Case, dir string) {

@@ -98,9 +98,12 @@ func Tree(t *testing.T, dir string) map[string]string {
 	return tree
 }
 
-// WriteFile writes data to path or fails t.
+// WriteFile writes data to path, creating its parent directories, or fails t.
 func WriteFile(t *testing.T, path, data string) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}

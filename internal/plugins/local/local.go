@@ -1,0 +1,229 @@
+// Package local implements local PersistentVolumes (spec.local): storage
+// on this node — a directory, or a block device with a file system — that
+// a claim binds a pod to. The PV's required node affinity must match this
+// node. A directory is bind-mounted into the pod's volume directory; a block
+// device is mounted once per PV under <root>/plugins/kubernetes.io/local-volume/mounts/<pv>
+// and bind-mounted into each pod that uses it.
+//
+// Teardown unmounts and removes the empty mount point: nothing else, ever.
+// The data lives on the node's storage and outlives every pod.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/volume-agent/volume-agent/internal/hostroot"
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// Name is the plugin's kubelet name.
+const Name = "kubernetes.io/local-volume"
+
+// Plugin sets up local PersistentVolumes.
+type Plugin struct {
+	Mounter mount.Mounter
+	// HostRoot is where the host's root file system is visible to the
+	// agent; PV paths are host paths, resolved inside it.
+	HostRoot string
+	// NodeName is this node's name: its kubernetes.io/hostname label.
+	NodeName string
+	// Devices mounts block devices once per PV; nil refuses them.
+	Devices *Devices
+}
+
+var (
+	_ volume.Plugin    = (*Plugin)(nil)
+	_ volume.PVPlugin  = (*Plugin)(nil)
+	_ volume.Validator = (*Plugin)(nil)
+	_ volume.Sweeper   = (*Plugin)(nil)
+)
+
+// Name implements volume.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+// CanSupport implements volume.Plugin: local volumes come only from PVs.
+func (p *Plugin) CanSupport(*v1.Volume) bool { return false }
+
+// CanSupportPV implements volume.PVPlugin.
+func (p *Plugin) CanSupportPV(pv *v1.PersistentVolume) bool { return pv.Spec.Local != nil }
+
+// Validate checks the PV's path and that its node affinity names this node.
+func (p *Plugin) Validate(spec *volume.Spec) error {
+	pv := spec.PV
+	if pv == nil {
+		return errors.New("a local volume needs a PersistentVolume")
+	}
+	if lp := pv.Spec.Local.Path; !path.IsAbs(lp) || path.Clean(lp) != lp {
+		return fmt.Errorf("PersistentVolume %s: spec.local.path %q must be a clean absolute path", pv.Name, lp)
+	}
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return fmt.Errorf("PersistentVolume %s: a local volume needs spec.nodeAffinity.required naming its node", pv.Name)
+	}
+	ok, err := corev1helpers.MatchNodeSelectorTerms(p.node(spec.Node), pv.Spec.NodeAffinity.Required)
+	if err != nil {
+		return fmt.Errorf("PersistentVolume %s: node affinity check failed: %w", pv.Name, err)
+	}
+	if !ok {
+		return fmt.Errorf("PersistentVolume %s: node affinity check failed: its spec.nodeAffinity does not match node %s", pv.Name, p.NodeName)
+	}
+	return nil
+}
+
+// node is this node as the affinity check sees it: the Node object's
+// labels when the source has one, and always kubernetes.io/hostname.
+func (p *Plugin) node(n *v1.Node) *v1.Node {
+	out := &v1.Node{}
+	if n != nil {
+		out = n.DeepCopy()
+	}
+	out.Name = p.NodeName
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	if _, ok := out.Labels[v1.LabelHostname]; !ok {
+		out.Labels[v1.LabelHostname] = p.NodeName
+	}
+	return out
+}
+
+// SetUp bind-mounts the PV's directory, or its device's file system, into
+// dir, read-only when asked, and gives the pod's fsGroup the volume when it
+// is writable.
+func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volume.Result, error) {
+	src, isDevice, err := p.source(ctx, spec.PV)
+	if err != nil {
+		return volume.Result{}, err
+	}
+	if !isDevice {
+		return p.bind(ctx, spec, src, dir)
+	}
+	if p.Devices == nil {
+		return volume.Result{}, fmt.Errorf("PersistentVolume %s: %s is a block device, and this agent does not mount devices", spec.PV.Name, spec.PV.Spec.Local.Path)
+	}
+	var res volume.Result
+	err = p.Devices.With(ctx, spec.PV, src, func(global string) (err error) {
+		res, err = p.bind(ctx, spec, global, dir)
+		return err
+	})
+	return res, err
+}
+
+// bind bind-mounts src into dir.
+func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string) (res volume.Result, retErr error) {
+	created, err := mount.MakeDir(dir, 0o750)
+	if err != nil {
+		return res, err
+	}
+	mounted := false
+	defer func() {
+		if retErr != nil {
+			p.rollback(ctx, dir, created, mounted)
+		}
+	}()
+	m := mount.Mount{Type: "none", Source: src, Options: bindOptions(spec)}
+	if mounted, err = mount.EnsureMounted(ctx, p.Mounter, m, dir); err != nil {
+		return res, err
+	}
+	if g := fsGroup(spec); g != nil && !spec.ReadOnly() && mount.Privileged(p.Mounter) {
+		if _, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, setOwnership(dir, *g, policy(spec.Pod)) }); err != nil {
+			return res, fmt.Errorf("give fsGroup %d the volume: %w", *g, err)
+		}
+	}
+	return volume.Result{Path: dir}, nil
+}
+
+// rollback undoes what a failed SetUp did; it never removes data.
+func (p *Plugin) rollback(ctx context.Context, dir string, created, mounted bool) {
+	undo, cancel := mount.RollbackContext(ctx)
+	defer cancel()
+	if mounted {
+		_ = p.Mounter.Unmount(undo, dir)
+	}
+	if created {
+		_ = mount.RemoveMountPoint(undo, p.Mounter, dir)
+	}
+}
+
+// source resolves the PV's host path inside the host root and returns the
+// path the agent mounts from, and whether it is a block device.
+func (p *Plugin) source(ctx context.Context, pv *v1.PersistentVolume) (string, bool, error) {
+	type found struct {
+		path string
+		typ  uint32
+	}
+	f, err := mount.Bounded(ctx, func() (found, error) {
+		r, err := hostroot.Open(p.HostRoot)
+		if err != nil {
+			return found{}, err
+		}
+		defer r.Close()
+		real, typ, err := r.Resolve(pv.Spec.Local.Path)
+		return found{real, typ}, err
+	})
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", false, fmt.Errorf("PersistentVolume %s: spec.local.path %s does not exist on this node", pv.Name, pv.Spec.Local.Path)
+	case err != nil:
+		return "", false, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+	case f.typ != unix.S_IFDIR && f.typ != unix.S_IFBLK:
+		return "", false, fmt.Errorf("PersistentVolume %s: spec.local.path %s is neither a directory nor a block device", pv.Name, pv.Spec.Local.Path)
+	}
+	return f.path, f.typ == unix.S_IFBLK, nil
+}
+
+// bindOptions are the bind mount's options: ro when the claim volume or
+// the PV asks, and the PV's mount options.
+func bindOptions(spec *volume.Spec) []string {
+	opts := []string{"bind"}
+	if spec.ReadOnly() {
+		opts = append(opts, "ro")
+	}
+	return append(opts, volume.MountOptions(spec.PV)...)
+}
+
+func fsGroup(spec *volume.Spec) *int64 {
+	if spec.Pod == nil || spec.Pod.Spec.SecurityContext == nil {
+		return nil
+	}
+	return spec.Pod.Spec.SecurityContext.FSGroup
+}
+
+func policy(pod *v1.Pod) v1.PodFSGroupChangePolicy {
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroupChangePolicy != nil {
+		return *sc.FSGroupChangePolicy
+	}
+	return v1.FSGroupChangeAlways
+}
+
+// TearDown unmounts dir and removes the empty mount point. It never
+// removes anything else: what is left in dir after the unmount is data,
+// and stays.
+// A block device's global mount is taken down with its last user.
+func (p *Plugin) TearDown(ctx context.Context, dir string) error {
+	if err := mount.RemoveMountPoint(ctx, p.Mounter, dir); err != nil {
+		return err
+	}
+	if p.Devices == nil {
+		return nil
+	}
+	return p.Devices.Release(ctx, filepath.Base(dir)) // the directory is named after the PV
+}
+
+// Sweep implements volume.Sweeper: it takes down the global mounts no pod
+// uses any more.
+func (p *Plugin) Sweep(ctx context.Context) error {
+	if p.Devices == nil {
+		return nil
+	}
+	return p.Devices.Sweep(ctx)
+}

@@ -1,0 +1,126 @@
+package populator
+
+import (
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/layout"
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// claimOutcome is what resolving a persistentVolumeClaim volume gave: the
+// claim and its PV, or why the volume waits, or why it fails.
+type claimOutcome struct {
+	claim   *v1.PersistentVolumeClaim
+	pv      *v1.PersistentVolume
+	waiting string // the claim is not usable yet: the volume is Pending
+	problem error  // the claim cannot be used: the volume is Failed
+}
+
+// resolveClaim follows a pod's claim to its PersistentVolume, as the PV
+// controller (or, from manifests, the agent's binder) left them. Nothing
+// here ever makes the agent tear anything down: a claim that is missing or
+// broken only fails or holds back this volume.
+func resolveClaim(spec *volume.Spec) claimOutcome {
+	src := spec.Volume.PersistentVolumeClaim
+	ns := spec.Pod.Namespace
+	if src.ClaimName == "" {
+		return claimOutcome{problem: errors.New("persistentVolumeClaim.claimName is required")}
+	}
+	what := "claim " + ns + "/" + src.ClaimName
+	claim, err := spec.Objects.PersistentVolumeClaim(ns, src.ClaimName)
+	switch {
+	case errors.Is(err, volume.ErrNotReady):
+		return claimOutcome{waiting: err.Error()}
+	case errors.Is(err, volume.ErrNotFound):
+		return claimOutcome{problem: fmt.Errorf("%s not found", what)}
+	case err != nil:
+		return claimOutcome{problem: fmt.Errorf("get %s: %w", what, err)}
+	}
+	out := claimOutcome{claim: claim}
+	switch {
+	case claim.DeletionTimestamp != nil:
+		out.problem = fmt.Errorf("%s is being deleted", what)
+	case claim.Status.Phase == v1.ClaimLost:
+		out.problem = fmt.Errorf("%s is Lost: its PersistentVolume %q is gone", what, claim.Spec.VolumeName)
+	case claim.Spec.VolumeName == "":
+		out.waiting = fmt.Sprintf("waiting for %s to be bound", what)
+	}
+	if out.problem != nil || out.waiting != "" {
+		return out
+	}
+	return followToPV(spec, out, what)
+}
+
+// followToPV looks up the claim's PV and checks that it is bound back to
+// the claim and can be served.
+func followToPV(spec *volume.Spec, out claimOutcome, what string) claimOutcome {
+	claim := out.claim
+	pv, err := spec.Objects.PersistentVolume(claim.Spec.VolumeName)
+	switch {
+	case errors.Is(err, volume.ErrNotReady) || errors.Is(err, volume.ErrNotFound):
+		out.waiting = fmt.Sprintf("%s: PersistentVolume %s not found yet", what, claim.Spec.VolumeName)
+		return out
+	case err != nil:
+		out.problem = fmt.Errorf("%s: get PersistentVolume %s: %w", what, claim.Spec.VolumeName, err)
+		return out
+	}
+	out.pv = pv
+	ref := pv.Spec.ClaimRef
+	switch {
+	case ref == nil:
+		out.waiting = fmt.Sprintf("waiting for PersistentVolume %s to be bound to %s", pv.Name, what)
+	case ref.Namespace != claim.Namespace || ref.Name != claim.Name:
+		out.problem = fmt.Errorf("%s names PersistentVolume %s, which is bound to claim %s/%s", what, pv.Name, ref.Namespace, ref.Name)
+	case ref.UID != "" && claim.UID != "" && ref.UID != claim.UID:
+		out.problem = fmt.Errorf("%s names PersistentVolume %s, which is bound to another claim of that name (uid %s, not %s)", what, pv.Name, ref.UID, claim.UID)
+	case volumeMode(claim.Spec.VolumeMode) != volumeMode(pv.Spec.VolumeMode):
+		out.problem = fmt.Errorf("%s asks for volumeMode %s but PersistentVolume %s has %s", what, volumeMode(claim.Spec.VolumeMode), pv.Name, volumeMode(pv.Spec.VolumeMode))
+	case volumeMode(pv.Spec.VolumeMode) == v1.PersistentVolumeBlock:
+		out.problem = fmt.Errorf("PersistentVolume %s has volumeMode Block, which volume-agent does not serve (it serves volumeMode Filesystem)", pv.Name)
+	default:
+		if err := layout.ValidName(pv.Name); err != nil {
+			out.problem = fmt.Errorf("PersistentVolume name: %w", err)
+		}
+	}
+	return out
+}
+
+func volumeMode(m *v1.PersistentVolumeMode) v1.PersistentVolumeMode {
+	if m == nil {
+		return v1.PersistentVolumeFilesystem
+	}
+	return *m
+}
+
+// claimVolume describes a persistentVolumeClaim volume: named after its PV
+// once the claim is bound, served by the plugin of the PV's type.
+func (p *Populator) claimVolume(spec *volume.Spec) dsw.Volume {
+	d := dsw.Volume{Name: spec.Volume.Name, Claim: spec.Volume.PersistentVolumeClaim.ClaimName}
+	out := resolveClaim(spec)
+	if out.claim != nil && out.claim.Spec.VolumeName != "" {
+		// Known from here on: the directory is named after the PV, so a
+		// volume set up before (or found on disk) is recognised even while
+		// the claim has a problem.
+		d.Name, d.SpecName, d.PV = out.claim.Spec.VolumeName, spec.Volume.Name, out.claim.Spec.VolumeName
+	}
+	switch {
+	case out.problem != nil:
+		d.Problem = out.problem.Error()
+		return d
+	case out.waiting != "":
+		d.Waiting = out.waiting
+		return d
+	}
+	plugin, err := p.cfg.Plugins.FindPV(out.pv)
+	if err != nil {
+		d.Problem, d.Unsupported = err.Error(), isUnsupported(err)
+		return d
+	}
+	pvSpec := *spec
+	pvSpec.Claim, pvSpec.PV = out.claim, out.pv
+	return p.withPlugin(d, plugin, &pvSpec)
+}
