@@ -68,7 +68,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err := a.addSources(o, log, cluster, notify); err != nil {
 		return err
 	}
-	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
+	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Logger: log.Named("plugins"), Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
 		HostPathChecker: []string{selfExe, hostpath.CheckerArg}})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, Plugins: registry, Logger: log,
 		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})
@@ -77,7 +77,8 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, worlds.VolumesByState)
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
-		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: notify})
+		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: notify,
+		CheckPeriod: o.checkPeriod})
 	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources,
 		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log})
 	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),

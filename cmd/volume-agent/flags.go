@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"time"
 )
 
 // options are the command-line flags.
@@ -24,6 +25,7 @@ type options struct {
 	mintTokens   bool
 	apiQPS       float32
 	apiBurst     int
+	checkPeriod  time.Duration
 }
 
 const usage = `volume-agent mounts the volumes of the pods on this node under its root directory.
@@ -53,6 +55,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to watch pods bound to --node-name from; inside a pod the in-cluster config is used without it (see --in-cluster)")
 	fs.BoolVar(&o.inCluster, "in-cluster", true, "inside a pod ($KUBERNETES_SERVICE_HOST set) and without --kubeconfig, become a node agent of the pod's cluster; --in-cluster=false serves only --manifests, even in a pod")
 	fs.BoolVar(&o.mintTokens, "mint-tokens", true, "mint service account tokens for projected serviceAccountToken sources (TokenRequest API); when false such volumes fail")
+	fs.DurationVar(&o.checkPeriod, "volume-check-period", 30*time.Second, "how often mounted network volumes (NFS) are checked for a server that stopped answering; a dead one turns Uncertain and is set up again until it lives")
 	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server (at least 1)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server (at least 1)")
 	if err := fs.Parse(args); err != nil {
@@ -90,6 +93,8 @@ func (o options) validate() error {
 		return errors.New("--node-name is empty and neither $NODE_NAME nor the hostname is set")
 	case o.rootDir == "":
 		return errors.New("--root-dir must not be empty")
+	case o.checkPeriod < time.Second:
+		return fmt.Errorf("--volume-check-period %v: want at least 1s", o.checkPeriod)
 	}
 	return nil
 }

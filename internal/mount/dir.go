@@ -75,11 +75,12 @@ func RemoveMountPoint(ctx context.Context, mounter Mounter, dir string) error {
 			return err
 		}
 	}
-	return rmdir(dir)
+	return RemoveEmptyDir(dir)
 }
 
-// rmdir removes the empty directory dir.
-func rmdir(dir string) error {
+// RemoveEmptyDir removes dir if it is empty; a dir that holds anything is
+// left as it is, with an error saying so. A missing dir is not an error.
+func RemoveEmptyDir(dir string) error {
 	err := unix.Rmdir(dir)
 	switch {
 	case err == nil || errors.Is(err, unix.ENOENT):

@@ -154,3 +154,16 @@ func (Unprivileged) Mount(_ context.Context, m Mount, target string) error {
 	}
 	return fmt.Errorf("mount %s on %s: mounting needs root (running with --unprivileged)", m, target)
 }
+
+// MountedByTable reports whether dir is a mount point, from the kernel's
+// mount table only: nothing is asked of the file system mounted there, so
+// a dead NFS server cannot hang the question.
+func MountedByTable(ctx context.Context, dir string) (bool, error) {
+	return Bounded(ctx, func() (bool, error) {
+		infos, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(dir))
+		if err != nil {
+			return false, fmt.Errorf("read mount table: %w", err)
+		}
+		return len(infos) > 0, nil
+	})
+}

@@ -1,6 +1,7 @@
 package plugins_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 	"github.com/volume-agent/volume-agent/internal/plugins/local"
+	"github.com/volume-agent/volume-agent/internal/plugins/nfs"
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 	"github.com/volume-agent/volume-agent/internal/plugins/projected"
 	"github.com/volume-agent/volume-agent/internal/plugins/secret"
@@ -43,7 +45,10 @@ func TestConformance(t *testing.T) {
 				}
 				delete(cases, p.Name())
 				for caseName, c := range named {
-					c.Plugin, c.Mounter = p, m
+					if c.Plugin == nil {
+						c.Plugin = p
+					}
+					c.Mounter = m
 					t.Run(p.Name()+"/"+caseName, func(t *testing.T) { plugintest.Conformance(t, c) })
 				}
 			}
@@ -63,11 +68,7 @@ func conformanceCases(t *testing.T) map[string]map[string]plugintest.Case {
 	}
 	plugintest.WriteFile(t, filepath.Join(host, "host-data"), "on the host")
 	missing := filepath.Join(host, "missing")
-	source := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(source, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	plugintest.WriteFile(t, filepath.Join(source, "on-the-disk"), "local data")
+	source, export := dataDir(t, "on-the-disk", "local data"), dataDir(t, "on-the-disk", "local data")
 	memory := spec(v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}})
 	creds := spec(v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "creds"}})
 	all := spec(v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
@@ -117,6 +118,16 @@ func conformanceCases(t *testing.T) map[string]map[string]plugintest.Case {
 				Failing: withSpec(&local.Plugin{Mounter: mount.System{}}, localSpec(missing)),
 			},
 		},
+		nfs.Name: {
+			// The kernel here has no NFS client: a bind mount of a
+			// directory stands in for mount.nfs. test/e2e mounts through
+			// a real NFS protocol connection.
+			"export-bound": {
+				Plugin: &nfs.Plugin{Tool: bindExport{export}}, Spec: nfsSpec(), Source: export,
+				CheckContent: checkFile("on-the-disk", "local data"),
+				Failing:      withSpec(&nfs.Plugin{Tool: bindExport{missing}}, nfsSpec()),
+			},
+		},
 		projected.Name: {
 			"all-sources": {Spec: all, Tmpfs: true, CheckContent: checkFile("token", "token-for-sa/api"), Failing: mountFails(projected.Name, all)},
 		},
@@ -158,6 +169,24 @@ func localSpec(path string) *volume.Spec {
 		Spec:       v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: path}}},
 	}
 	return s
+}
+
+// dataDir makes a directory holding one file, as a disk or an export would.
+func dataDir(t *testing.T, name, data string) string {
+	dir := t.TempDir()
+	plugintest.WriteFile(t, filepath.Join(dir, name), data)
+	return dir
+}
+
+// bindExport mounts its directory wherever an NFS export is asked for.
+type bindExport struct{ dir string }
+
+func (b bindExport) Mount(_, target, _ string, options []string) error {
+	return mount.System{}.Mount(context.Background(), mount.Mount{Type: "none", Source: b.dir, Options: append([]string{"bind"}, options...)}, target)
+}
+
+func nfsSpec() *volume.Spec {
+	return spec(v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "nfs.example", Path: "/exports/data"}})
 }
 
 func checkMode(want os.FileMode) func(t *testing.T, path string) {

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"go.uber.org/zap"
 	mountutils "k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 	"github.com/volume-agent/volume-agent/internal/plugins/local"
+	"github.com/volume-agent/volume-agent/internal/plugins/nfs"
 	"github.com/volume-agent/volume-agent/internal/plugins/projected"
 	"github.com/volume-agent/volume-agent/internal/plugins/secret"
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -23,6 +25,9 @@ type Config struct {
 	Root layout.Root
 	// NodeName is this node's name.
 	NodeName string
+	// Logger is for what plugins log (a dead NFS mount forced off); may be
+	// nil.
+	Logger *zap.Logger
 	// Tokens mints service account tokens; nil without an API server.
 	Tokens projected.Tokens
 	// HostRoot is where the host's root file system is mounted ("/" when
@@ -43,6 +48,7 @@ func Default(cfg Config) *Registry {
 		&downwardapi.Plugin{Mounter: cfg.Mounter},
 		&projected.Plugin{Mounter: cfg.Mounter, Tokens: cfg.Tokens},
 		&local.Plugin{Mounter: cfg.Mounter, HostRoot: cfg.HostRoot, NodeName: cfg.NodeName, Devices: devices(cfg)},
+		nfs.New(cfg.Logger),
 	)
 	if err != nil {
 		panic(err) // the list above is fixed: a duplicate is a programming error

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins"
@@ -47,7 +48,7 @@ func TestFindUnsupported(t *testing.T) {
 		{v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}, "csi"},
 		{v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}, "ephemeral"},
 		{v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}, "persistentVolumeClaim"},
-		{v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}, "nfs"},
+		{v1.VolumeSource{CephFS: &v1.CephFSVolumeSource{}}, "cephfs"},
 		{v1.VolumeSource{ISCSI: &v1.ISCSIVolumeSource{}}, "iscsi"},
 		{v1.VolumeSource{Image: &v1.ImageVolumeSource{}}, "image"},
 		{v1.VolumeSource{}, ""},
@@ -60,6 +61,32 @@ func TestFindUnsupported(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %q does not name the type %q", err, tc.want)
+		}
+	}
+}
+
+func TestFindPV(t *testing.T) {
+	reg := plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"})
+	for _, tc := range []struct {
+		src     v1.PersistentVolumeSource
+		plugin  string
+		wantErr string
+	}{
+		{src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/mnt/disk"}}, plugin: "kubernetes.io/local-volume"},
+		{src: v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}, plugin: "kubernetes.io/nfs"},
+		{src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "x"}}, wantErr: "PersistentVolume pv-1: csi volumes are not supported"},
+		{src: v1.PersistentVolumeSource{}, wantErr: "PersistentVolume pv-1 sets no volume source"},
+		{src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{}, NFS: &v1.NFSVolumeSource{}}, wantErr: "several volume sources (nfs, local)"},
+	} {
+		pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: tc.src}}
+		p, err := reg.FindPV(pv)
+		switch {
+		case tc.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("FindPV = %v, %v; want error %q", p, err, tc.wantErr)
+			}
+		case err != nil || p.Name() != tc.plugin:
+			t.Errorf("FindPV = %v, %v; want plugin %s", p, err, tc.plugin)
 		}
 	}
 }

@@ -15,6 +15,7 @@ const (
 	opRefresh  opKind = "refresh"  // bring a set-up volume's content up to date
 	opTearDown opKind = "teardown" // tear down a volume no longer wanted
 	opCleanup  opKind = "cleanup"  // remove an empty, unwanted pod directory
+	opCheck    opKind = "check"    // tell a dead mounted volume from a live one
 )
 
 // action is one step towards the desired state.

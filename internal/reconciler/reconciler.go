@@ -36,6 +36,7 @@ type Observer interface {
 // Defaults for Config.
 const (
 	DefaultResync        = 2 * time.Minute
+	DefaultCheckPeriod   = 30 * time.Second
 	DefaultShutdownGrace = 5 * time.Second
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	Executor executor.Config
 	// Resync is the safety-net pass period (2 min, jittered ±10%).
 	Resync time.Duration
+	// CheckPeriod is how often mounted volumes whose plugin is a
+	// volume.Checker (network file systems) are checked for a dead server
+	// (30 s, jittered ±10%): nothing else would tell.
+	CheckPeriod time.Duration
 	// ShutdownGrace bounds how long running operations may finish after
 	// the context ends (5 s); the process exits at the latest 8 s after
 	// SIGTERM, whatever storage does.
@@ -81,6 +86,9 @@ type Reconciler struct {
 func New(cfg Config) *Reconciler {
 	if cfg.Resync == 0 {
 		cfg.Resync = DefaultResync
+	}
+	if cfg.CheckPeriod == 0 {
+		cfg.CheckPeriod = DefaultCheckPeriod
 	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
@@ -119,6 +127,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	timer := time.NewTimer(jitter(r.cfg.Resync))
 	defer timer.Stop()
+	check := time.NewTimer(jitter(r.cfg.CheckPeriod))
+	defer check.Stop()
 	// ctx is checked before every pass: when a wake-up and the end of ctx
 	// arrive together, select may pick the wake-up.
 	for ctx.Err() == nil {
@@ -129,6 +139,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-r.wake.C():
 		case <-timer.C:
 			timer.Reset(jitter(r.cfg.Resync))
+		case <-check.C:
+			r.checkMounted()
+			check.Reset(jitter(r.cfg.CheckPeriod))
 		}
 	}
 	return r.shutdown()

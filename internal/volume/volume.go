@@ -134,6 +134,15 @@ type PVPlugin interface {
 	CanSupportPV(pv *v1.PersistentVolume) bool
 }
 
+// Checker is implemented by plugins whose volumes can die while mounted (a
+// network file system): Check tells a live volume from a dead one, within
+// ctx and without hanging on a server that does not answer. The
+// reconciler checks mounted volumes now and then; a dead one becomes
+// Uncertain, and is set up again, with backoff, until it lives.
+type Checker interface {
+	Check(ctx context.Context, dir string) error
+}
+
 // Sweeper is implemented by plugins that keep mounts shared by several
 // volumes (a local PV's device): Sweep takes down those no volume uses any
 // more. The reconciler calls it once every source has synced after a start.
