@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -140,6 +141,21 @@ func (s *Source) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVo
 	return lookup[*v1.PersistentVolumeClaim](s, key{kind: kindPVC, namespace: namespace, name: name})
 }
 
+// PersistentVolumes returns every PersistentVolume the manifests define,
+// sorted by name. The objects are shared, read-only snapshots; the slice is
+// the caller's. Until the source is synced the list may be incomplete.
+func (s *Source) PersistentVolumes() []*v1.PersistentVolume {
+	return list[*v1.PersistentVolume](s.current(), kindPV)
+}
+
+// PersistentVolumeClaims returns every PersistentVolumeClaim the manifests
+// define, sorted by namespace and name. The objects are shared, read-only
+// snapshots; the slice is the caller's. Until the source is synced the list
+// may be incomplete.
+func (s *Source) PersistentVolumeClaims() []*v1.PersistentVolumeClaim {
+	return list[*v1.PersistentVolumeClaim](s.current(), kindPVC)
+}
+
 // Status reports whether the source is synced and what is wrong with it now.
 func (s *Source) Status() source.Status {
 	st := s.current().status
@@ -182,6 +198,24 @@ func lookup[T runtime.Object](s *Source, k key) (T, error) {
 		return zero, fmt.Errorf("%s: %w", k, volume.ErrNotFound)
 	}
 	return obj.(T), nil
+}
+
+// list returns the objects of one kind in snap, sorted by namespace and name.
+func list[T runtime.Object](snap *snapshot, kind string) []T {
+	var keys []key
+	for k := range snap.objects {
+		if k.kind == kind {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+	})
+	objs := make([]T, len(keys))
+	for i, k := range keys {
+		objs[i] = snap.objects[k].(T)
+	}
+	return objs
 }
 
 // objects implements volume.Objects on the source's current snapshot.

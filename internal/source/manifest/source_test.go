@@ -167,3 +167,27 @@ func TestPodUIDStableAcrossSources(t *testing.T) {
 		t.Errorf("resourceVersion differs across restarts: %s vs %s", first[0].ResourceVersion, second[0].ResourceVersion)
 	}
 }
+
+func TestListsPersistentVolumesAndClaims(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "pvs.yaml", "{apiVersion: v1, kind: PersistentVolume, metadata: {name: pv-b}}\n---\n"+
+		"{apiVersion: v1, kind: PersistentVolume, metadata: {name: pv-a}}\n---\n"+
+		"{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c, namespace: zz}}\n---\n"+
+		"{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: d}}\n---\n"+
+		"{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: b}}\n---\n"+
+		"{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n")
+	h := start(t, dir)
+	var pvs, claims []string
+	for _, pv := range h.src.PersistentVolumes() {
+		pvs = append(pvs, pv.Name)
+	}
+	for _, c := range h.src.PersistentVolumeClaims() {
+		claims = append(claims, c.Namespace+"/"+c.Name)
+	}
+	if !slices.Equal(pvs, []string{"pv-a", "pv-b"}) || !slices.Equal(claims, []string{"default/b", "default/d", "zz/c"}) {
+		t.Errorf("PersistentVolumes %v, PersistentVolumeClaims %v; want each kind only, sorted", pvs, claims)
+	}
+	if got, err := h.src.PersistentVolume("pv-a"); err != nil || got != h.src.PersistentVolumes()[0] {
+		t.Errorf("the listed PersistentVolume is not the shared snapshot the lookup returns (%v)", err)
+	}
+}

@@ -1,0 +1,92 @@
+package binder
+
+import (
+	"fmt"
+	"maps"
+
+	"go.uber.org/zap"
+)
+
+// pass runs one binding pass and reports whether the binder's state
+// changed. It does nothing until the inner source is synced: a
+// PersistentVolume may be in a file that has not parsed yet. The records
+// plan decides are written before they are published, so no view shows a
+// binding that is not on disk.
+func (s *Source) pass() bool {
+	prev := s.current()
+	if !s.inner.Status().Synced {
+		return false
+	}
+	w := world{
+		pods:   s.inner.Pods(),
+		claims: s.inner.PersistentVolumeClaims(),
+		pvs:    s.inner.PersistentVolumes(),
+		node:   thisNode(s.inner.Node(), s.nodeName),
+	}
+	o := plan(w, prev.recs)
+	next := &state{recs: prev.recs, pending: o.pending, synced: true}
+	if !maps.Equal(o.recs, prev.recs) {
+		if err := s.store.save(o.recs); err != nil {
+			next.writeErr = err.Error()
+			notRecorded(o, prev.recs, next.pending, err)
+			s.log.Info("claim bindings not recorded", zap.Error(err))
+		} else {
+			next.recs = o.recs
+			s.logEvents(o.events)
+		}
+	}
+	next.lost = lostClaims(next.recs, w)
+	s.logChanges(prev, next)
+	return s.publish(next)
+}
+
+// notRecorded marks the claims that o would have bound Pending, with err.
+func notRecorded(o outcome, prev records, pending map[claimKey]string, err error) {
+	for _, r := range o.recs {
+		if _, ok := prev.bound(r.claim()); r.Phase == PhaseBound && !ok {
+			pending[r.claim()] = fmt.Sprintf("binding to PersistentVolume %q not recorded: %v", r.PV, err)
+		}
+	}
+}
+
+// lostClaims returns the claims of Bound records whose PersistentVolume is
+// not in w, with that PV's name.
+func lostClaims(rs records, w world) map[claimKey]string {
+	pvs := make(map[string]bool, len(w.pvs))
+	for _, pv := range w.pvs {
+		pvs[pv.Name] = true
+	}
+	lost := map[claimKey]string{}
+	for _, r := range rs {
+		if r.Phase == PhaseBound && !pvs[r.PV] {
+			lost[r.claim()] = r.PV
+		}
+	}
+	return lost
+}
+
+func (s *Source) logEvents(events []event) {
+	for _, e := range events {
+		s.log.Info(e.msg, zap.String("claim", e.claim.String()), zap.String("pv", e.pv))
+	}
+}
+
+// logChanges logs a claim's reason for not binding when it changes, and a
+// claim becoming Lost or found again.
+func (s *Source) logChanges(prev, next *state) {
+	for k, why := range next.pending {
+		if prev.pending[k] != why {
+			s.log.Info("claim not bound", zap.String("claim", k.String()), zap.String("reason", why))
+		}
+	}
+	for k, pv := range next.lost {
+		if _, ok := prev.lost[k]; !ok {
+			s.log.Info("claim lost: its PersistentVolume is gone", zap.String("claim", k.String()), zap.String("pv", pv))
+		}
+	}
+	for k, pv := range prev.lost {
+		if _, ok := next.lost[k]; !ok && next.recs[pv].claim() == k && next.recs[pv].Phase == PhaseBound {
+			s.log.Info("lost claim's PersistentVolume is back", zap.String("claim", k.String()), zap.String("pv", pv))
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package binder
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Phase is a claim's state as /v1/claims shows it.
+type Phase string
+
+// The phases of a claim. Only Bound and Released are recorded; Pending and
+// Lost are derived (no record; a Bound record whose PersistentVolume is gone).
+const (
+	PhasePending  Phase = "Pending"
+	PhaseBound    Phase = "Bound"
+	PhaseLost     Phase = "Lost"
+	PhaseReleased Phase = "Released"
+)
+
+// record is one binding as stored in the state file.
+type record struct {
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	UID       types.UID `json:"uid"`
+	PV        string    `json:"pv"`
+	// Phase is PhaseBound, or PhaseReleased once the claim left the source:
+	// the PersistentVolume is kept (Retain) for that claim alone.
+	Phase Phase `json:"phase"`
+}
+
+func (r record) claim() claimKey {
+	return claimKey{namespace: r.Namespace, name: r.Name, uid: r.UID}
+}
+
+// records are the bindings by PersistentVolume name: a PersistentVolume
+// belongs to at most one claim. A records value is never modified once
+// published; plan works on a clone.
+type records map[string]record
+
+// bound returns the Bound record of claim k.
+func (rs records) bound(k claimKey) (record, bool) {
+	for _, r := range rs {
+		if r.Phase == PhaseBound && r.claim() == k {
+			return r, true
+		}
+	}
+	return record{}, false
+}
+
+// sorted returns the records by namespace, name, then PV name.
+func (rs records) sorted() []record {
+	out := slices.Collect(maps.Values(rs))
+	slices.SortFunc(out, func(a, b record) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.PV, b.PV))
+	})
+	return out
+}

@@ -1,0 +1,271 @@
+package binder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/wakeup"
+)
+
+// After a failed write of the records, the loop tries again after
+// retryMin, doubling up to retryMax, until a write succeeds.
+const (
+	retryMin = time.Second
+	retryMax = 2 * time.Minute
+)
+
+// Inner is the source a binder wraps: one without a PV controller, that
+// lists its PersistentVolumes and claims (the manifest source).
+type Inner interface {
+	source.Source
+	// PersistentVolumes returns every PersistentVolume, sorted by name.
+	// The objects are shared, read-only snapshots.
+	PersistentVolumes() []*v1.PersistentVolume
+	// PersistentVolumeClaims returns every claim, sorted by namespace and
+	// name. The objects are shared, read-only snapshots.
+	PersistentVolumeClaims() []*v1.PersistentVolumeClaim
+}
+
+// Config configures a binder Source.
+type Config struct {
+	// Inner is the wrapped source. Required. Its own OnChange must call
+	// Notify, and nothing else: the binder runs a pass, then calls
+	// Config.OnChange, so its owner sees the inner source's changes together
+	// with the bindings they lead to.
+	Inner Inner
+	// StatePath is the state file, <root>/claims.json. Required; its
+	// directory must exist. A missing file holds no bindings.
+	StatePath string
+	// NodeName is this node's name (--node-name); nodeAffinity is matched
+	// against it as kubernetes.io/hostname. Required.
+	NodeName string
+	// Logger is required; the binder names it "binder".
+	Logger *zap.Logger
+	// OnChange is called after every pass that followed a Notify (the inner
+	// source's state, which the binder passes through, may have changed)
+	// and after a pass that changed bindings, errors or Status. It runs on
+	// the binding loop's goroutine, never under a lock, and may be called
+	// spuriously: it should only signal and return. Optional.
+	OnChange func()
+}
+
+// Source is a source.Source that binds the claims of its inner source to
+// PersistentVolumes and serves them as the PV controller would leave them.
+// Create it with New.
+type Source struct {
+	inner    Inner
+	nodeName string
+	store    store
+	onChange func()
+	log      *zap.Logger
+	wake     *wakeup.Signal
+	// retryMin is the first delay before a failed write is tried again.
+	retryMin time.Duration
+	// running prevents two concurrent calls of Run.
+	running atomic.Bool
+
+	mu sync.Mutex
+	st *state // guarded by mu; replaced, never modified
+}
+
+// state is what the views are built from.
+type state struct {
+	// recs are the records as on disk.
+	recs records
+	// pending says why a claim that a pod uses is not bound.
+	pending map[claimKey]string
+	// lost holds the claims whose Bound record names a PersistentVolume
+	// that was gone at the last pass, with that PV's name, to log changes;
+	// views look the PV up at each call.
+	lost map[claimKey]string
+	// writeErr says why the last write of the records failed; "" if it did not.
+	writeErr string
+	// synced is set once a pass ran with the inner source synced.
+	synced bool
+}
+
+func (a *state) equal(b *state) bool {
+	return maps.Equal(a.recs, b.recs) && maps.Equal(a.pending, b.pending) && maps.Equal(a.lost, b.lost) &&
+		a.writeErr == b.writeErr && a.synced == b.synced
+}
+
+var _ source.Source = (*Source)(nil)
+
+// New validates cfg and reads the state file. It starts nothing. A state
+// file that exists but cannot be read or parsed is an error that says how
+// to recover; it is never taken for "no bindings".
+func New(cfg Config) (*Source, error) {
+	if err := validateConfig(cfg); err != nil {
+		return nil, err
+	}
+	st := newStore(cfg.StatePath)
+	recs, err := st.load()
+	if err != nil {
+		return nil, err
+	}
+	if err := st.removeTemps(); err != nil {
+		return nil, fmt.Errorf("binder: %w", err)
+	}
+	return &Source{
+		inner:    cfg.Inner,
+		nodeName: cfg.NodeName,
+		store:    st,
+		onChange: cfg.OnChange,
+		log:      cfg.Logger.Named("binder"),
+		wake:     wakeup.New("binder"),
+		retryMin: retryMin,
+		st:       &state{recs: recs},
+	}, nil
+}
+
+func validateConfig(cfg Config) error {
+	switch {
+	case cfg.Inner == nil:
+		return errors.New("binder: Inner is required")
+	case cfg.StatePath == "":
+		return errors.New("binder: StatePath is required")
+	case cfg.NodeName == "":
+		return errors.New("binder: NodeName is required")
+	case cfg.Logger == nil:
+		return errors.New("binder: Logger is required")
+	}
+	dir := filepath.Dir(cfg.StatePath)
+	if info, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("binder: state directory: %w", err)
+	} else if !info.IsDir() {
+		return fmt.Errorf("binder: state directory %s is not a directory", dir)
+	}
+	return nil
+}
+
+// Name returns the inner source's name.
+func (s *Source) Name() string { return s.inner.Name() }
+
+// Pods returns the inner source's pods.
+func (s *Source) Pods() []*v1.Pod { return s.inner.Pods() }
+
+// Node returns the inner source's Node object.
+func (s *Source) Node() *v1.Node { return s.inner.Node() }
+
+// Notify asks the binding loop for a pass. The inner source's OnChange
+// must call it. It never blocks.
+func (s *Source) Notify() { s.wake.Notify() }
+
+// Status is the inner source's status, not synced until a binding pass has
+// run after the inner source synced, and with a failed write of the
+// records among its errors.
+func (s *Source) Status() source.Status {
+	st := s.inner.Status()
+	cur := s.current()
+	if st.Synced && !cur.synced {
+		st.Synced = false
+		st.Reason = "claims not bound yet"
+	}
+	if cur.writeErr != "" {
+		st.Errors = append(slices.Clone(st.Errors), "claim bindings not recorded: "+cur.writeErr)
+	}
+	return st
+}
+
+// Run runs the inner source and the binding loop until ctx ends, and
+// returns once both have returned. It returns the inner source's error.
+func (s *Source) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("binder: Run is already running")
+	}
+	defer s.running.Store(false)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.inner.Run(ctx) })
+	g.Go(func() error { s.loop(ctx); return nil })
+	return g.Wait()
+}
+
+// loop is the one goroutine that writes the records. It runs a pass at
+// start, after every Notify, and after a failed write once its backoff
+// expires; nothing else wakes it.
+func (s *Source) loop(ctx context.Context) {
+	r := retry{min: s.retryMin}
+	defer r.stop()
+	notified := false
+	for {
+		s.wake.Taken()
+		changed := s.pass()
+		r.update(s.current().writeErr != "")
+		if (changed || notified) && s.onChange != nil {
+			s.onChange()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake.C():
+			notified = true
+		case <-r.c():
+			notified = false
+		}
+	}
+}
+
+func (s *Source) current() *state {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// publish makes next the current state and reports whether it changed.
+func (s *Source) publish(next *state) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := !s.st.equal(next)
+	s.st = next
+	return changed
+}
+
+// retry is the backoff timer of failed writes.
+type retry struct {
+	min   time.Duration
+	delay time.Duration
+	timer *time.Timer
+}
+
+// update arms the timer, with a longer delay each time, after a failed
+// write, and disarms it after a successful one.
+func (r *retry) update(failed bool) {
+	if !failed {
+		r.stop()
+		r.delay = 0
+		return
+	}
+	r.delay = min(max(2*r.delay, r.min), retryMax)
+	if r.timer == nil {
+		r.timer = time.NewTimer(r.delay)
+		return
+	}
+	r.timer.Reset(r.delay)
+}
+
+// c fires when the retry is due; never when the timer is not armed.
+func (r *retry) c() <-chan time.Time {
+	if r.timer == nil {
+		return nil
+	}
+	return r.timer.C
+}
+
+func (r *retry) stop() {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}

@@ -1,0 +1,151 @@
+package binder
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// stateVersion is the version of the state file's format.
+const stateVersion = 1
+
+// stateFile is the content of claims.json.
+type stateFile struct {
+	Version  int      `json:"version"`
+	Bindings []record `json:"bindings"`
+}
+
+// store reads and writes the state file.
+type store struct {
+	path string
+	// write replaces the file's content; tests make it fail like a full disk.
+	write func(path string, data []byte) error
+}
+
+func newStore(path string) store {
+	return store{path: path, write: writeFileAtomic}
+}
+
+// load reads the records. A missing file holds no bindings; a file that
+// cannot be read or is not valid is an error, never "no bindings": that
+// would let every claim bind again, perhaps to another PersistentVolume.
+func (st store) load() (records, error) {
+	data, err := os.ReadFile(st.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return records{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read binder state: %w", err)
+	}
+	rs, err := decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("binder state %s is not valid: %w; the agent does not guess bindings, "+
+			"which could move claims to other PersistentVolumes: restore or repair the file, "+
+			"or move it away to forget every binding (claims then bind again from scratch)", st.path, err)
+	}
+	return rs, nil
+}
+
+// save writes rs atomically and durably.
+func (st store) save(rs records) error {
+	data, err := json.MarshalIndent(stateFile{Version: stateVersion, Bindings: rs.sorted()}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode binder state: %w", err)
+	}
+	return st.write(st.path, append(data, '\n'))
+}
+
+// removeTemps removes temporary files a crash in save left behind.
+func (st store) removeTemps() error {
+	temps, err := filepath.Glob(filepath.Join(filepath.Dir(st.path), tempPrefix(st.path)+"*"))
+	if err != nil {
+		return err
+	}
+	for _, name := range temps {
+		if err := os.Remove(name); err != nil {
+			return fmt.Errorf("remove stale temporary file: %w", err)
+		}
+	}
+	return nil
+}
+
+func decode(data []byte) (records, error) {
+	var f stateFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the JSON object")
+	}
+	switch {
+	case f.Version == 0:
+		return nil, errors.New("no version field")
+	case f.Version != stateVersion:
+		return nil, fmt.Errorf("version %d is not %d (written by another version of the agent?)", f.Version, stateVersion)
+	}
+	return index(f.Bindings)
+}
+
+// index checks the records and keys them by PersistentVolume.
+func index(bindings []record) (records, error) {
+	rs := make(records, len(bindings))
+	claims := make(map[claimKey]bool, len(bindings))
+	for i, r := range bindings {
+		switch {
+		case r.Namespace == "" || r.Name == "" || r.PV == "":
+			return nil, fmt.Errorf("binding %d lacks a namespace, name or pv", i)
+		case r.Phase != PhaseBound && r.Phase != PhaseReleased:
+			return nil, fmt.Errorf("binding %d (claim %s): phase %q is neither Bound nor Released", i, r.claim(), r.Phase)
+		case rs[r.PV] != record{}:
+			return nil, fmt.Errorf("PersistentVolume %q is in two bindings", r.PV)
+		case claims[r.claim()]:
+			return nil, fmt.Errorf("claim %s (uid %q) is in two bindings", r.claim(), r.UID)
+		}
+		rs[r.PV] = r
+		claims[r.claim()] = true
+	}
+	return rs, nil
+}
+
+// writeFileAtomic replaces path with data: a reader, or a start after a
+// crash, sees the old content or the new one, never a part, and the new one
+// is on disk when it returns.
+func writeFileAtomic(path string, data []byte) (retErr error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, tempPrefix(path))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if retErr != nil {
+			_ = os.Remove(f.Name())
+		}
+	}()
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Chmod(0o644), f.Sync(), f.Close())
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("write %s: sync directory: %w", path, err)
+	}
+	return nil
+}
+
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}

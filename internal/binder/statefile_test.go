@@ -1,0 +1,146 @@
+package binder
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+func TestStateFileRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "claims.json")
+	st := newStore(path)
+	if rs, err := st.load(); err != nil || len(rs) != 0 {
+		t.Fatalf("a missing file: %v, %v; want no bindings", rs, err)
+	}
+	want := records{
+		"pv-a": {Namespace: "default", Name: "data", UID: "u1", PV: "pv-a", Phase: PhaseBound},
+		"pv-b": {Namespace: "team", Name: "logs", PV: "pv-b", Phase: PhaseReleased},
+	}
+	if err := st.save(want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := newStore(path).load()
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("reloaded %v, %v; want %v", got, err, want)
+	}
+	data, _ := os.ReadFile(path)
+	for _, s := range []string{`"version": 1`, `"namespace": "default"`, `"name": "data"`, `"uid": "u1"`, `"pv": "pv-a"`, `"phase": "Released"`} {
+		if !strings.Contains(string(data), s) {
+			t.Errorf("state file lacks %s:\n%s", s, data)
+		}
+	}
+	assertNoTemps(t, filepath.Dir(path))
+}
+
+// A state file that exists but is not valid is refused with an error that
+// names it and says how to recover: taking it for "no bindings" would let
+// claims bind again to other PersistentVolumes.
+func TestInvalidStateFileIsRefused(t *testing.T) {
+	bound := `{"namespace": "default", "name": "data", "pv": "pv-a", "phase": "Bound"}`
+	tests := []struct {
+		name, content, want string
+	}{
+		{"empty", "", "EOF"},
+		{"truncated", `{"version": 1, "bindings": [` + bound, "unexpected EOF"},
+		{"not JSON", "version=1\n", "invalid character"},
+		{"trailing data", `{"version": 1}{}`, "trailing data"},
+		{"no version", `{"bindings": []}`, "no version field"},
+		{"another version", `{"version": 2, "bindings": []}`, "version 2 is not 1"},
+		{"unknown phase", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Lost"}]}`, `phase "Lost"`},
+		{"no pv", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "phase": "Bound"}]}`, "lacks"},
+		{"a PV twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"data"`, `"other"`, 1) + `]}`,
+			`PersistentVolume "pv-a" is in two bindings`},
+		{"a claim twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"pv-a"`, `"pv-b"`, 1) + `]}`,
+			"claim default/data (uid \"\") is in two bindings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "claims.json")
+			if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := New(Config{Inner: newFakeInner(), StatePath: path, NodeName: "node-1", Logger: zap.NewNop()})
+			if err == nil {
+				t.Fatal("New accepted an invalid state file")
+			}
+			for _, s := range []string{path, tt.want, "move it away"} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not contain %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+// A failed write leaves the old file and no temporary file.
+func TestFailedWriteLeavesNoTemps(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "claims.json")
+	if err := os.Mkdir(path, 0o755); err != nil { // rename(2) cannot replace a non-empty directory
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(path, []byte("{}")); err == nil {
+		t.Fatal("writing over a non-empty directory succeeded")
+	}
+	assertNoTemps(t, dir)
+}
+
+// New removes the temporary files a crash during a write left behind.
+func TestNewRemovesStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, ".claims.json.tmp-123")
+	if err := os.WriteFile(stale, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Inner: newFakeInner(), StatePath: filepath.Join(dir, "claims.json"), NodeName: "n", Logger: zap.NewNop()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale temporary file: %v", err)
+	}
+}
+
+func TestNewValidatesConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "claims.json")
+	inner, log := newFakeInner(), zap.NewNop()
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no inner", Config{StatePath: path, NodeName: "n", Logger: log}, "Inner is required"},
+		{"no state path", Config{Inner: inner, NodeName: "n", Logger: log}, "StatePath is required"},
+		{"no node name", Config{Inner: inner, StatePath: path, Logger: log}, "NodeName is required"},
+		{"no logger", Config{Inner: inner, StatePath: path, NodeName: "n"}, "Logger is required"},
+		{"missing directory", Config{Inner: inner, StatePath: filepath.Join(dir, "nope", "claims.json"), NodeName: "n", Logger: log}, "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func assertNoTemps(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary file left behind: %s", e.Name())
+		}
+	}
+}

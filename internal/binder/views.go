@@ -1,0 +1,144 @@
+package binder
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/volume-agent/volume-agent/internal/volume"
+)
+
+// ClaimStatus is one claim as GET /v1/claims shows it.
+type ClaimStatus struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Phase     Phase  `json:"phase"`
+	// PV is the PersistentVolume the claim is bound to (or released).
+	PV string `json:"pv,omitempty"`
+	// Error says why a claim is not bound, or what is wrong with its binding.
+	Error string `json:"error,omitempty"`
+}
+
+// Objects passes ConfigMaps and Secrets through, and returns claims and
+// PersistentVolumes as the PV controller would leave them. Lookups read
+// the current state at each call; missing objects are the inner source's
+// errors (volume.ErrNotFound, or volume.ErrNotReady while it is not synced).
+func (s *Source) Objects() volume.Objects { return objects{s: s} }
+
+// Claims returns every claim of the inner source, then the Released
+// records, sorted by namespace and name (a Released record after a current
+// claim of the same name).
+func (s *Source) Claims() []ClaimStatus {
+	st := s.current()
+	var out []ClaimStatus
+	for _, c := range s.inner.PersistentVolumeClaims() {
+		out = append(out, s.claimStatus(c, st))
+	}
+	for _, r := range st.recs.sorted() {
+		if r.Phase == PhaseReleased {
+			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseReleased, PV: r.PV})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ClaimStatus) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+func (s *Source) claimStatus(c *v1.PersistentVolumeClaim, st *state) ClaimStatus {
+	view := s.claimView(c, st)
+	cs := ClaimStatus{Namespace: c.Namespace, Name: c.Name, Phase: Phase(view.Status.Phase), PV: view.Spec.VolumeName,
+		Error: st.pending[keyOf(c)]}
+	switch {
+	case cs.Phase == PhaseLost:
+		cs.Error = fmt.Sprintf("PersistentVolume %q no longer exists; the binding is kept until it is back or the claim is deleted", cs.PV)
+	case cs.Phase == PhaseBound && c.Spec.VolumeName != "" && c.Spec.VolumeName != cs.PV:
+		cs.Error = fmt.Sprintf("spec.volumeName names %q, but the claim is bound to %q: a binding is never moved; delete the claim to release it", c.Spec.VolumeName, cs.PV)
+	}
+	return cs
+}
+
+// claimView returns a copy of c as bound per st: spec.volumeName, phase
+// Bound (Lost when its PersistentVolume is gone) and the bind annotations;
+// or, unbound, phase Pending without a volumeName.
+func (s *Source) claimView(c *v1.PersistentVolumeClaim, st *state) *v1.PersistentVolumeClaim {
+	view := c.DeepCopy()
+	r, ok := st.recs.bound(keyOf(c))
+	if !ok {
+		view.Spec.VolumeName = ""
+		delete(view.Annotations, storagehelpers.AnnBindCompleted)
+		delete(view.Annotations, storagehelpers.AnnBoundByController)
+		view.Status = v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending}
+		return view
+	}
+	view.Spec.VolumeName = r.PV
+	metav1.SetMetaDataAnnotation(&view.ObjectMeta, storagehelpers.AnnBindCompleted, "yes")
+	if c.Spec.VolumeName != r.PV {
+		metav1.SetMetaDataAnnotation(&view.ObjectMeta, storagehelpers.AnnBoundByController, "yes")
+	}
+	view.Status = v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound}
+	pv, err := s.inner.Objects().PersistentVolume(r.PV)
+	switch {
+	case err == nil:
+		view.Status.AccessModes = slices.Clone(pv.Spec.AccessModes)
+		view.Status.Capacity = pv.Spec.Capacity.DeepCopy()
+	case errors.Is(err, volume.ErrNotFound):
+		view.Status.Phase = v1.ClaimLost
+	}
+	return view
+}
+
+// pvView returns a copy of pv with the claimRef and phase of its record:
+// Bound or Released, or Available (claimRef as defined) without one.
+func pvView(pv *v1.PersistentVolume, st *state) *v1.PersistentVolume {
+	view := pv.DeepCopy()
+	r, ok := st.recs[pv.Name]
+	if !ok {
+		view.Status = v1.PersistentVolumeStatus{Phase: v1.VolumeAvailable}
+		return view
+	}
+	claim := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: r.UID}}
+	if !storagehelpers.IsVolumeBoundToClaim(pv, claim) {
+		metav1.SetMetaDataAnnotation(&view.ObjectMeta, storagehelpers.AnnBoundByController, "yes")
+	}
+	view.Spec.ClaimRef = &v1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
+		Namespace: r.Namespace, Name: r.Name, UID: r.UID}
+	phase := v1.VolumeBound
+	if r.Phase == PhaseReleased {
+		phase = v1.VolumeReleased
+	}
+	view.Status = v1.PersistentVolumeStatus{Phase: phase}
+	return view
+}
+
+// objects implements volume.Objects with the binder's views.
+type objects struct{ s *Source }
+
+func (o objects) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
+	return o.s.inner.Objects().ConfigMap(namespace, name)
+}
+
+func (o objects) Secret(namespace, name string) (*v1.Secret, error) {
+	return o.s.inner.Objects().Secret(namespace, name)
+}
+
+func (o objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	c, err := o.s.inner.Objects().PersistentVolumeClaim(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return o.s.claimView(c, o.s.current()), nil
+}
+
+func (o objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	pv, err := o.s.inner.Objects().PersistentVolume(name)
+	if err != nil {
+		return nil, err
+	}
+	return pvView(pv, o.s.current()), nil
+}
