@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/binder"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/metrics"
@@ -43,6 +45,8 @@ type agent struct {
 	reconciler *reconciler.Reconciler
 	server     *status.Server
 	sources    []source.Source
+	// claims lists the claims the binder bound (manifest mode); may be nil.
+	claims status.Claims
 	// others run beside the loops (token manager, event recorder).
 	others map[string]runner
 }
@@ -65,7 +69,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := a.addSources(o, log, cluster, notify); err != nil {
+	if err := a.addSources(o, root, log, cluster, notify); err != nil {
 		return err
 	}
 	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Logger: log.Named("plugins"), Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
@@ -79,21 +83,27 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: notify,
 		CheckPeriod: o.checkPeriod})
-	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources,
+	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources, Claims: a.claims,
 		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log})
 	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),
 		zap.String("manifests", o.manifests), zap.Bool("cluster", cluster != nil))
 	return a.run(ctx)
 }
 
-// addSources creates the manifest source and, in cluster mode, the API one.
-func (a *agent) addSources(o options, log *zap.Logger, c *cluster, notify func()) error {
+// addSources creates the manifest source, behind the binder that binds its
+// claims to its PersistentVolumes, and, in cluster mode, the API source.
+func (a *agent) addSources(o options, root string, log *zap.Logger, c *cluster, notify func()) error {
 	if o.manifests != "" {
-		src, err := manifest.New(manifest.Config{Dir: o.manifests, NodeName: o.nodeName, Logger: log, OnChange: notify})
+		var b *binder.Source
+		src, err := manifest.New(manifest.Config{Dir: o.manifests, NodeName: o.nodeName, Logger: log, OnChange: func() { b.Notify() }})
 		if err != nil {
 			return err
 		}
-		a.sources = append(a.sources, src)
+		b, err = binder.New(binder.Config{Inner: src, StatePath: filepath.Join(root, "claims.json"), NodeName: o.nodeName, Logger: log, OnChange: notify})
+		if err != nil {
+			return err
+		}
+		a.sources, a.claims = append(a.sources, b), b
 	}
 	if c != nil {
 		a.sources = append(a.sources, c.source)

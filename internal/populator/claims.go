@@ -46,7 +46,7 @@ func resolveClaim(spec *volume.Spec) claimOutcome {
 		out.problem = fmt.Errorf("%s is being deleted", what)
 	case claim.Status.Phase == v1.ClaimLost:
 		out.problem = fmt.Errorf("%s is Lost: its PersistentVolume %q is gone", what, claim.Spec.VolumeName)
-	case claim.Spec.VolumeName == "":
+	case claim.Spec.VolumeName == "" || claim.Status.Phase != v1.ClaimBound:
 		out.waiting = fmt.Sprintf("waiting for %s to be bound", what)
 	}
 	if out.problem != nil || out.waiting != "" {

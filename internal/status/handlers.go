@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/volume-agent/volume-agent/internal/binder"
 	"github.com/volume-agent/volume-agent/internal/source"
 )
 
@@ -58,6 +59,16 @@ func (s *Server) sources(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, src.Status())
 	}
 	writeJSON(w, http.StatusOK, map[string][]source.Status{"sources": out})
+}
+
+// claims lists the claims the agent bound from the manifests, with their
+// phase and PersistentVolume.
+func (s *Server) claims(w http.ResponseWriter, _ *http.Request) {
+	out := []binder.ClaimStatus{}
+	if s.cfg.Claims != nil {
+		out = append(out, s.cfg.Claims.Claims()...)
+	}
+	writeJSON(w, http.StatusOK, map[string][]binder.ClaimStatus{"claims": out})
 }
 
 // pod answers for one pod. With ?wait=DURATION it answers as soon as the pod

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/volume-agent/volume-agent/internal/binder"
 	"github.com/volume-agent/volume-agent/internal/source"
 )
 
@@ -37,6 +38,14 @@ type Config struct {
 	Healthy  func() error
 	Gatherer prometheus.Gatherer
 	Logger   *zap.Logger
+	// Claims lists the claims the agent bound itself (manifest mode), for
+	// GET /v1/claims; may be nil.
+	Claims Claims
+}
+
+// Claims lists claims with their phase and PersistentVolume.
+type Claims interface {
+	Claims() []binder.ClaimStatus
 }
 
 // Server is the HTTP API. Create with New, start with Run.
@@ -133,6 +142,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/pods", s.pods)
 	mux.HandleFunc("GET /v1/pods/{uid}", s.pod)
 	mux.HandleFunc("GET /v1/sources", s.sources)
+	mux.HandleFunc("GET /v1/claims", s.claims)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/binder"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/metrics"
 	"github.com/volume-agent/volume-agent/internal/source"
@@ -284,6 +285,33 @@ func TestSources(t *testing.T) {
 	f.src.set(source.Status{Name: "manifests", Synced: true})
 	if _, body := f.get(t, "/v1/sources"); compact(t, body) != `{"sources":[{"name":"manifests","synced":true}]}` {
 		t.Fatalf("/v1/sources = %s", body)
+	}
+}
+
+type fixedClaims []binder.ClaimStatus
+
+func (c fixedClaims) Claims() []binder.ClaimStatus { return c }
+
+func TestClaims(t *testing.T) {
+	srv := New(Config{Worlds: Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}, Logger: zaptest.NewLogger(t)})
+	get := func() string {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/claims", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("/v1/claims = %d", rec.Code)
+		}
+		return compact(t, rec.Body.String())
+	}
+	if got := get(); got != `{"claims":[]}` {
+		t.Fatalf("/v1/claims without a binder = %s", got)
+	}
+	srv.cfg.Claims = fixedClaims{
+		{Namespace: "ns", Name: "data", Phase: binder.PhaseBound, PV: "pv-1"},
+		{Namespace: "ns", Name: "logs", Phase: binder.PhasePending, Error: "no PersistentVolume fits"},
+	}
+	want := `{"claims":[{"namespace":"ns","name":"data","phase":"Bound","pv":"pv-1"},{"namespace":"ns","name":"logs","phase":"Pending","error":"no PersistentVolume fits"}]}`
+	if got := get(); got != want {
+		t.Fatalf("/v1/claims = %s\nwant %s", got, want)
 	}
 }
 

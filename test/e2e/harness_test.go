@@ -200,6 +200,8 @@ type apiVolume struct {
 	Path   string `json:"path"`
 	State  string `json:"state"`
 	Error  string `json:"error"`
+	Claim  string `json:"claim"`
+	PV     string `json:"pv"`
 }
 
 func (p apiPod) volume(name string) apiVolume {
