@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,4 +154,80 @@ func TestClaimThatCannotBindWaits(t *testing.T) {
 	})
 	a.writeManifest("pv.yaml", fmt.Sprintf(localPV, "pv-1", "1Gi", disk(t, "d")))
 	a.waitPod("default", "db", 10*time.Second, ready)
+}
+
+// TestLocalBlockDevicePVSharedByTwoPods: a local PV on a block device (a
+// loop device, formatted by the agent because it is empty) is mounted once
+// for the PV and bind-mounted into each pod that uses it; the global mount
+// goes with the last pod, and the data stays on the device.
+func TestLocalBlockDevicePVSharedByTwoPods(t *testing.T) {
+	a := newAgent(t)
+	dev := loopDevice(t)
+	a.writeManifest("pv.yaml", fmt.Sprintf(localPV, "pv-dev", "30Mi", dev))
+	a.writeManifest("claim.yaml", strings.Replace(dataClaim, "storage: 1Gi", "storage: 10Mi", 1))
+	a.writeManifest("pods.yaml", fmt.Sprintf(claimPod, "one")+"---"+fmt.Sprintf(claimPod, "two"))
+	a.start()
+	one := a.waitPod("default", "one", 20*time.Second, ready)
+	two := a.waitPod("default", "two", 10*time.Second, ready)
+	global := filepath.Join(a.root, "plugins", "kubernetes.io", "local-volume", "mounts", "pv-dev")
+	if n := len(mountsAt(t, global)); n != 1 {
+		t.Fatalf("%d mounts at the global mount %s, want 1", n, global)
+	}
+	for _, p := range []apiPod{one, two} {
+		if n := len(mountsAt(t, p.volume("store").Path)); n != 1 {
+			t.Fatalf("pod %s: %d mounts at its volume, want 1", p.Name, n)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(one.volume("store").Path, "shared"), []byte("from one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, filepath.Join(two.volume("store").Path, "shared"), "from one")
+
+	a.writeManifest("pods.yaml", fmt.Sprintf(claimPod, "two"))
+	a.waitPodDirGone(one.UID)
+	if n := len(mountsAt(t, global)); n != 1 {
+		t.Fatal("the global mount went with the first of two pods")
+	}
+	checkFile(t, filepath.Join(two.volume("store").Path, "shared"), "from one")
+	a.removeManifest("pods.yaml")
+	a.waitPodDirGone(two.UID)
+	waitFor(t, 5*time.Second, "the global mount gone with the last pod", func() (bool, string) {
+		_, err := os.Lstat(global)
+		return os.IsNotExist(err), fmt.Sprint(err)
+	})
+	// The data is on the device.
+	a.writeManifest("pods.yaml", fmt.Sprintf(claimPod, "three"))
+	three := a.waitPod("default", "three", 20*time.Second, ready)
+	checkFile(t, filepath.Join(three.volume("store").Path, "shared"), "from one")
+}
+
+// loopDevice attaches an empty 32 MiB file to a loop device, detached when
+// the test ends.
+func loopDevice(t *testing.T) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "--detach", dev).Run() })
+	return dev
+}
+
+// mountsAt lists the mount table's entries at dir.
+func mountsAt(t *testing.T, dir string) []mountEntry {
+	var out []mountEntry
+	for _, m := range readMountinfo(t) {
+		if m.point == dir {
+			out = append(out, m)
+		}
+	}
+	return out
 }
