@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
@@ -41,19 +42,45 @@ spec:
   - name: info
     downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]}
   - {name: host, hostPath: {path: %[4]s, type: Directory}}
+  - {name: store, persistentVolumeClaim: {claimName: shared}}
 `
 
-// Where each volume of a faultPod lives, and whether it is a tmpfs.
+// faultStorage is a local PV every pod shares through one claim.
+const faultStorage = `
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-shared}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteMany]
+  local: {path: %s}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node-1]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: shared}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  resources: {requests: {storage: 1Gi}}
+`
+
+// Where each volume of a faultPod lives (its directory, when not named
+// after the volume), and whether something is mounted there.
 var faultVolumes = []struct {
-	name, plugin string
-	tmpfs        bool
+	name, plugin, dir string
+	mounted           bool
 }{
-	{"data", "kubernetes.io~empty-dir", false},
-	{"mem", "kubernetes.io~empty-dir", true},
-	{"cfg", "kubernetes.io~configmap", false},
-	{"sec", "kubernetes.io~secret", true},
-	{"all", "kubernetes.io~projected", true},
-	{"info", "kubernetes.io~downward-api", false},
+	{"data", "kubernetes.io~empty-dir", "", false},
+	{"mem", "kubernetes.io~empty-dir", "", true},
+	{"cfg", "kubernetes.io~configmap", "", false},
+	{"sec", "kubernetes.io~secret", "", true},
+	{"all", "kubernetes.io~projected", "", true},
+	{"info", "kubernetes.io~downward-api", "", false},
+	{"store", "kubernetes.io~local-volume", "pv-shared", true},
 }
 
 // faultRun is the state of the world the test has written.
@@ -62,6 +89,7 @@ type faultRun struct {
 	a     *agent
 	rng   *rand.Rand
 	host  string
+	disk  string               // the local PV's directory
 	next  int                  // number of the next pod
 	refs  map[string][2]string // pod name -> the configMap and secret it uses
 	pods  map[string]string    // pod name -> its manifest
@@ -95,6 +123,9 @@ func TestFaultInjection(t *testing.T) {
 		cms: map[string]int{}, secs: map[string]int{}, marks: map[string]bool{},
 		partial: map[string]string{}, stats: map[string]int{}}
 	hostSums := r.makeHostData()
+	r.disk = filepath.Join(t.TempDir(), "disk")
+	diskSums := makeData(t, r.rng, r.disk)
+	r.a.writeManifest("storage.yaml", fmt.Sprintf(faultStorage, r.disk))
 	for i := range 3 {
 		r.writeConfigMap("cm-" + strconv.Itoa(i))
 		r.writeSecret("sec-" + strconv.Itoa(i))
@@ -110,7 +141,14 @@ func TestFaultInjection(t *testing.T) {
 		for range 1 + r.rng.IntN(4) {
 			r.change()
 		}
-		time.Sleep(time.Duration(r.rng.IntN(150)) * time.Millisecond)
+		wait := time.Duration(r.rng.IntN(150)) * time.Millisecond
+		if r.rng.IntN(6) == 0 {
+			// Now and then a quiet second: files written just before a
+			// start wait 0.75 s to settle, and claims bind only once they
+			// have.
+			wait += 1200 * time.Millisecond
+		}
+		time.Sleep(wait)
 		r.markReadyPods()
 		crash := r.rng.IntN(8) != 0
 		if crash {
@@ -135,7 +173,7 @@ func TestFaultInjection(t *testing.T) {
 	t.Logf("fault injection did: %v", r.stats)
 	r.completePartial()
 	r.settle()
-	r.check(hostSums)
+	r.check(hostSums, diskSums)
 }
 
 // change makes one random change to the manifests.
@@ -246,8 +284,8 @@ func (r *faultRun) markReadyPods() {
 		if !ok || !p.Ready || len(p.Volumes) != len(faultVolumes)+1 {
 			continue // not ready, or its manifest is read half-written
 		}
-		for _, v := range []string{"data", "mem"} {
-			if err := os.WriteFile(filepath.Join(p.volume(v).Path, "marker"), []byte(name), 0o644); err != nil {
+		for v, file := range map[string]string{"data": "marker", "mem": "marker", "store": "marker-" + name} {
+			if err := os.WriteFile(filepath.Join(p.volume(v).Path, file), []byte(name), 0o644); err != nil {
 				r.t.Fatalf("write marker into %s/%s: %v", name, v, err)
 			}
 		}
@@ -266,7 +304,8 @@ func (r *faultRun) checkNothingLost() {
 		}
 		vols := filepath.Join(r.a.root, "pods", name, "volumes")
 		for _, path := range []string{"kubernetes.io~empty-dir/data/marker", "kubernetes.io~empty-dir/mem/marker",
-			"kubernetes.io~configmap/cfg/value", "kubernetes.io~secret/sec/value", "kubernetes.io~projected/all/cm/value"} {
+			"kubernetes.io~configmap/cfg/value", "kubernetes.io~secret/sec/value", "kubernetes.io~projected/all/cm/value",
+			"kubernetes.io~local-volume/pv-shared/marker-" + name} {
 			if _, err := os.Stat(filepath.Join(vols, path)); err != nil {
 				r.t.Fatalf("pod %s lost %s: %v", name, path, err)
 			}
@@ -275,24 +314,27 @@ func (r *faultRun) checkNothingLost() {
 }
 
 // makeHostData fills the hostPath directory and returns its checksums.
-func (r *faultRun) makeHostData() map[string][32]byte {
-	if err := os.MkdirAll(filepath.Join(r.host, "sub"), 0o755); err != nil {
-		r.t.Fatal(err)
+func (r *faultRun) makeHostData() map[string][32]byte { return makeData(r.t, r.rng, r.host) }
+
+// makeData fills dir with random files and returns their checksums.
+func makeData(t *testing.T, rng *rand.Rand, dir string) map[string][32]byte {
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	for i := range 20 {
-		data := make([]byte, 1+r.rng.IntN(64<<10))
+		data := make([]byte, 1+rng.IntN(64<<10))
 		for j := range data {
-			data[j] = byte(r.rng.Uint32())
+			data[j] = byte(rng.Uint32())
 		}
-		name := filepath.Join(r.host, fmt.Sprintf("f%02d", i))
+		name := filepath.Join(dir, fmt.Sprintf("f%02d", i))
 		if i%2 == 1 {
-			name = filepath.Join(r.host, "sub", fmt.Sprintf("f%02d", i))
+			name = filepath.Join(dir, "sub", fmt.Sprintf("f%02d", i))
 		}
 		if err := os.WriteFile(name, data, 0o644); err != nil {
-			r.t.Fatal(err)
+			t.Fatal(err)
 		}
 	}
-	return checksums(r.t, r.host)
+	return checksums(t, dir)
 }
 
 func checksums(t *testing.T, dir string) map[string][32]byte {
@@ -356,7 +398,7 @@ func (r *faultRun) contentProblem(p apiPod) string {
 }
 
 // check verifies the end state on disk and in the mount table.
-func (r *faultRun) check(hostSums map[string][32]byte) {
+func (r *faultRun) check(hostSums, diskSums map[string][32]byte) {
 	t := r.t
 	root, err := filepath.EvalSymlinks(r.a.root)
 	if err != nil {
@@ -371,8 +413,8 @@ func (r *faultRun) check(hostSums map[string][32]byte) {
 	want := map[string]bool{}
 	for name := range r.pods {
 		for _, v := range faultVolumes {
-			dir := filepath.Join(root, "pods", name, "volumes", v.plugin, v.name)
-			if v.tmpfs {
+			dir := filepath.Join(root, "pods", name, "volumes", v.plugin, cmp.Or(v.dir, v.name))
+			if v.mounted {
 				want[dir] = true
 				if targets[dir] != 1 {
 					t.Errorf("%s is mounted %d times, want once", dir, targets[dir])
@@ -381,10 +423,13 @@ func (r *faultRun) check(hostSums map[string][32]byte) {
 			if _, err := os.Stat(dir); err != nil {
 				t.Errorf("volume %s: %v", dir, err)
 			}
-			if v.name == "data" || v.name == "mem" {
+			switch v.name {
+			case "data", "mem":
 				if r.marks[name] {
 					checkFile(t, filepath.Join(dir, "marker"), name)
 				}
+				continue
+			case "store":
 				continue
 			}
 			checkDataLink(t, dir)
@@ -404,13 +449,22 @@ func (r *faultRun) check(hostSums map[string][32]byte) {
 	if len(entries) != len(r.pods) {
 		t.Errorf("%d pod directories, want %d", len(entries), len(r.pods))
 	}
-	after := checksums(t, r.host)
-	if len(after) != len(hostSums) {
-		t.Errorf("hostPath holds %d files, want %d", len(after), len(hostSums))
+	checkData(t, "hostPath", r.host, hostSums)
+	checkData(t, "local PV", r.disk, diskSums)
+	// What every pod wrote through the PV — deleted pods' included — is on
+	// the disk.
+	for name := range r.marks {
+		checkFile(t, filepath.Join(r.disk, "marker-"+name), name)
 	}
-	for path, sum := range hostSums {
+}
+
+// checkData fails when a file of dir that had sums changed or went.
+func checkData(t *testing.T, what, dir string, sums map[string][32]byte) {
+	t.Helper()
+	after := checksums(t, dir)
+	for path, sum := range sums {
 		if after[path] != sum {
-			t.Errorf("hostPath file %s changed", path)
+			t.Errorf("%s file %s changed or went", what, path)
 		}
 	}
 }
