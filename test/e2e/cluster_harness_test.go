@@ -34,11 +34,15 @@ type clusterEnv struct {
 	agentKubeconfig string
 }
 
-func startCluster(t *testing.T) *clusterEnv {
+func startCluster(t *testing.T) *clusterEnv { return startClusterWith(t, controlplane.Options{}) }
+
+// startClusterWith is startCluster with more of the control plane (the
+// scheduler, the controller manager).
+func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
 	needRoot(t)
 	start := time.Now()
-	cp := controlplane.Start(t, controlplane.Options{})
-	figure(t, "control plane (etcd + kube-apiserver) start, binaries cached", time.Since(start))
+	cp := controlplane.Start(t, opts)
+	figure(t, "control plane start, binaries cached", time.Since(start))
 	env := &clusterEnv{cp: cp, client: cp.Client()}
 	objs := deployObjects(t)
 	dyn, err := dynamic.NewForConfig(cp.AdminConfig())
