@@ -231,3 +231,38 @@ func mountsAt(t *testing.T, dir string) []mountEntry {
 	}
 	return out
 }
+
+// TestCrashDuringTeardownDeletesNothing: the agent is SIGKILLed at random
+// moments while it tears down a pod whose local PV holds files, and started
+// again; every time the teardown completes and every file is intact on the
+// disk.
+func TestCrashDuringTeardownDeletesNothing(t *testing.T) {
+	a := newAgent(t)
+	store := disk(t, "store")
+	for i := range 200 {
+		if err := os.WriteFile(filepath.Join(store, fmt.Sprintf("f%03d", i)), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sums := checksums(t, store)
+	a.writeManifest("pv.yaml", fmt.Sprintf(localPV, "pv-1", "1Gi", store)+"---"+dataClaim)
+	a.start()
+	for round := range 8 {
+		name := fmt.Sprintf("db-%d", round)
+		a.writeManifest("pod.yaml", fmt.Sprintf(claimPod, name))
+		p := a.waitPod("default", name, 10*time.Second, ready)
+		if err := os.WriteFile(filepath.Join(p.volume("store").Path, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a.removeManifest("pod.yaml")
+		time.Sleep(time.Duration(round*7) * time.Millisecond) // from before the teardown to after it
+		a.kill()
+		a.start()
+		a.waitPodDirGone(p.UID)
+		checkData(t, "local PV", store, sums)
+		checkFile(t, filepath.Join(store, name), name)
+	}
+	if m := mountsUnder(t, a.root); len(m) > 0 {
+		t.Fatalf("left mounted: %v", m)
+	}
+}
