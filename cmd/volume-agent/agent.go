@@ -45,8 +45,8 @@ type agent struct {
 	reconciler *reconciler.Reconciler
 	server     *status.Server
 	sources    []source.Source
-	// claims lists the claims the binder bound (manifest mode); may be nil.
-	claims status.Claims
+	// binder binds the manifests' claims; nil without --manifests.
+	binder *binder.Source
 	// others run beside the loops (token manager, event recorder).
 	others map[string]runner
 }
@@ -83,7 +83,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: notify,
 		CheckPeriod: o.checkPeriod})
-	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources, Claims: a.claims,
+	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
 		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log})
 	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),
 		zap.String("manifests", o.manifests), zap.Bool("cluster", cluster != nil))
@@ -103,7 +103,7 @@ func (a *agent) addSources(o options, root string, log *zap.Logger, c *cluster, 
 		if err != nil {
 			return err
 		}
-		a.sources, a.claims = append(a.sources, b), b
+		a.sources, a.binder = append(a.sources, b), b
 	}
 	if c != nil {
 		a.sources = append(a.sources, c.source)
@@ -130,7 +130,19 @@ func (a *agent) run(ctx context.Context) error {
 }
 
 func (a *agent) healthy() error {
-	return errors.Join(a.populator.Stuck(stuckAfter), a.reconciler.Stuck(stuckAfter))
+	errs := []error{a.populator.Stuck(stuckAfter), a.reconciler.Stuck(stuckAfter)}
+	if a.binder != nil {
+		errs = append(errs, a.binder.Stuck(stuckAfter))
+	}
+	return errors.Join(errs...)
+}
+
+// claimLister returns the binder for /v1/claims, or a nil interface.
+func (a *agent) claimLister() status.Claims {
+	if a.binder == nil {
+		return nil
+	}
+	return a.binder
 }
 
 func named(what string, err error) error {

@@ -164,6 +164,10 @@ func (s *Source) Node() *v1.Node { return s.inner.Node() }
 // must call it. It never blocks.
 func (s *Source) Notify() { s.wake.Notify() }
 
+// Stuck returns an error when a binding pass has been pending for longer
+// than limit (for /healthz).
+func (s *Source) Stuck(limit time.Duration) error { return s.wake.Stuck(limit) }
+
 // Status is the inner source's status, not synced until a binding pass has
 // run after the inner source synced, and with a failed write of the
 // records among its errors.
