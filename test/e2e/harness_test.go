@@ -17,9 +17,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	nfstest "github.com/volume-agent/volume-agent/test/nfs"
 )
 
-var binary string // path of the built agent, set by TestMain
+var (
+	binary    string // path of the built agent, set by TestMain
+	nfsHelper string // the test mount.nfs (test/nfs), set by TestMain
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -40,6 +45,10 @@ func runMain(m *testing.M) int {
 	build := exec.Command("go", "build", "-o", binary, "../../cmd/volume-agent")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build volume-agent: %v\n%s", err, out)
+		return 1
+	}
+	if nfsHelper, err = nfstest.BuildMountHelper(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
@@ -68,6 +77,10 @@ type agent struct {
 	user *syscall.Credential
 	// env is added to the agent's environment.
 	env []string
+	// ns, when set, is the private mount namespace the agent runs in (with
+	// the test mount.nfs): its mounts are seen through ns.Path and
+	// ns.Mounts only.
+	ns *nfstest.Namespace
 }
 
 // newAgent prepares an agent with fresh root and manifest directories.
@@ -87,8 +100,14 @@ func (a *agent) start(extra ...string) {
 	a.args, a.extra = args, extra
 	a.logs = &syncBuffer{}
 	a.cmd = exec.Command(binary, args...)
+	if a.ns != nil {
+		a.cmd = a.ns.Command(binary, args...)
+	}
 	a.cmd.Stdout, a.cmd.Stderr = a.logs, a.logs
-	a.cmd.Env = append(os.Environ(), a.env...)
+	if a.cmd.Env == nil {
+		a.cmd.Env = os.Environ()
+	}
+	a.cmd.Env = append(a.cmd.Env, a.env...)
 	// The agent dies with the test process: a killed `go test` leaves no
 	// agent behind.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.user, Pdeathsig: syscall.SIGKILL}

@@ -47,10 +47,18 @@ type Server struct {
 // Option changes how Start starts a server.
 type Option func(*serverConfig)
 
-type serverConfig struct{ host string }
+type serverConfig struct {
+	host string
+	port int
+}
 
 // IPv6 makes the server listen on [::1] instead of 127.0.0.1.
 func IPv6() Option { return func(c *serverConfig) { c.host = "::1" } }
+
+// OnPort makes the server listen on port rather than a free one: 2049, the
+// NFS port, serves a mount without port= (an inline nfs: volume of a pod,
+// which carries no mount options).
+func OnPort(port int) Option { return func(c *serverConfig) { c.port = port } }
 
 // Start serves dir (an existing directory) over NFSv3 on a free loopback
 // port until the test ends.
@@ -66,7 +74,7 @@ func Start(t testing.TB, dir string, opts ...Option) *Server {
 	}
 	quietGoNFS()
 	s := &Server{t: t, handler: nfshelper.NewCachingHandler(&exportHandler{root: dir}, handleLimit)}
-	s.addr = s.listen(net.JoinHostPort(cfg.host, "0"))
+	s.addr = s.listen(net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)))
 	t.Cleanup(s.Stop)
 	return s
 }
