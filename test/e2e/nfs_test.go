@@ -203,3 +203,27 @@ func checkAnswersFast(t *testing.T, a *agent, d time.Duration) time.Duration {
 	}
 	return slowest
 }
+
+// TestNFSHardMountOutage: with a hard mount, a stat on a dead server waits
+// until the server is back. The agent notices the outage by the check's
+// deadline, keeps serving, and heals the volume when the server returns.
+// (Checks of one mount also share the stat in flight, so that a kernel
+// client, which only SIGKILL interrupts, holds one thread per mount over a
+// long outage; the test helper lets any signal interrupt a hard request,
+// so that cannot be seen here.)
+func TestNFSHardMountOutage(t *testing.T) {
+	e := startNFS(t)
+	a := e.a
+	a.writeManifest("storage.yaml", fmt.Sprintf(nfsStorage, e.srv.MountOptions("hard", "timeo=10")))
+	a.writeManifest("pods.yaml", fmt.Sprintf(nfsPod, "db", false))
+	a.start("--volume-check-period=1s")
+	a.waitPod("default", "db", 20*time.Second, ready)
+
+	e.srv.Stop()
+	a.waitPod("default", "db", 30*time.Second, func(p apiPod) bool {
+		return p.volume("share").State == "Failed" && strings.Contains(p.volume("share").Error, "does not answer")
+	})
+	checkAnswersFast(t, a, 3*time.Second)
+	e.srv.Restart()
+	a.waitPod("default", "db", 60*time.Second, ready)
+}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	mountutils "k8s.io/mount-utils"
@@ -54,6 +55,7 @@ type Plugin struct {
 
 	mu       sync.Mutex
 	inFlight map[string]chan struct{} // guarded by mu; by directory
+	stats    singleflight.Group       // one stat in flight per directory
 }
 
 var (
@@ -190,11 +192,14 @@ func (p *Plugin) mount(ctx context.Context, spec *volume.Spec, dir string, done 
 var errStale = errors.New("stale NFS mount")
 
 // Check implements volume.Checker: it tells a live mount from a dead one
-// with a stat under a short deadline.
+// with a stat under a short deadline. A stat on a hard mount of a dead
+// server waits until the server answers; the next check of the same mount
+// waits for that one rather than start another, so a long outage holds one
+// thread per mount, not one per check.
 func (p *Plugin) Check(ctx context.Context, dir string) error {
 	ctx, cancel := context.WithTimeout(ctx, statWait)
 	defer cancel()
-	_, err := mount.Bounded(ctx, func() (os.FileInfo, error) { return os.Stat(dir) })
+	_, err := mount.Bounded(ctx, func() (os.FileInfo, error) { return p.stat(dir) })
 	switch {
 	case err == nil:
 		return nil
@@ -204,6 +209,15 @@ func (p *Plugin) Check(ctx context.Context, dir string) error {
 		return fmt.Errorf("dead NFS mount on %s: %w: %w", dir, errStale, err)
 	}
 	return fmt.Errorf("check NFS mount %s: %w", dir, err)
+}
+
+// stat stats dir, or waits for the stat of dir already running.
+func (p *Plugin) stat(dir string) (os.FileInfo, error) {
+	info, err, _ := p.stats.Do(dir, func() (any, error) { return os.Stat(dir) })
+	if err != nil {
+		return nil, err
+	}
+	return info.(os.FileInfo), nil
 }
 
 // TearDown unmounts dir — forced, then lazily, when the server is dead —
