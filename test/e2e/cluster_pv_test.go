@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,9 +13,11 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/volume-agent/volume-agent/test/controlplane"
+	nfstest "github.com/volume-agent/volume-agent/test/nfs"
 )
 
 // TestClusterPersistentVolumes runs the agent beside a control plane that
@@ -22,6 +25,7 @@ import (
 func TestClusterPersistentVolumes(t *testing.T) {
 	env := startClusterWith(t, controlplane.Options{ControllerManager: true, Scheduler: true})
 	t.Run("LocalPVWithWaitForFirstConsumer", env.testLocalPVScheduled)
+	t.Run("NFSPVThroughAClaim", env.testNFSPV)
 }
 
 // schedulableNode registers a Node as a kubelet would, with room for pods
@@ -30,16 +34,23 @@ func TestClusterPersistentVolumes(t *testing.T) {
 func (env *clusterEnv) schedulableNode(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
-	node, err := env.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
+	if _, err := env.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Labels: map[string]string{v1.LabelHostname: name},
-	}}, metav1.CreateOptions{})
-	if err != nil {
+	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	node.Status.Capacity = v1.ResourceList{v1.ResourcePods: resource.MustParse("110"), v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")}
-	node.Status.Allocatable = node.Status.Capacity
-	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
-	if node, err = env.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := env.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Status.Capacity = v1.ResourceList{v1.ResourcePods: resource.MustParse("110"), v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")}
+		node.Status.Allocatable = node.Status.Capacity
+		node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+		_, err = env.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "node "+name+" without taints", func() (bool, string) {
@@ -172,4 +183,72 @@ func (env *clusterEnv) testLocalPVScheduled(t *testing.T) {
 	a.waitPodDirGone(string(pod.UID))
 	checkFile(t, filepath.Join(diskHere, "written"), "by db")
 	checkFile(t, filepath.Join(diskHere, "label"), "here")
+}
+
+// testNFSPV: the PV controller binds a claim to an NFS PV; the agent, in a
+// private mount namespace with the test mount.nfs, mounts the export for
+// the pod that uses the claim, and takes it down with the pod.
+func (env *clusterEnv) testNFSPV(t *testing.T) {
+	ctx := context.Background()
+	ns := "pv-nfs"
+	env.cp.CreateNamespace(t, ns)
+	node := "node-pv-nfs"
+	env.schedulableNode(t, node)
+	a := newAgent(t)
+	export := disk(t, "export")
+	a.ns = nfstest.NewNamespace(t, nfsHelper)
+	srv := nfstest.Start(t, export)
+	t.Cleanup(func() {
+		if err := a.stop(); err != nil {
+			t.Errorf("agent exit: %v", err)
+		}
+	})
+	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node)
+
+	pv := &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-nfs-export"},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
+			MountOptions:                  strings.Split(srv.MountOptions("soft", "timeo=10", "retrans=1"), ","),
+			PersistentVolumeSource:        v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "127.0.0.1", Path: "/"}},
+		},
+	}
+	if _, err := env.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := &v1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
+		Spec: v1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To(""),
+			AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
+			Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := env.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := unscheduledPod(ns, "app", "shared")
+	pod.Spec.NodeName = node
+	pod = env.createPod(t, pod)
+	p := a.waitReady(string(pod.UID), 60*time.Second)
+	v := p.volume("store")
+	if v.PV != "pv-nfs-export" || v.Path != filepath.Join(a.root, "pods", string(pod.UID), "volumes", "kubernetes.io~nfs", "pv-nfs-export") {
+		t.Fatalf("volume = %+v", v)
+	}
+	checkFile(t, a.ns.Path(filepath.Join(v.Path, "label")), "export")
+	if err := os.WriteFile(a.ns.Path(filepath.Join(v.Path, "written")), []byte("by app"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, filepath.Join(export, "written"), "by app")
+
+	if err := env.client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	a.waitPodDirGone(string(pod.UID))
+	if _, ok := a.ns.Mount(v.Path); ok {
+		t.Fatal("the NFS mount is still there")
+	}
+	checkFile(t, filepath.Join(export, "written"), "by app")
 }
