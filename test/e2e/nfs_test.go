@@ -227,3 +227,38 @@ func TestNFSHardMountOutage(t *testing.T) {
 	e.srv.Restart()
 	a.waitPod("default", "db", 60*time.Second, ready)
 }
+
+// TestNFSCrashDuringTeardownDeletesNothing: the agent is SIGKILLed at
+// moments spread across an NFS volume's teardown, and started again; the
+// teardown completes each time, nothing stays mounted, and every file on
+// the server is intact.
+func TestNFSCrashDuringTeardownDeletesNothing(t *testing.T) {
+	e := startNFS(t)
+	a := e.a
+	for i := range 100 {
+		if err := os.WriteFile(filepath.Join(e.export, fmt.Sprintf("f%03d", i)), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sums := checksums(t, e.export)
+	a.start()
+	for round := range 6 {
+		name := fmt.Sprintf("db-%d", round)
+		a.writeManifest("pods.yaml", fmt.Sprintf(nfsPod, name, false))
+		p := a.waitPod("default", name, 20*time.Second, ready)
+		dir := p.volume("share").Path
+		if err := os.WriteFile(e.in(filepath.Join(dir, name)), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a.removeManifest("pods.yaml")
+		time.Sleep(time.Duration(round*10) * time.Millisecond) // from before the teardown to after it
+		a.kill()
+		a.start()
+		a.waitPodDirGone(p.UID)
+		if e.mounted(t, dir) {
+			t.Fatalf("round %d: %s still mounted", round, dir)
+		}
+		checkData(t, "export", e.export, sums)
+		checkFile(t, filepath.Join(e.export, name), name)
+	}
+}
