@@ -42,17 +42,9 @@ func EnsureMounted(ctx context.Context, mounter Mounter, m Mount, dir string) (b
 // point, then removes it with RemoveAll (which refuses to cross any other
 // mount). A missing dir is not an error.
 func RemoveDir(ctx context.Context, mounter Mounter, dir string) error {
-	mounted, err := mounter.IsMountPoint(ctx, dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("check mount point %s: %w", dir, err)
-	}
-	if mounted {
-		if err := mounter.Unmount(ctx, dir); err != nil {
-			return err
-		}
+	exists, err := unmountIfMounted(ctx, mounter, dir)
+	if !exists || err != nil {
+		return err
 	}
 	return RemoveAll(ctx, mounter, dir)
 }
@@ -63,19 +55,27 @@ func RemoveDir(ctx context.Context, mounter Mounter, dir string) error {
 // removed: what dir holds after the unmount is data, and stays (the error
 // says so). A missing dir is not an error.
 func RemoveMountPoint(ctx context.Context, mounter Mounter, dir string) error {
-	mounted, err := mounter.IsMountPoint(ctx, dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("check mount point %s: %w", dir, err)
-	}
-	if mounted {
-		if err := mounter.Unmount(ctx, dir); err != nil {
-			return err
-		}
+	exists, err := unmountIfMounted(ctx, mounter, dir)
+	if !exists || err != nil {
+		return err
 	}
 	return RemoveEmptyDir(dir)
+}
+
+// unmountIfMounted unmounts dir if it is a mount point, and reports
+// whether dir exists.
+func unmountIfMounted(ctx context.Context, mounter Mounter, dir string) (bool, error) {
+	mounted, err := mounter.IsMountPoint(ctx, dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("check mount point %s: %w", dir, err)
+	}
+	if mounted {
+		return true, mounter.Unmount(ctx, dir)
+	}
+	return true, nil
 }
 
 // RemoveEmptyDir removes dir if it is empty; a dir that holds anything is
