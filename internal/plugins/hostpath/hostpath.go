@@ -15,11 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"github.com/volume-agent/volume-agent/internal/hostroot"
+	"github.com/volume-agent/volume-agent/internal/inflight"
 	"io/fs"
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -44,10 +44,11 @@ type Plugin struct {
 	// keep the agent from exiting. Unset, paths are checked in process.
 	Checker []string
 
-	mu sync.Mutex
-	// checking holds, for each host path being checked, a channel closed
-	// when that check returns (see startCheck). Guarded by mu.
-	checking map[string]chan struct{}
+	// checking has the host paths being checked: a check stuck on hung
+	// storage outlives the operation that started it (mount.Bounded gives
+	// up on it), and without this every retry of the volume would leave
+	// one more process stuck on the same path; with it, retries wait.
+	checking inflight.Set
 }
 
 var (
@@ -97,9 +98,9 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, _ string) (volume
 // has one, with at most one check of a path at a time, and gives up when
 // ctx ends.
 func (p *Plugin) check(ctx context.Context, check check, typ v1.HostPathType, host string) error {
-	end, err := p.startCheck(ctx, host)
+	end, err := p.checking.Begin(ctx, host)
 	if err != nil {
-		return err
+		return fmt.Errorf("an earlier check of %s has not returned (is its storage hung?): %w", host, err)
 	}
 	_, err = mount.Bounded(ctx, func() (struct{}, error) {
 		defer end()

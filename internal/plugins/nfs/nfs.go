@@ -22,7 +22,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,6 +30,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	mountutils "k8s.io/mount-utils"
 
+	"github.com/volume-agent/volume-agent/internal/inflight"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -53,9 +53,11 @@ type Plugin struct {
 	// Logger says how a dead mount was taken down; may be nil.
 	Logger *zap.Logger
 
-	mu       sync.Mutex
-	inFlight map[string]chan struct{} // guarded by mu; by directory
-	stats    singleflight.Group       // one stat in flight per directory
+	// inFlight has the directories with a mount or unmount running: a
+	// mount(8) given up on at its deadline may still finish, and the next
+	// call on the directory waits for it.
+	inFlight inflight.Set
+	stats    singleflight.Group // one stat in flight per directory
 }
 
 var (
@@ -262,32 +264,12 @@ func (p *Plugin) takeDown(ctx context.Context, dir, why string) error {
 	return nil
 }
 
-// begin waits until no earlier call on dir is still running (a mount(8)
-// given up on at its deadline may still finish), then marks one as
-// running, and returns its end. The wait ends with ctx.
+// begin waits until no earlier mount or unmount of dir is running, and
+// returns the end of this one.
 func (p *Plugin) begin(ctx context.Context, dir string) (func(), error) {
-	for {
-		p.mu.Lock()
-		running, busy := p.inFlight[dir]
-		if !busy {
-			if p.inFlight == nil {
-				p.inFlight = map[string]chan struct{}{}
-			}
-			ch := make(chan struct{})
-			p.inFlight[dir] = ch
-			p.mu.Unlock()
-			return func() {
-				p.mu.Lock()
-				delete(p.inFlight, dir)
-				p.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		p.mu.Unlock()
-		select {
-		case <-running:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("an earlier mount or unmount of %s has not returned (is the NFS server answering?): %w", dir, ctx.Err())
-		}
+	done, err := p.inFlight.Begin(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("an earlier mount or unmount of %s has not returned (is the NFS server answering?): %w", dir, err)
 	}
+	return done, nil
 }
