@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 )
 
 // localPV is a local PersistentVolume of size at path, on node-1.
@@ -162,7 +163,7 @@ func TestClaimThatCannotBindWaits(t *testing.T) {
 // goes with the last pod, and the data stays on the device.
 func TestLocalBlockDevicePVSharedByTwoPods(t *testing.T) {
 	a := newAgent(t)
-	dev := loopDevice(t)
+	dev := plugintest.LoopDevice(t)
 	a.writeManifest("pv.yaml", fmt.Sprintf(localPV, "pv-dev", "30Mi", dev))
 	a.writeManifest("claim.yaml", strings.Replace(dataClaim, "storage: 1Gi", "storage: 10Mi", 1))
 	a.writeManifest("pods.yaml", fmt.Sprintf(claimPod, "one")+"---"+fmt.Sprintf(claimPod, "two"))
@@ -199,26 +200,6 @@ func TestLocalBlockDevicePVSharedByTwoPods(t *testing.T) {
 	a.writeManifest("pods.yaml", fmt.Sprintf(claimPod, "three"))
 	three := a.waitPod("default", "three", 20*time.Second, ready)
 	checkFile(t, filepath.Join(three.volume("store").Path, "shared"), "from one")
-}
-
-// loopDevice attaches an empty 32 MiB file to a loop device, detached when
-// the test ends.
-func loopDevice(t *testing.T) string {
-	t.Helper()
-	img := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 32<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { _ = exec.Command("losetup", "--detach", dev).Run() })
-	return dev
 }
 
 // mountsAt lists the mount table's entries at dir.

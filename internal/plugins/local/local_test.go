@@ -189,26 +189,6 @@ func TestTearDownNeverDeletesFiles(t *testing.T) {
 	}
 }
 
-// loopDevice makes a 32 MiB file, attaches it to a loop device and returns
-// the device; both go when the test ends.
-func loopDevice(t *testing.T) string {
-	t.Helper()
-	img := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 32<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Skipf("no loop device: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { _ = exec.Command("losetup", "--detach", dev).Run() })
-	return dev
-}
-
 func devices(t *testing.T, root string) *local.Devices {
 	return &local.Devices{
 		Dir: filepath.Join(root, "plugins", local.Name, "mounts"), PodsDir: filepath.Join(root, "pods"),
@@ -221,7 +201,7 @@ func devices(t *testing.T, root string) *local.Devices {
 func TestBlockDeviceSharedByTwoPods(t *testing.T) {
 	plugintest.NeedRoot(t, "attaches a loop device and mounts it")
 	ctx := context.Background()
-	dev := loopDevice(t)
+	dev := plugintest.LoopDevice(t)
 	root := t.TempDir()
 	p := &local.Plugin{Mounter: mount.System{}, Devices: devices(t, root)}
 	global := filepath.Join(root, "plugins", local.Name, "mounts", "pv-1")
@@ -272,7 +252,7 @@ func TestBlockDeviceSharedByTwoPods(t *testing.T) {
 func TestSweepReleasesUnusedGlobalMounts(t *testing.T) {
 	plugintest.NeedRoot(t, "attaches a loop device and mounts it")
 	ctx := context.Background()
-	dev := loopDevice(t)
+	dev := plugintest.LoopDevice(t)
 	root := t.TempDir()
 	d := devices(t, root)
 	p := &local.Plugin{Mounter: mount.System{}, Devices: d}
@@ -299,7 +279,7 @@ func TestSweepReleasesUnusedGlobalMounts(t *testing.T) {
 // A device that holds a partition table is never formatted.
 func TestDeviceWithAPartitionTableIsNotFormatted(t *testing.T) {
 	plugintest.NeedRoot(t, "attaches a loop device")
-	dev := loopDevice(t)
+	dev := plugintest.LoopDevice(t)
 	// An MBR with one Linux partition: sector 0 ends with 0x55AA, and the
 	// first entry (at 446) has type 0x83 from LBA 2048.
 	mbr := make([]byte, 512)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,4 +140,25 @@ func mountCalls(t *testing.T, m mount.Mounter, dir string) int {
 		}
 	}
 	return n
+}
+
+// LoopDevice attaches an empty 32 MiB file to a loop device and returns the
+// device; it is detached when the test ends. It fails t when no loop
+// device can be attached.
+func LoopDevice(t *testing.T) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "--detach", dev).Run() })
+	return dev
 }
