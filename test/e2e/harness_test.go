@@ -150,6 +150,16 @@ func (a *agent) waitPodDirGone(uid string) {
 	})
 }
 
+// resolvedRoot is the root dir as the kernel's mount table names it.
+func (a *agent) resolvedRoot() string {
+	a.t.Helper()
+	root, err := filepath.EvalSymlinks(a.root)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return root
+}
+
 // kill sends SIGKILL, as a crash or an OOM kill would, and waits for the
 // process to end.
 func (a *agent) kill() {

@@ -62,6 +62,7 @@ type nfsEnv struct {
 // manifests of an NFS PV and its claim. Start the agent with env.a.start.
 func startNFS(t *testing.T, serverOpts ...nfstest.Option) *nfsEnv {
 	a := newAgent(t)
+	symlinkedRoot(t, a) // as a symlinked /var/lib would
 	export := disk(t, "export")
 	a.ns = nfstest.NewNamespace(t, nfsHelper)
 	srv := nfstest.Start(t, export, serverOpts...)
@@ -78,6 +79,24 @@ func startNFS(t *testing.T, serverOpts ...nfstest.Option) *nfsEnv {
 
 // in returns where the test finds path of the agent's mount namespace.
 func (e *nfsEnv) in(path string) string { return e.a.ns.Path(path) }
+
+// mountIDs renders the mounts below the agent's root in its namespace.
+func (e *nfsEnv) mountIDs(t *testing.T) string {
+	mounts, err := e.a.ns.Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range mounts {
+		if strings.HasPrefix(m.Mountpoint, e.a.resolvedRoot()+"/") {
+			ids = append(ids, fmt.Sprintf("%d:%s", m.ID, m.Mountpoint))
+		}
+	}
+	if len(ids) == 0 {
+		t.Fatal("no mounts below the root in the agent's namespace")
+	}
+	return strings.Join(ids, ",")
+}
 
 func (e *nfsEnv) mounted(t *testing.T, dir string) bool {
 	_, ok := e.a.ns.Mount(dir)
@@ -107,10 +126,10 @@ spec:
 	inline := a.waitPod("default", "inline", 20*time.Second, ready)
 
 	v := db.volume("share")
-	if want := filepath.Join(a.root, "pods", db.UID, "volumes", "kubernetes.io~nfs", "pv-nfs"); v.Path != want || v.PV != "pv-nfs" || v.Claim != "shared" {
+	if want := filepath.Join(a.resolvedRoot(), "pods", db.UID, "volumes", "kubernetes.io~nfs", "pv-nfs"); v.Path != want || v.PV != "pv-nfs" || v.Claim != "shared" {
 		t.Fatalf("db's volume = %+v; want pv-nfs at %s", v, want)
 	}
-	if want := filepath.Join(a.root, "pods", inline.UID, "volumes", "kubernetes.io~nfs", "share"); inline.volume("share").Path != want {
+	if want := filepath.Join(a.resolvedRoot(), "pods", inline.UID, "volumes", "kubernetes.io~nfs", "share"); inline.volume("share").Path != want {
 		t.Fatalf("inline volume at %s, want %s", inline.volume("share").Path, want)
 	}
 	for _, p := range []apiPod{db, reader, inline} {
@@ -128,6 +147,16 @@ spec:
 	err := os.WriteFile(e.in(filepath.Join(reader.volume("share").Path, "nope")), nil, 0o644)
 	if !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("write through a read-only claim volume: %v, want EROFS", err)
+	}
+
+	// Restarts neither remount nor disturb the mounts.
+	ids := e.mountIDs(t)
+	for _, crash := range []bool{false, true} {
+		a.restart(crash)
+		a.waitPod("default", "db", 20*time.Second, ready)
+		if after := e.mountIDs(t); after != ids {
+			t.Fatalf("restart (crash %v) changed the NFS mounts: %v -> %v", crash, ids, after)
+		}
 	}
 
 	sums := checksums(t, e.export)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,6 +85,7 @@ func disk(t *testing.T, name string) string {
 // on the disk; a deleted claim leaves its PV Released with its data.
 func TestLocalPVThroughAClaim(t *testing.T) {
 	a := newAgent(t)
+	symlinkedRoot(t, a) // as a symlinked /var/lib would
 	small, big := disk(t, "small"), disk(t, "big")
 	a.writeManifest("pvs.yaml", fmt.Sprintf(localPV, "pv-small", "2Gi", small)+"---"+fmt.Sprintf(localPV, "pv-big", "10Gi", big))
 	a.writeManifest("claim.yaml", dataClaim)
@@ -91,7 +93,7 @@ func TestLocalPVThroughAClaim(t *testing.T) {
 	a.start()
 	p := a.waitPod("default", "db", 10*time.Second, ready)
 	v := p.volume("store")
-	wantPath := filepath.Join(a.root, "pods", p.UID, "volumes", "kubernetes.io~local-volume", "pv-small")
+	wantPath := filepath.Join(a.resolvedRoot(), "pods", p.UID, "volumes", "kubernetes.io~local-volume", "pv-small")
 	if v.Path != wantPath || v.Claim != "data" || v.PV != "pv-small" || v.Plugin != "kubernetes.io/local-volume" {
 		t.Fatalf("volume = %+v; want pv-small at %s", v, wantPath)
 	}
@@ -104,9 +106,17 @@ func TestLocalPVThroughAClaim(t *testing.T) {
 	}
 	checkFile(t, filepath.Join(small, "written-by-pod"), "db data")
 
-	// A smaller PV that fits appears while the agent is down: the binding
-	// stays where it is.
-	ids := mountIDsUnder(t, a.root)
+	// A restart neither remounts nor moves the binding, even when a
+	// smaller PV that fits appears while the agent is down.
+	ids := mountIDsUnder(t, a.resolvedRoot())
+	if !strings.Contains(ids, v.Path) {
+		t.Fatalf("mounts under the root %q do not show the volume", ids)
+	}
+	a.restart(false)
+	a.waitPod("default", "db", 10*time.Second, ready)
+	if after := mountIDsUnder(t, a.resolvedRoot()); after != ids {
+		t.Errorf("SIGTERM restart remounted: %s -> %s", ids, after)
+	}
 	a.kill()
 	tiny := disk(t, "tiny")
 	a.writeManifest("tiny.yaml", fmt.Sprintf(localPV, "pv-tiny", "1Gi", tiny))
@@ -115,12 +125,39 @@ func TestLocalPVThroughAClaim(t *testing.T) {
 	if p.volume("store").PV != "pv-small" {
 		t.Fatalf("after a restart the claim moved to %s", p.volume("store").PV)
 	}
-	if after := mountIDsUnder(t, a.root); after != ids {
-		t.Errorf("restart remounted: %s -> %s", ids, after)
+	if after := mountIDsUnder(t, a.resolvedRoot()); after != ids {
+		t.Errorf("SIGKILL restart remounted: %s -> %s", ids, after)
 	}
 
+	// A directory of the same file system bind-mounted inside the volume
+	// (a runtime may do it) holds the teardown back, crash or not: nothing
+	// is deleted, and the teardown completes once it is gone.
+	src := disk(t, "nested-source")
+	nested := filepath.Join(v.Path, "nested")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", src, nested).CombinedOutput(); err != nil {
+		t.Fatalf("bind mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", nested).Run() })
 	a.removeManifest("pod.yaml")
+	for _, crash := range []bool{false, true} {
+		time.Sleep(time.Second) // teardown attempts fail meanwhile
+		if !isMountPoint(t, nested) || !isMountPoint(t, v.Path) {
+			t.Fatalf("(crash %v) a mount was taken down under a nested mount", crash)
+		}
+		checkFile(t, filepath.Join(src, "label"), "nested-source")
+		checkFile(t, filepath.Join(small, "written-by-pod"), "db data")
+		if !crash {
+			a.restart(true)
+		}
+	}
+	if out, err := exec.Command("umount", nested).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v: %s", err, out)
+	}
 	a.waitPodDirGone(p.UID)
+	checkFile(t, filepath.Join(src, "label"), "nested-source")
 	checkFile(t, filepath.Join(small, "written-by-pod"), "db data")
 	checkFile(t, filepath.Join(small, "label"), "small")
 

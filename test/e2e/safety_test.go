@@ -58,14 +58,7 @@ func TestKeptVolumeSurvivesRestarts(t *testing.T) {
 // teardown waits, and completes once the bind mount is gone.
 func TestSymlinkedRootNeverDeletesThroughABindMount(t *testing.T) {
 	a := newAgent(t)
-	base := t.TempDir()
-	if err := os.Mkdir(filepath.Join(base, "real"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("real", filepath.Join(base, "link")); err != nil {
-		t.Fatal(err)
-	}
-	a.root = filepath.Join(base, "link", "root")
+	base := symlinkedRoot(t, a)
 	a.writeManifest("pod.yaml", fmt.Sprintf(twoVolumePod, "  - {name: data, emptyDir: {}}\n"))
 	a.start()
 	p := a.waitPod("default", "keeper", 10*time.Second, ready)
@@ -90,16 +83,41 @@ func TestSymlinkedRootNeverDeletesThroughABindMount(t *testing.T) {
 		t.Fatalf("bind mount: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", nested).Run() })
-
-	a.removeManifest("pod.yaml")
-	waitFor(t, 10*time.Second, "the teardown refused", func() (bool, string) {
-		return strings.Contains(a.logs.String(), "mount points remain"), ""
-	})
-	for _, f := range []string{"a", "b"} {
-		checkFile(t, filepath.Join(src, f), "keep "+f)
+	intact := func(when string) {
+		t.Helper()
+		for _, f := range []string{"a", "b"} {
+			checkFile(t, filepath.Join(src, f), "keep "+f)
+		}
+		if !isMountPoint(t, nested) {
+			t.Fatalf("%s: the bind mount inside the volume is gone", when)
+		}
 	}
-	if !isMountPoint(t, nested) {
-		t.Fatal("the bind mount inside the volume is gone")
+
+	// Restarts with the pod still there: nothing is remounted or touched.
+	ids := mountIDsUnder(t, a.resolvedRoot())
+	if !strings.Contains(ids, nested) {
+		t.Fatalf("mounts under the root %s do not show the nested mount", ids)
+	}
+	for _, crash := range []bool{false, true} {
+		a.restart(crash)
+		a.waitPod("default", "keeper", 10*time.Second, ready)
+		if after := mountIDsUnder(t, a.resolvedRoot()); after != ids {
+			t.Fatalf("restart (crash %v) changed the mounts: %s -> %s", crash, ids, after)
+		}
+		intact(fmt.Sprintf("after a restart (crash %v)", crash))
+	}
+
+	// The pod goes: the teardown refuses, before and after a crash.
+	a.removeManifest("pod.yaml")
+	for _, crash := range []bool{false, true} {
+		waitFor(t, 10*time.Second, "the teardown refused", func() (bool, string) {
+			return strings.Contains(a.logs.String(), "mount points remain"), ""
+		})
+		intact("after the refused teardown")
+		if crash {
+			break
+		}
+		a.restart(true)
 	}
 
 	if out, err := exec.Command("umount", nested).CombinedOutput(); err != nil {
@@ -109,6 +127,20 @@ func TestSymlinkedRootNeverDeletesThroughABindMount(t *testing.T) {
 	for _, f := range []string{"a", "b"} {
 		checkFile(t, filepath.Join(src, f), "keep "+f)
 	}
+}
+
+// symlinkedRoot makes a's root dir one reached through a symlink, as a
+// symlinked /var/lib makes it, and returns the directory holding both.
+func symlinkedRoot(t *testing.T, a *agent) string {
+	base := t.TempDir()
+	if err := os.Mkdir(filepath.Join(base, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	a.root = filepath.Join(base, "link", "root")
+	return base
 }
 
 // TestWaitingRequestIsToldTheAgentStops: a GET ?wait= still waiting when
