@@ -84,7 +84,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: notify,
 		CheckPeriod: o.checkPeriod})
 	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
-		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log})
+		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling})
 	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),
 		zap.String("manifests", o.manifests), zap.Bool("cluster", cluster != nil))
 	return a.run(ctx)

@@ -26,6 +26,7 @@ type options struct {
 	apiQPS       float32
 	apiBurst     int
 	checkPeriod  time.Duration
+	profiling    bool
 }
 
 const usage = `volume-agent mounts the volumes of the pods on this node under its root directory.
@@ -56,6 +57,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.inCluster, "in-cluster", true, "inside a pod ($KUBERNETES_SERVICE_HOST set) and without --kubeconfig, become a node agent of the pod's cluster; --in-cluster=false serves only --manifests, even in a pod")
 	fs.BoolVar(&o.mintTokens, "mint-tokens", true, "mint service account tokens for projected serviceAccountToken sources (TokenRequest API); when false such volumes fail")
 	fs.DurationVar(&o.checkPeriod, "volume-check-period", 30*time.Second, "how often mounted network volumes (NFS) are checked for a server that stopped answering; a dead one turns Uncertain and is set up again until it lives")
+	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles (CPU, heap, goroutines, trace) under /debug/pprof/ on --status-addr, for go tool pprof")
 	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server (at least 1)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server (at least 1)")
 	if err := fs.Parse(args); err != nil {

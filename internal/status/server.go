@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ type Config struct {
 	// Claims lists the claims the agent bound itself (manifest mode), for
 	// GET /v1/claims; may be nil.
 	Claims Claims
+	// Profiling serves Go's profiles under /debug/pprof/ (off by default,
+	// as in the kubelet: a profile shows what the agent is doing).
+	Profiling bool
 }
 
 // Claims lists claims with their phase and PersistentVolume.
@@ -145,6 +149,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/claims", s.claims)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	if s.cfg.Profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return mux
 }

@@ -420,3 +420,22 @@ func TestRunListenError(t *testing.T) {
 		t.Fatal("Run on a bad address succeeded")
 	}
 }
+
+func TestProfilingOnlyWhenAsked(t *testing.T) {
+	f := newFixture(t)
+	if code, _ := f.get(t, "/debug/pprof/"); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without Profiling = %d; want 404", code)
+	}
+	f.srv.cfg.Profiling = true
+	ts := httptest.NewServer(f.srv.Handler())
+	defer ts.Close()
+	resp, err := ts.Client().Get(ts.URL + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile") {
+		t.Fatalf("/debug/pprof/goroutine with Profiling = %d %.80q; want the goroutine profile", resp.StatusCode, body)
+	}
+}
