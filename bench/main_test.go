@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the test binary be the mount-namespace child too, as the
+// bench program is (see childFlag).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == childFlag {
+		err := runChild(os.Args[2:])
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// TestTinyRun runs the whole suite at a tiny size in both modes: it proves
+// the suite runs and reports every figure, never how fast anything is.
+func TestTinyRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the benchmarks need root: the agent mounts tmpfs")
+	}
+	o, err := parseFlags([]string{"-size", "tiny", "-out", filepath.Join(t.TempDir(), "bench.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep, err := run(o, &out, t.Logf)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	b, err := os.ReadFile(o.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written report
+	if err := json.Unmarshal(b, &written); err != nil {
+		t.Fatalf("%s: %v", o.out, err)
+	}
+	if written.Commit == "" || written.Machine.Cores == 0 || written.Machine.Kernel == "" {
+		t.Errorf("report lacks the machine or the commit: %+v", written.Machine)
+	}
+	counts := map[string]int{}
+	for _, f := range written.Figures {
+		counts[f.Mode]++
+		if f.Dist != nil && (f.Dist.N == 0 || f.Dist.P50 <= 0) {
+			t.Errorf("%s %q: empty distribution %+v", f.Mode, f.Name, *f.Dist)
+		}
+		if strings.HasSuffix(f.Name, "mounts made + removed") && *f.Value != 0 {
+			t.Errorf("%s %q = %v; a restart must neither mount nor unmount", f.Mode, f.Name, *f.Value)
+		}
+	}
+	// Each mode has its own figures; manifest mode adds idle and mount-table ones.
+	if counts["manifest"] < 18 || counts["cluster"] < 14 {
+		t.Errorf("figures per mode = %v; want every scenario of both modes", counts)
+	}
+	var table bytes.Buffer
+	rep.table(&table)
+	if !strings.Contains(table.String(), "burst of 4 pods") {
+		t.Errorf("table lacks the burst figure:\n%s", table.String())
+	}
+}
