@@ -1,7 +1,9 @@
 // Package executor runs volume operations: each on its own goroutine, never
 // two at once for the same key (one volume of one pod), with per-key
 // exponential backoff after failures so one failing volume never delays the
-// others.
+// others. At most Parallelism operations work at once, in the order they
+// were started; one that waits on storage for longer than SlowAfter gives
+// its slot to the next, so hung storage never holds the others up.
 //
 // The executor decides nothing about what to run; the reconciler does. It
 // owns every goroutine it starts and Wait joins them.
@@ -21,6 +23,10 @@ const (
 	DefaultInitialBackoff = 500 * time.Millisecond
 	DefaultMaxBackoff     = 2*time.Minute + 2*time.Second
 	DefaultTimeout        = 2 * time.Minute
+	// DefaultParallelism was measured with the benchmark suite (see
+	// BENCHMARKS.md, "Bounded concurrency").
+	DefaultParallelism = 16
+	DefaultSlowAfter   = time.Second
 )
 
 // Config configures an Executor. Zero values take the defaults.
@@ -34,7 +40,13 @@ type Config struct {
 	// Timeout bounds each operation (2 min). An operation that does not
 	// return in time has its context cancelled.
 	Timeout time.Duration
-	Clock   clock.WithDelayedExecution
+	// Parallelism bounds how many operations work at once (16); the
+	// others wait their turn, oldest first.
+	Parallelism int
+	// SlowAfter is how long an operation may hold its slot (1 s): past it,
+	// it is waiting on storage, not working, and the next one starts.
+	SlowAfter time.Duration
+	Clock     clock.WithDelayedExecution
 }
 
 // Op is an operation; ctx carries the operation's deadline.
@@ -47,6 +59,11 @@ type Executor struct {
 	// when its grace period ends, so abandoned operations stop early.
 	base   context.Context
 	cancel context.CancelFunc
+	slots  *slots
+	// draining is closed when Wait begins: operations still waiting for a
+	// slot then never start.
+	draining     chan struct{}
+	drainingOnce sync.Once
 
 	mu      sync.Mutex
 	running map[string]bool    // guarded by mu
@@ -76,11 +93,18 @@ func New(cfg Config) *Executor {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Parallelism <= 0 {
+		cfg.Parallelism = DefaultParallelism
+	}
+	if cfg.SlowAfter == 0 {
+		cfg.SlowAfter = DefaultSlowAfter
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Executor{cfg: cfg, base: base, cancel: cancel, running: map[string]bool{}, failed: map[string]failure{}}
+	return &Executor{cfg: cfg, base: base, cancel: cancel, slots: newSlots(cfg.Parallelism), draining: make(chan struct{}),
+		running: map[string]bool{}, failed: map[string]failure{}}
 }
 
 // Start runs op for key unless an operation for key is running, or key is
@@ -98,15 +122,23 @@ func (e *Executor) Start(key, generation string, op Op) bool {
 	}
 	e.running[key] = true
 	e.wg.Add(1)
-	go e.run(key, generation, op)
+	go e.run(key, generation, e.slots.take(), op)
 	return true
 }
 
-func (e *Executor) run(key, generation string, op Op) {
+func (e *Executor) run(key, generation string, granted chan struct{}, op Op) {
 	defer e.wg.Done()
+	if !e.await(granted) {
+		e.mu.Lock()
+		delete(e.running, key) // never started: nothing to remember
+		e.mu.Unlock()
+		return
+	}
+	release := e.holdSlot()
 	ctx, cancel := context.WithTimeout(e.base, e.cfg.Timeout)
 	err := op(ctx)
 	cancel()
+	release()
 	e.mu.Lock()
 	delete(e.running, key)
 	if err == nil {
@@ -117,6 +149,38 @@ func (e *Executor) run(key, generation string, op Op) {
 	e.mu.Unlock()
 	e.cfg.OnDone()
 }
+
+// await waits for a slot and reports whether it got one; an operation
+// granted one before Wait began runs, whenever its goroutine gets there.
+func (e *Executor) await(granted chan struct{}) bool {
+	select {
+	case <-granted:
+		return true
+	default:
+	}
+	select {
+	case <-granted:
+		return true
+	case <-e.draining:
+		e.slots.abandon(granted)
+		return false
+	}
+}
+
+// holdSlot gives the slot back after SlowAfter, or when the returned
+// function is called, whichever comes first.
+func (e *Executor) holdSlot() (release func()) {
+	var once sync.Once
+	give := func() { once.Do(e.slots.give) }
+	slow := e.cfg.Clock.AfterFunc(e.cfg.SlowAfter, give)
+	return func() {
+		slow.Stop()
+		give()
+	}
+}
+
+// Waiting returns how many started operations wait for a slot.
+func (e *Executor) Waiting() int { return e.slots.waiting() }
 
 // recordFailureLocked starts or extends key's backoff and arranges a wake-up
 // for when it expires.
@@ -168,9 +232,11 @@ func (e *Executor) Running(key string) bool {
 }
 
 // Wait waits for every running operation to end, or for ctx to end, and
-// stops pending backoff wake-ups. It returns ctx.Err() if operations were
+// stops pending backoff wake-ups. Operations still waiting for a slot are
+// dropped without running. It returns ctx.Err() if operations were
 // still running when ctx ended; their contexts are then cancelled.
 func (e *Executor) Wait(ctx context.Context) error {
+	e.drainingOnce.Do(func() { close(e.draining) })
 	done := make(chan struct{})
 	go func() {
 		e.wg.Wait()
