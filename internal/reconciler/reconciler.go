@@ -158,19 +158,14 @@ func (r *Reconciler) shutdown() error {
 
 // reconcile runs one pass.
 func (r *Reconciler) reconcile() {
-	s := snapshot{
-		desired:   r.cfg.Desired.Pods(),
-		actual:    r.cfg.Actual.Volumes(),
-		podDirs:   r.cfg.Actual.PodDirs(),
-		populated: r.cfg.Desired.Populated(),
-	}
+	actions, populated := r.planPass()
 	live := map[string]bool{}
-	for _, a := range plan(s) {
+	for _, a := range actions {
 		key := a.key()
 		live[key] = true
 		r.exec.Start(key, a.generation(), r.operation(a))
 	}
-	if s.populated && !r.swept {
+	if populated && !r.swept {
 		r.swept = true
 		r.sweep()
 	}
