@@ -38,18 +38,6 @@ type snapshot struct {
 	populated bool
 }
 
-// planPass takes a snapshot of both worlds and plans from it. It also
-// reports whether the desired state is populated.
-func (r *Reconciler) planPass() ([]action, bool) {
-	s := snapshot{
-		desired:   r.cfg.Desired.Pods(),
-		actual:    r.cfg.Actual.Volumes(),
-		podDirs:   r.cfg.Actual.PodDirs(),
-		populated: r.cfg.Desired.Populated(),
-	}
-	return plan(s), s.populated
-}
-
 // plan returns the actions that move the actual state towards the desired
 // one: first teardowns and cleanups of what is no longer wanted, then
 // set-ups and refreshes. It is a pure function of its snapshot.

@@ -59,7 +59,7 @@ func BenchmarkPlanPass(b *testing.B) {
 			}
 			desired.MarkPopulated()
 			r := New(Config{Desired: desired, Actual: actual, Logger: zap.NewNop()})
-			r.planPass()
+			r.planPass(true)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -68,13 +68,13 @@ func BenchmarkPlanPass(b *testing.B) {
 				version := fmt.Sprint(i + 2)
 				p.Volumes[0].Version = version
 				desired.SetPod(p)
-				if actions, _ := r.planPass(); len(actions) != 1 || actions[0].kind != opRefresh {
+				if actions := r.planPass(false).actions; len(actions) != 1 || actions[0].kind != opRefresh {
 					b.Fatalf("planned %v, want one refresh", actions)
 				}
 				done := s.actual[(i%pods)*4]
 				done.Version = version
 				actual.Set(done)
-				if actions, _ := r.planPass(); len(actions) != 0 {
+				if actions := r.planPass(false).actions; len(actions) != 0 {
 					b.Fatalf("planned %v after the refresh, want nothing", actions)
 				}
 				i++
