@@ -150,10 +150,27 @@ func (w *World) Pods() []Pod {
 }
 
 // SortPods sorts pods by namespace, name and UID, the order of Pods.
-func SortPods(pods []Pod) {
-	slices.SortFunc(pods, func(a, b Pod) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
-	})
+func SortPods(pods []Pod) { slices.SortFunc(pods, comparePods) }
+
+func comparePods(a, b Pod) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
+}
+
+// UIDs returns the UID of every pod, in the order of Pods, without copying
+// the pods.
+func (w *World) UIDs() []types.UID {
+	w.mu.Lock()
+	ids := make([]Pod, 0, len(w.pods))
+	for _, e := range w.pods {
+		ids = append(ids, Pod{UID: e.pod.UID, Namespace: e.pod.Namespace, Name: e.pod.Name})
+	}
+	w.mu.Unlock()
+	SortPods(ids)
+	out := make([]types.UID, len(ids))
+	for i, p := range ids {
+		out[i] = p.UID
+	}
+	return out
 }
 
 // Pod returns a copy of one pod.
