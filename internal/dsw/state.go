@@ -85,10 +85,17 @@ func samePod(a, b Pod) bool {
 		return false
 	}
 	for i := range a.Volumes {
-		x, y := a.Volumes[i], b.Volumes[i]
-		if x.Name != y.Name || x.Plugin != y.Plugin || x.Version != y.Version || x.Problem != y.Problem || x.Unsupported != y.Unsupported || x.Kept != y.Kept || x.SpecName != y.SpecName || x.Claim != y.Claim || x.PV != y.PV || x.Waiting != y.Waiting {
+		if !a.Volumes[i].Equal(b.Volumes[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// Equal reports whether v and o differ in nothing but their Spec pointers:
+// whether the desired state would signal a change from one to the other.
+func (v Volume) Equal(o Volume) bool {
+	return v.Name == o.Name && v.Plugin == o.Plugin && v.Version == o.Version && v.Problem == o.Problem &&
+		v.Unsupported == o.Unsupported && v.Kept == o.Kept && v.SpecName == o.SpecName && v.Claim == o.Claim &&
+		v.PV == o.PV && v.Waiting == o.Waiting
 }
