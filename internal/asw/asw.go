@@ -60,7 +60,7 @@ type World struct {
 
 // pod is the volumes set up for one pod.
 type pod struct {
-	volumes map[string]Volume
+	volumes []Volume // sorted by name; a pod has a handful
 	// generation is the world's generation when a volume of the pod was
 	// last added, removed or given another plugin.
 	generation uint64
@@ -88,11 +88,10 @@ func (w *World) Set(v Volume) {
 	w.mu.Lock()
 	p := w.pods[v.PodUID]
 	if p == nil {
-		p = &pod{volumes: map[string]Volume{}}
+		p = &pod{}
 		w.pods[v.PodUID] = p
 	}
-	old, had := p.volumes[v.Name]
-	p.volumes[v.Name] = v
+	old, had := p.set(v)
 	if !had || old.Plugin != v.Plugin {
 		w.generation++
 		p.generation = w.generation
@@ -112,9 +111,10 @@ func (w *World) Set(v Volume) {
 func (w *World) Delete(k dsw.Key) {
 	w.mu.Lock()
 	p := w.pods[k.PodUID]
-	_, had := p.volumesOrNil()[k.Volume]
+	_, had := p.find(k.Volume)
 	if had {
-		delete(p.volumes, k.Volume)
+		i := p.index(k.Volume)
+		p.volumes = slices.Delete(p.volumes, i, i+1)
 		w.generation++
 		p.generation = w.generation
 		if len(p.volumes) == 0 {
@@ -129,19 +129,44 @@ func (w *World) Delete(k dsw.Key) {
 }
 
 // volumesOrNil returns p's volumes; a nil pod has none.
-func (p *pod) volumesOrNil() map[string]Volume {
+func (p *pod) volumesOrNil() []Volume {
 	if p == nil {
 		return nil
 	}
 	return p.volumes
 }
 
+// index returns where the volume name is, or would be, in p.volumes.
+func (p *pod) index(name string) int {
+	i, _ := slices.BinarySearchFunc(p.volumesOrNil(), name, func(v Volume, name string) int { return cmp.Compare(v.Name, name) })
+	return i
+}
+
+// find returns the volume name of p (a nil pod has none).
+func (p *pod) find(name string) (Volume, bool) {
+	vols := p.volumesOrNil()
+	if i := p.index(name); i < len(vols) && vols[i].Name == name {
+		return vols[i], true
+	}
+	return Volume{}, false
+}
+
+// set records v in p and returns what it replaced.
+func (p *pod) set(v Volume) (Volume, bool) {
+	old, had := p.find(v.Name)
+	if had {
+		p.volumes[p.index(v.Name)] = v
+	} else {
+		p.volumes = slices.Insert(p.volumes, p.index(v.Name), v)
+	}
+	return old, had
+}
+
 // Get returns one volume.
 func (w *World) Get(k dsw.Key) (Volume, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v, ok := w.pods[k.PodUID].volumesOrNil()[k.Volume]
-	return v, ok
+	return w.pods[k.PodUID].find(k.Volume)
 }
 
 // Volumes returns a snapshot of every volume, sorted by pod and name.
@@ -163,13 +188,9 @@ func (w *World) Volumes() []Volume {
 func (w *World) PodVolumes(uid types.UID) ([]Volume, uint64) {
 	w.mu.Lock()
 	p := w.pods[uid]
-	out := make([]Volume, 0, len(p.volumesOrNil()))
-	for _, v := range p.volumesOrNil() {
-		out = append(out, v)
-	}
+	out := slices.Clone(p.volumesOrNil())
 	gen := p.generationOrZero()
 	w.mu.Unlock()
-	slices.SortFunc(out, compareVolumes)
 	return out, gen
 }
 

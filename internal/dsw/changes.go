@@ -39,7 +39,7 @@ func (c *Changes) add(uid types.UID) {
 	}
 	if len(c.pods) >= maxChanges {
 		c.all = true
-		clear(c.pods)
+		c.pods = map[types.UID]struct{}{}
 		return
 	}
 	c.pods[uid] = struct{}{}
@@ -57,7 +57,11 @@ func (c *Changes) Take() (pods []types.UID, all bool) {
 	for uid := range c.pods {
 		pods = append(pods, uid)
 	}
-	clear(c.pods)
+	if len(pods) > 0 {
+		// A new map: a cleared one would keep the room of the largest
+		// set it ever held.
+		c.pods = map[types.UID]struct{}{}
+	}
 	return pods, false
 }
 
