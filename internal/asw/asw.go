@@ -7,7 +7,8 @@
 package asw
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -47,10 +48,22 @@ func (v Volume) Key() dsw.Key { return dsw.Key{PodUID: v.PodUID, Volume: v.Name}
 // World is the actual state. Its methods are safe for concurrent use.
 type World struct {
 	onChange func()
+	changes  dsw.Watchers
 
 	mu      sync.Mutex
-	volumes map[dsw.Key]Volume   // guarded by mu
+	pods    map[types.UID]*pod   // guarded by mu; pods with volumes
 	podDirs map[types.UID]podDir // guarded by mu
+	// generation counts changes to the sets of set-up volumes (see
+	// Generation).
+	generation uint64 // guarded by mu
+}
+
+// pod is the volumes set up for one pod.
+type pod struct {
+	volumes []Volume // sorted by name; a pod has a handful
+	// generation is the world's generation when a volume of the pod was
+	// last added, removed or given another plugin.
+	generation uint64
 }
 
 type podDir struct{ reconstructed bool }
@@ -61,20 +74,35 @@ func New(onChange func()) *World {
 	if onChange == nil {
 		onChange = func() {}
 	}
-	return &World{onChange: onChange, volumes: map[dsw.Key]Volume{}, podDirs: map[types.UID]podDir{}}
+	return &World{onChange: onChange, pods: map[types.UID]*pod{}, podDirs: map[types.UID]podDir{}}
 }
+
+// Watch returns a set fed with the UID of every pod whose volumes or
+// directory change from now on, for a consumer that looks again at changed
+// pods only.
+func (w *World) Watch() *dsw.Changes { return w.changes.Watch() }
 
 // Set records v, replacing what was known about its key; the pod's
 // directory is recorded as existing.
 func (w *World) Set(v Volume) {
 	w.mu.Lock()
-	old, had := w.volumes[v.Key()]
-	w.volumes[v.Key()] = v
-	if _, ok := w.podDirs[v.PodUID]; !ok || !v.Reconstructed {
-		w.podDirs[v.PodUID] = podDir{reconstructed: v.Reconstructed}
+	p := w.pods[v.PodUID]
+	if p == nil {
+		p = &pod{}
+		w.pods[v.PodUID] = p
+	}
+	old, had := p.set(v)
+	if !had || old.Plugin != v.Plugin {
+		w.generation++
+		p.generation = w.generation
+	}
+	dirChanged := w.notePodDirLocked(v)
+	changed := !had || old != v
+	if changed || dirChanged {
+		w.changes.Add(v.PodUID)
 	}
 	w.mu.Unlock()
-	if !had || old != v {
+	if changed {
 		w.onChange()
 	}
 }
@@ -82,35 +110,107 @@ func (w *World) Set(v Volume) {
 // Delete forgets a volume (it was torn down). The pod directory stays known.
 func (w *World) Delete(k dsw.Key) {
 	w.mu.Lock()
-	_, had := w.volumes[k]
-	delete(w.volumes, k)
+	p := w.pods[k.PodUID]
+	_, had := p.find(k.Volume)
+	if had {
+		i := p.index(k.Volume)
+		p.volumes = slices.Delete(p.volumes, i, i+1)
+		w.generation++
+		p.generation = w.generation
+		if len(p.volumes) == 0 {
+			delete(w.pods, k.PodUID)
+		}
+		w.changes.Add(k.PodUID)
+	}
 	w.mu.Unlock()
 	if had {
 		w.onChange()
 	}
 }
 
+// volumesOrNil returns p's volumes; a nil pod has none.
+func (p *pod) volumesOrNil() []Volume {
+	if p == nil {
+		return nil
+	}
+	return p.volumes
+}
+
+// index returns where the volume name is, or would be, in p.volumes.
+func (p *pod) index(name string) int {
+	i, _ := slices.BinarySearchFunc(p.volumesOrNil(), name, func(v Volume, name string) int { return cmp.Compare(v.Name, name) })
+	return i
+}
+
+// find returns the volume name of p (a nil pod has none).
+func (p *pod) find(name string) (Volume, bool) {
+	vols := p.volumesOrNil()
+	if i := p.index(name); i < len(vols) && vols[i].Name == name {
+		return vols[i], true
+	}
+	return Volume{}, false
+}
+
+// set records v in p and returns what it replaced.
+func (p *pod) set(v Volume) (Volume, bool) {
+	old, had := p.find(v.Name)
+	if had {
+		p.volumes[p.index(v.Name)] = v
+	} else {
+		p.volumes = slices.Insert(p.volumes, p.index(v.Name), v)
+	}
+	return old, had
+}
+
 // Get returns one volume.
 func (w *World) Get(k dsw.Key) (Volume, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v, ok := w.volumes[k]
-	return v, ok
+	return w.pods[k.PodUID].find(k.Volume)
 }
 
 // Volumes returns a snapshot of every volume, sorted by pod and name.
 func (w *World) Volumes() []Volume {
 	w.mu.Lock()
-	out := make([]Volume, 0, len(w.volumes))
-	for _, v := range w.volumes {
-		out = append(out, v)
+	out := make([]Volume, 0, len(w.pods)*4)
+	for _, p := range w.pods {
+		for _, v := range p.volumes {
+			out = append(out, v)
+		}
 	}
 	w.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].PodUID != out[j].PodUID {
-			return out[i].PodUID < out[j].PodUID
-		}
-		return out[i].Name < out[j].Name
-	})
+	slices.SortFunc(out, compareVolumes)
 	return out
+}
+
+// PodVolumes returns a snapshot of the volumes of one pod, sorted by name,
+// and the pod's Generation at that moment.
+func (w *World) PodVolumes(uid types.UID) ([]Volume, uint64) {
+	w.mu.Lock()
+	p := w.pods[uid]
+	out := slices.Clone(p.volumesOrNil())
+	gen := p.generationOrZero()
+	w.mu.Unlock()
+	return out, gen
+}
+
+// Generation returns a number that changes whenever a volume of the pod is
+// added or removed or changes plugin (not when its state or version
+// changes), for callers that cache what they derived from the set of set-up
+// volumes of a pod. It is 0 for a pod without volumes.
+func (w *World) Generation(uid types.UID) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pods[uid].generationOrZero()
+}
+
+func (p *pod) generationOrZero() uint64 {
+	if p == nil {
+		return 0
+	}
+	return p.generation
+}
+
+func compareVolumes(a, b Volume) int {
+	return cmp.Or(cmp.Compare(a.PodUID, b.PodUID), cmp.Compare(a.Name, b.Name))
 }

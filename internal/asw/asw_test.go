@@ -190,3 +190,89 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal("concurrent use lost updates")
 	}
 }
+
+func TestWatchNamesChangedPods(t *testing.T) {
+	w := New(nil)
+	c := w.Watch()
+	if _, all := c.Take(); !all {
+		t.Fatal("first Take does not say all")
+	}
+	steps := []struct {
+		name   string
+		change func()
+		want   []types.UID
+	}{
+		{"volume set", func() { w.Set(mounted("a", "v", "1")) }, []types.UID{"a"}},
+		{"same volume again", func() { w.Set(mounted("a", "v", "1")) }, nil},
+		{"version written", func() { w.Set(mounted("a", "v", "2")) }, []types.UID{"a"}},
+		{"volume deleted", func() { w.Delete(dsw.Key{PodUID: "a", Volume: "v"}) }, []types.UID{"a"}},
+		{"unknown volume deleted", func() { w.Delete(dsw.Key{PodUID: "a", Volume: "v"}) }, nil},
+		{"pod directory found", func() { w.AddPodDir("b", true) }, []types.UID{"b"}},
+		{"found directory set up in", func() { w.Set(mounted("b", "v", "1")) }, []types.UID{"b"}},
+		{"pod directory removed", func() { w.RemovePodDir("a") }, []types.UID{"a"}},
+	}
+	for _, step := range steps {
+		step.change()
+		if got, all := c.Take(); all || !reflect.DeepEqual(got, step.want) {
+			t.Errorf("%s: Take = %v, %v; want %v", step.name, got, all, step.want)
+		}
+	}
+}
+
+func TestFoundDirectoryOwnedByASetUpCountsAsAChange(t *testing.T) {
+	w := New(nil)
+	w.Set(found("p", "v"))
+	c := w.Watch()
+	c.Take()
+	// The volume is the same; its directory is no longer one found at start.
+	w.Set(found("p", "w"))
+	c.Take()
+	v := mounted("p", "w", "")
+	v.State = Uncertain
+	w.Set(v)
+	if got, _ := c.Take(); !reflect.DeepEqual(got, []types.UID{"p"}) {
+		t.Fatalf("Take = %v, want [p]", got)
+	}
+	if d, _ := w.PodDir("p"); d.Reconstructed {
+		t.Fatal("the pod directory is still marked found at start")
+	}
+}
+
+func TestGenerationFollowsTheSetOfVolumes(t *testing.T) {
+	w := New(nil)
+	if g := w.Generation("p"); g != 0 {
+		t.Fatalf("Generation of a pod without volumes = %d, want 0", g)
+	}
+	steps := []struct {
+		name    string
+		change  func()
+		changed bool
+	}{
+		{"volume added", func() { w.Set(mounted("p", "v", "1")) }, true},
+		{"version written", func() { w.Set(mounted("p", "v", "2")) }, false},
+		{"state changed", func() {
+			v := mounted("p", "v", "2")
+			v.State = Uncertain
+			w.Set(v)
+		}, false},
+		{"another plugin", func() {
+			v := mounted("p", "v", "2")
+			v.Plugin = "kubernetes.io/configmap"
+			w.Set(v)
+		}, true},
+		{"second volume", func() { w.Set(mounted("p", "w", "1")) }, true},
+		{"other pod", func() { w.Set(mounted("q", "v", "1")) }, false},
+		{"volume removed", func() { w.Delete(dsw.Key{PodUID: "p", Volume: "w"}) }, true},
+	}
+	for _, step := range steps {
+		before := w.Generation("p")
+		step.change()
+		if changed := w.Generation("p") != before; changed != step.changed {
+			t.Errorf("%s: Generation changed: %v, want %v", step.name, changed, step.changed)
+		}
+	}
+	vols, gen := w.PodVolumes("p")
+	if len(vols) != 1 || vols[0].Name != "v" || gen != w.Generation("p") {
+		t.Fatalf("PodVolumes = %+v, %d", vols, gen)
+	}
+}

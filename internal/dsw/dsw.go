@@ -8,6 +8,7 @@
 package dsw
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"sync"
@@ -68,11 +69,19 @@ type Key struct {
 // World is the desired state. Its methods are safe for concurrent use.
 type World struct {
 	onChange func()
+	changes  Watchers
 
 	mu        sync.Mutex
-	pods      map[types.UID]Pod // guarded by mu
-	errors    map[Key]string    // guarded by mu; last operation error per volume
-	populated bool              // guarded by mu
+	pods      map[types.UID]*entry // guarded by mu
+	populated bool                 // guarded by mu
+}
+
+// entry is one desired pod and what operations last said about its volumes.
+type entry struct {
+	pod Pod
+	// errors holds the last operation error per volume name; nil when
+	// there is none.
+	errors map[string]string
 }
 
 // New returns an empty world; onChange (may be nil) is called after every
@@ -81,8 +90,13 @@ func New(onChange func()) *World {
 	if onChange == nil {
 		onChange = func() {}
 	}
-	return &World{onChange: onChange, pods: map[types.UID]Pod{}, errors: map[Key]string{}}
+	return &World{onChange: onChange, pods: map[types.UID]*entry{}}
 }
+
+// Watch returns a set fed with the UID of every pod that changes from now
+// on (added, replaced with a difference, deleted, an error recorded), for a
+// consumer that looks again at changed pods only.
+func (w *World) Watch() *Changes { return w.changes.Watch() }
 
 // SetPod adds or replaces a pod. Replacing a pod with one that differs only
 // in its Spec pointers stores the new specs without signalling a change.
@@ -91,11 +105,16 @@ func (w *World) SetPod(p Pod) {
 	p.Volumes = slices.Clone(p.Volumes)
 	sort.SliceStable(p.Volumes, func(i, j int) bool { return p.Volumes[i].Name < p.Volumes[j].Name })
 	w.mu.Lock()
-	old, had := w.pods[p.UID]
-	w.pods[p.UID] = p
-	changed := !had || !samePod(old, p)
+	e, had := w.pods[p.UID]
+	changed := !had || !samePod(e.pod, p)
+	if !had {
+		e = &entry{}
+		w.pods[p.UID] = e
+	}
+	e.pod = p
 	if changed {
-		w.dropStaleErrorsLocked(p)
+		e.dropStaleErrors()
+		w.changes.Add(p.UID)
 	}
 	w.mu.Unlock()
 	if changed {
@@ -108,10 +127,8 @@ func (w *World) DeletePod(uid types.UID) {
 	w.mu.Lock()
 	_, had := w.pods[uid]
 	delete(w.pods, uid)
-	for k := range w.errors {
-		if k.PodUID == uid {
-			delete(w.errors, k)
-		}
+	if had {
+		w.changes.Add(uid)
 	}
 	w.mu.Unlock()
 	if had {
@@ -124,19 +141,35 @@ func (w *World) DeletePod(uid types.UID) {
 func (w *World) Pods() []Pod {
 	w.mu.Lock()
 	out := make([]Pod, 0, len(w.pods))
-	for _, p := range w.pods {
-		out = append(out, clonePod(p))
+	for _, e := range w.pods {
+		out = append(out, clonePod(e.pod))
 	}
 	w.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		if out[i].Name != out[j].Name {
-			return out[i].Name < out[j].Name
-		}
-		return out[i].UID < out[j].UID
-	})
+	SortPods(out)
+	return out
+}
+
+// SortPods sorts pods by namespace, name and UID, the order of Pods.
+func SortPods(pods []Pod) { slices.SortFunc(pods, comparePods) }
+
+func comparePods(a, b Pod) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
+}
+
+// UIDs returns the UID of every pod, in the order of Pods, without copying
+// the pods.
+func (w *World) UIDs() []types.UID {
+	w.mu.Lock()
+	ids := make([]Pod, 0, len(w.pods))
+	for _, e := range w.pods {
+		ids = append(ids, Pod{UID: e.pod.UID, Namespace: e.pod.Namespace, Name: e.pod.Name})
+	}
+	w.mu.Unlock()
+	SortPods(ids)
+	out := make([]types.UID, len(ids))
+	for i, p := range ids {
+		out[i] = p.UID
+	}
 	return out
 }
 
@@ -144,8 +177,11 @@ func (w *World) Pods() []Pod {
 func (w *World) Pod(uid types.UID) (Pod, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	p, ok := w.pods[uid]
-	return clonePod(p), ok
+	e, ok := w.pods[uid]
+	if !ok {
+		return Pod{}, false
+	}
+	return clonePod(e.pod), true
 }
 
 // clonePod copies p's volume list; the Specs stay shared (they are read-only).

@@ -209,6 +209,9 @@ func TestPodsSortedByNamespaceAndName(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Pods order = %v, want %v", got, want)
 	}
+	if uids := w.UIDs(); !reflect.DeepEqual(uids, []types.UID{"3", "4", "5", "2", "1"}) {
+		t.Fatalf("UIDs = %v, want the order of Pods", uids)
+	}
 }
 
 func TestSnapshotsAreCopies(t *testing.T) {

@@ -1,17 +1,16 @@
 package dsw
 
+import "slices"
+
 // SetError records the last operation error of a volume; an empty message
 // clears it. Errors of volumes that are no longer desired are dropped.
 func (w *World) SetError(k Key, msg string) {
 	w.mu.Lock()
-	changed := false
-	if _, desired := w.volumeLocked(k); desired && w.errors[k] != msg {
+	e, changed := w.pods[k.PodUID], false
+	if _, desired := w.volumeLocked(k); desired && e.errors[k.Volume] != msg {
 		changed = true
-		if msg == "" {
-			delete(w.errors, k)
-		} else {
-			w.errors[k] = msg
-		}
+		e.setError(k.Volume, msg)
+		w.changes.Add(k.PodUID)
 	}
 	w.mu.Unlock()
 	if changed {
@@ -23,7 +22,10 @@ func (w *World) SetError(k Key, msg string) {
 func (w *World) Error(k Key) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.errors[k]
+	if e, ok := w.pods[k.PodUID]; ok {
+		return e.errors[k.Volume]
+	}
+	return ""
 }
 
 // MarkPopulated records that every source has delivered its complete state
@@ -46,7 +48,11 @@ func (w *World) Populated() bool {
 }
 
 func (w *World) volumeLocked(k Key) (Volume, bool) {
-	for _, v := range w.pods[k.PodUID].Volumes {
+	e, ok := w.pods[k.PodUID]
+	if !ok {
+		return Volume{}, false
+	}
+	for _, v := range e.pod.Volumes {
 		if v.Name == k.Volume {
 			return v, true
 		}
@@ -54,14 +60,22 @@ func (w *World) volumeLocked(k Key) (Volume, bool) {
 	return Volume{}, false
 }
 
-// dropStaleErrorsLocked forgets errors of volumes p no longer has.
-func (w *World) dropStaleErrorsLocked(p Pod) {
-	for k := range w.errors {
-		if k.PodUID != p.UID {
-			continue
-		}
-		if _, ok := w.volumeLocked(k); !ok {
-			delete(w.errors, k)
+func (e *entry) setError(volume, msg string) {
+	switch {
+	case msg != "" && e.errors == nil:
+		e.errors = map[string]string{volume: msg}
+	case msg != "":
+		e.errors[volume] = msg
+	default:
+		delete(e.errors, volume)
+	}
+}
+
+// dropStaleErrors forgets errors of volumes the pod no longer has.
+func (e *entry) dropStaleErrors() {
+	for name := range e.errors {
+		if !slices.ContainsFunc(e.pod.Volumes, func(v Volume) bool { return v.Name == name }) {
+			delete(e.errors, name)
 		}
 	}
 }
@@ -71,10 +85,17 @@ func samePod(a, b Pod) bool {
 		return false
 	}
 	for i := range a.Volumes {
-		x, y := a.Volumes[i], b.Volumes[i]
-		if x.Name != y.Name || x.Plugin != y.Plugin || x.Version != y.Version || x.Problem != y.Problem || x.Unsupported != y.Unsupported || x.Kept != y.Kept || x.SpecName != y.SpecName || x.Claim != y.Claim || x.PV != y.PV || x.Waiting != y.Waiting {
+		if !a.Volumes[i].Equal(b.Volumes[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// Equal reports whether v and o differ in nothing but their Spec pointers:
+// whether the desired state would signal a change from one to the other.
+func (v Volume) Equal(o Volume) bool {
+	return v.Name == o.Name && v.Plugin == o.Plugin && v.Version == o.Version && v.Problem == o.Problem &&
+		v.Unsupported == o.Unsupported && v.Kept == o.Kept && v.SpecName == o.SpecName && v.Claim == o.Claim &&
+		v.PV == o.PV && v.Waiting == o.Waiting
 }

@@ -13,22 +13,11 @@ import (
 
 // Actual tells which volumes are set up, or were found on disk at start.
 type Actual interface {
-	Volumes() []asw.Volume
-}
-
-// setUpVolumes indexes the actual state by pod and volume name.
-func (p *Populator) setUpVolumes() map[types.UID]map[string]asw.Volume {
-	out := map[types.UID]map[string]asw.Volume{}
-	if p.cfg.Actual == nil {
-		return out
-	}
-	for _, v := range p.cfg.Actual.Volumes() {
-		if out[v.PodUID] == nil {
-			out[v.PodUID] = map[string]asw.Volume{}
-		}
-		out[v.PodUID][v.Name] = v
-	}
-	return out
+	// PodVolumes returns the volumes of one pod and their Generation.
+	PodVolumes(uid types.UID) ([]asw.Volume, uint64)
+	// Generation changes whenever a volume of the pod is added or removed
+	// or changes plugin.
+	Generation(uid types.UID) uint64
 }
 
 // keepSetUpVolumes protects the volumes of a running pod from changes to

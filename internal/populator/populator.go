@@ -2,16 +2,20 @@
 // sources: for every pod on this node that has not terminated, every volume
 // it needs, with the plugin that handles it and its content version.
 //
-// It is level-triggered: a notification from any source leads to one full
-// pass over every source's current state (cheap: it reads in-memory caches
-// and resourceVersions, never volume content). A slow jittered resync is the
-// safety net. It removes a pod from the desired state only when the pod's
-// source is synced and no longer lists it.
+// It is level-triggered: a notification from any source leads to one pass
+// over every source's current state (it reads in-memory caches and
+// resourceVersions, never volume content). A pass computes again only the
+// pods whose object, node or set-up volumes changed, and within a pod only
+// the volumes whose objects changed, as their lookups then return other
+// objects (cache.go); the first pass and a slow jittered resync compute
+// everything, as the safety net. It removes a pod from the desired state
+// only when the pod's source is synced and no longer lists it.
 package populator
 
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +24,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -69,6 +72,12 @@ type Populator struct {
 	log    *zap.Logger
 	wake   *wakeup.Signal
 	passes atomic.Int64
+
+	// mu is held by a pass.
+	mu sync.Mutex
+	// cache holds what the passes derived from each pod they put in the
+	// desired state (see cachedPod).
+	cache map[types.UID]*cachedPod // guarded by mu
 }
 
 // New returns a populator; it starts nothing.
@@ -79,7 +88,7 @@ func New(cfg Config) *Populator {
 	if cfg.OnPodGone == nil {
 		cfg.OnPodGone = func(types.UID) {}
 	}
-	return &Populator{cfg: cfg, log: cfg.Logger.Named("populator"), wake: wakeup.New("populator")}
+	return &Populator{cfg: cfg, log: cfg.Logger.Named("populator"), wake: wakeup.New("populator"), cache: map[types.UID]*cachedPod{}}
 }
 
 // Notify asks for a pass soon. It never blocks.
@@ -91,65 +100,100 @@ func (p *Populator) Stuck(limit time.Duration) error { return p.wake.Stuck(limit
 // Passes returns how many passes have run (for tests and benchmarks).
 func (p *Populator) Passes() int64 { return p.passes.Load() }
 
-// Run populates until ctx ends.
+// Run populates until ctx ends. The first pass and those of the resync
+// timer compute every pod again; the others what changed.
 func (p *Populator) Run(ctx context.Context) error {
 	timer := time.NewTimer(jitter(p.cfg.Resync))
 	defer timer.Stop()
+	full := true
 	for {
 		p.wake.Taken()
-		p.Populate()
+		p.populate(full)
+		full = false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.wake.C():
 		case <-timer.C:
+			full = true
 			timer.Reset(jitter(p.cfg.Resync))
 		}
 	}
 }
 
-// Populate runs one pass.
-func (p *Populator) Populate() {
-	ps := pass{seen: map[types.UID]bool{}, setUp: p.setUpVolumes()}
+// Populate runs one pass, which computes again only the pods, and the
+// volumes within them, whose inputs changed (see cachedPod).
+func (p *Populator) Populate() { p.populate(false) }
+
+// PopulateAll runs one pass that computes every pod again, whatever it
+// has cached: the safety net.
+func (p *Populator) PopulateAll() { p.populate(true) }
+
+func (p *Populator) populate(full bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	round := p.passes.Load() + 1
 	synced := map[string]bool{}
 	allSynced := true
 	for _, src := range p.cfg.Sources {
 		synced[src.Name()] = src.Status().Synced
 		allSynced = allSynced && synced[src.Name()]
-		p.addSource(src, &ps)
+		p.addSource(src, round, full)
 	}
-	for _, pod := range p.cfg.Desired.Pods() {
-		if !ps.seen[pod.UID] && synced[pod.Source] {
-			p.cfg.Desired.DeletePod(pod.UID)
-			p.cfg.OnPodGone(pod.UID)
-			p.log.Info("pod removed from desired state", podFields(pod.Namespace, pod.Name, pod.UID)...)
-		}
-	}
+	p.removeGone(round, synced, full)
 	if allSynced {
 		p.cfg.Desired.MarkPopulated()
 	}
 	p.passes.Add(1)
 }
 
-// pass is what one Populate call has seen so far.
-type pass struct {
-	seen  map[types.UID]bool
-	setUp map[types.UID]map[string]asw.Volume // the actual state, by pod
-}
-
-func (p *Populator) addSource(src source.Source, ps *pass) {
-	node := src.Node()
+// addSource brings the pods src lists up to date; full computes them all
+// again, whatever is cached.
+func (p *Populator) addSource(src source.Source, round int64, full bool) {
+	in := podInputs{src: src, objects: src.Objects(), node: src.Node()}
 	for _, pod := range src.Pods() {
 		if source.Terminated(pod) {
 			continue
 		}
-		if ps.seen[pod.UID] {
+		prev := p.cache[pod.UID]
+		if prev != nil && prev.round == round {
 			p.log.Info("ignoring pod with a UID already in use", podFields(pod.Namespace, pod.Name, pod.UID)...)
 			continue
 		}
-		ps.seen[pod.UID] = true
-		p.cfg.Desired.SetPod(p.desiredPod(src, pod, node, ps.setUp[pod.UID]))
+		if full {
+			prev = nil
+		}
+		in.pod = pod
+		p.cache[pod.UID] = p.syncPod(in, prev, round)
 	}
+}
+
+// removeGone removes from the desired state the pods that no source listed
+// in this pass, when their source is synced: an unsynced source's list may
+// be incomplete. A full pass looks for them in the desired state itself,
+// another in the cache, which holds every pod the passes put there.
+func (p *Populator) removeGone(round int64, synced map[string]bool, full bool) {
+	if full {
+		for _, pod := range p.cfg.Desired.Pods() {
+			p.removeIfGone(pod.UID, pod.Namespace, pod.Name, pod.Source, round, synced)
+		}
+		return
+	}
+	for uid, c := range p.cache {
+		p.removeIfGone(uid, c.pod.Namespace, c.pod.Name, c.source, round, synced)
+	}
+}
+
+// removeIfGone removes pod uid of source when this pass did not see it and
+// the source is synced.
+func (p *Populator) removeIfGone(uid types.UID, namespace, name, source string, round int64, synced map[string]bool) {
+	if c := p.cache[uid]; (c != nil && c.round == round) || !synced[source] {
+		return
+	}
+	delete(p.cache, uid)
+	p.cfg.Desired.DeletePod(uid)
+	p.cfg.OnPodGone(uid)
+	p.log.Info("pod removed from desired state", podFields(namespace, name, uid)...)
 }
 
 func podFields(namespace, name string, uid types.UID) []zap.Field {

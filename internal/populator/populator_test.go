@@ -35,6 +35,7 @@ type fakeSource struct {
 	mu         sync.Mutex
 	pods       []*v1.Pod                // guarded by mu
 	configMaps map[string]*v1.ConfigMap // guarded by mu; by namespace/name
+	secrets    map[string]*v1.Secret    // guarded by mu; by namespace/name
 	node       *v1.Node                 // guarded by mu
 	synced     bool                     // guarded by mu
 	// objects, when set, answers lookups instead of configMaps.
@@ -44,7 +45,7 @@ type fakeSource struct {
 var _ source.Source = (*fakeSource)(nil)
 
 func newSource(name string, synced bool, pods ...*v1.Pod) *fakeSource {
-	return &fakeSource{name: name, pods: pods, configMaps: map[string]*v1.ConfigMap{}, synced: synced}
+	return &fakeSource{name: name, pods: pods, configMaps: map[string]*v1.ConfigMap{}, secrets: map[string]*v1.Secret{}, synced: synced}
 }
 
 func (s *fakeSource) Name() string { return s.name }
@@ -92,6 +93,11 @@ func (s *fakeSource) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
 }
 
 func (s *fakeSource) Secret(namespace, name string) (*v1.Secret, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if secret, ok := s.secrets[namespace+"/"+name]; ok {
+		return secret, nil
+	}
 	return nil, volume.ErrNotFound
 }
 

@@ -13,37 +13,22 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
-	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/plugins"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
-// desiredPod describes every volume of pod.
-func (p *Populator) desiredPod(src source.Source, pod *v1.Pod, node *v1.Node, setUp map[string]asw.Volume) dsw.Pod {
-	d := dsw.Pod{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Source: src.Name()}
-	podProblem := ""
-	if err := layout.ValidName(string(pod.UID)); err != nil {
-		podProblem = fmt.Sprintf("pod metadata.uid: %v", err)
-	}
-	uses := map[string]int{}
-	for _, v := range pod.Spec.Volumes {
-		uses[v.Name]++
-	}
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		if uses[v.Name] > 1 {
-			// Like API validation, reject every volume of that name: which
-			// one is meant cannot be known.
-			d.Volumes = append(d.Volumes, dsw.Volume{Name: v.Name, Problem: fmt.Sprintf("spec.volumes[%d].name %q is used more than once", i, v.Name)})
-			continue
-		}
-		spec := &volume.Spec{Pod: pod, Volume: v, Objects: src.Objects(), Node: node, Source: src.Name()}
-		d.Volumes = append(d.Volumes, p.desiredVolume(spec, podProblem))
+// desiredPod describes every volume of in.pod from its volumes as
+// computed one by one and its set-up volumes.
+func (p *Populator) desiredPod(in podInputs, vols []cachedVolume, setUp map[string]asw.Volume) dsw.Pod {
+	pod := in.pod
+	d := dsw.Pod{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Source: in.src.Name(), Volumes: make([]dsw.Volume, len(vols))}
+	for i, v := range vols {
+		d.Volumes[i] = v.desired
 	}
 	refuseSharedDirectories(&d)
 	keepSetUpVolumes(&d, setUp)
-	p.reportNewProblems(src, pod, d)
+	p.reportNewProblems(in.src, pod, d)
 	return d
 }
 

@@ -6,7 +6,9 @@
 // of what is no longer wanted, then set-ups of what is missing and refreshes
 // of content that changed. Passes run when either world changes, when an
 // operation ends, when a backoff expires, and on a slow jittered resync as a
-// safety net — never on a fast timer.
+// safety net — never on a fast timer. A pass snapshots only the pods that
+// changed in either world since the last one and those with an action
+// planned by it (snapshot.go); the first pass and the resync snapshot all.
 //
 // Invariants:
 //   - At start, the actual state is rebuilt from the pod directories on disk

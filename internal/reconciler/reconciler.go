@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
@@ -77,6 +78,9 @@ type Reconciler struct {
 	wake      *wakeup.Signal
 	pods      podLocks
 	recovered atomic.Bool
+	// passes is what a pass carries to the next; only Run's goroutine
+	// uses it.
+	passes passState
 	// swept is set once the plugins' shared mounts have been swept after
 	// start; only Run's goroutine uses it.
 	swept bool
@@ -99,7 +103,8 @@ func New(cfg Config) *Reconciler {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	r := &Reconciler{cfg: cfg, log: cfg.Logger.Named("reconciler"), wake: wakeup.New("reconciler")}
+	r := &Reconciler{cfg: cfg, log: cfg.Logger.Named("reconciler"), wake: wakeup.New("reconciler"),
+		passes: passState{desired: cfg.Desired.Watch(), actual: cfg.Actual.Watch(), pending: map[types.UID]bool{}}}
 	cfg.Executor.OnDone = r.Notify
 	r.exec = executor.New(cfg.Executor)
 	return r
@@ -130,14 +135,19 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	check := time.NewTimer(jitter(r.cfg.CheckPeriod))
 	defer check.Stop()
 	// ctx is checked before every pass: when a wake-up and the end of ctx
-	// arrive together, select may pick the wake-up.
+	// arrive together, select may pick the wake-up. The first pass and
+	// those of the resync timer look at every pod; the others at what
+	// changed (see planPass).
+	full := true
 	for ctx.Err() == nil {
 		r.wake.Taken()
-		r.reconcile()
+		r.reconcile(full)
+		full = false
 		select {
 		case <-ctx.Done():
 		case <-r.wake.C():
 		case <-timer.C:
+			full = true
 			timer.Reset(jitter(r.cfg.Resync))
 		case <-check.C:
 			r.checkMounted()
@@ -156,25 +166,22 @@ func (r *Reconciler) shutdown() error {
 	return nil
 }
 
-// reconcile runs one pass.
-func (r *Reconciler) reconcile() {
-	s := snapshot{
-		desired:   r.cfg.Desired.Pods(),
-		actual:    r.cfg.Actual.Volumes(),
-		podDirs:   r.cfg.Actual.PodDirs(),
-		populated: r.cfg.Desired.Populated(),
-	}
+// reconcile runs one pass; full makes it look at every pod.
+func (r *Reconciler) reconcile(full bool) {
+	p := r.planPass(full)
 	live := map[string]bool{}
-	for _, a := range plan(s) {
+	for _, a := range p.actions {
 		key := a.key()
 		live[key] = true
 		r.exec.Start(key, a.generation(), r.operation(a))
 	}
-	if s.populated && !r.swept {
+	if p.populated && !r.swept {
 		r.swept = true
 		r.sweep()
 	}
-	r.exec.Retain(func(key string) bool { return live[key] })
+	// A key backs off only while its action is planned; the backoffs of
+	// pods this pass did not look at stay as they are.
+	r.exec.Retain(func(key string) bool { return live[key] || !p.looked(key) })
 }
 
 // sweep asks every plugin that shares mounts between volumes to take down

@@ -2,6 +2,10 @@ package status
 
 import (
 	"cmp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
@@ -46,33 +50,36 @@ type Worlds struct {
 
 // Pods computes the status of every desired pod.
 func (w Worlds) Pods() []Pod {
-	actual := map[dsw.Key]asw.Volume{}
-	for _, v := range w.Actual.Volumes() {
-		actual[v.Key()] = v
-	}
 	desired := w.Desired.Pods()
 	out := make([]Pod, 0, len(desired))
 	for _, p := range desired {
+		actual, _ := w.Actual.PodVolumes(p.UID)
 		out = append(out, w.pod(p, actual))
 	}
 	return out
 }
 
-// Pod computes the status of one pod.
+// Pod computes the status of one pod; its cost does not grow with the
+// number of pods.
 func (w Worlds) Pod(uid string) (Pod, bool) {
-	for _, p := range w.Pods() {
-		if p.UID == uid {
-			return p, true
-		}
+	p, ok := w.Desired.Pod(types.UID(uid))
+	if !ok {
+		return Pod{}, false
 	}
-	return Pod{}, false
+	actual, _ := w.Actual.PodVolumes(p.UID)
+	return w.pod(p, actual), true
 }
 
-func (w Worlds) pod(p dsw.Pod, actual map[dsw.Key]asw.Volume) Pod {
-	out := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Ready: true, Volumes: []Volume{}}
+// pod computes the status of p from its set-up volumes, sorted by name.
+func (w Worlds) pod(p dsw.Pod, actual []asw.Volume) Pod {
+	out := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Ready: true, Volumes: make([]Volume, 0, len(p.Volumes))}
 	for _, d := range p.Volumes {
 		key := dsw.Key{PodUID: p.UID, Volume: d.Name}
-		a, ok := actual[key]
+		i, ok := slices.BinarySearchFunc(actual, d.Name, func(a asw.Volume, name string) int { return strings.Compare(a.Name, name) })
+		var a asw.Volume
+		if ok {
+			a = actual[i]
+		}
 		v := volumeStatus(d, a, ok, w.Desired.Error(key))
 		out.Ready = out.Ready && (v.State == Mounted || d.Kept)
 		out.Volumes = append(out.Volumes, v)

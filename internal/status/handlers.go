@@ -50,7 +50,13 @@ func (s *Server) notReady() string {
 }
 
 func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string][]Pod{"pods": s.cfg.Worlds.Pods()})
+	if s.cache == nil {
+		writeJSON(w, http.StatusOK, map[string][]Pod{"pods": s.cfg.Worlds.Pods()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(s.cache.pods())
 }
 
 func (s *Server) sources(w http.ResponseWriter, _ *http.Request) {
@@ -81,28 +87,42 @@ func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if wait == 0 {
+		p, found := s.cfg.Worlds.Pod(uid)
+		writePod(w, p, found, http.StatusOK)
+		return
+	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	for {
-		changed := s.changes()
-		p, found := s.cfg.Worlds.Pod(uid)
-		if wait == 0 || (found && p.Ready) {
-			writePod(w, p, found, http.StatusOK)
-			return
-		}
-		select {
-		case <-changed:
-		case <-r.Context().Done():
-			return // the client went away: nobody to answer
-		case <-s.stopping:
-			// Never 200 without the pod: a runtime that trusts the status
-			// code would start containers without their volumes.
-			writeText(w, http.StatusServiceUnavailable, "volume-agent is stopping; ask again once it is back")
-			return
-		case <-deadline.C:
-			writePod(w, p, found, http.StatusGatewayTimeout)
-			return
-		}
+	for !s.answerWhenReady(w, r, uid, deadline.C) {
+	}
+}
+
+// answerWhenReady answers when the pod is ready, or waits for its next
+// change and answers if the wait ends otherwise. It reports whether it
+// answered (or the client went away).
+func (s *Server) answerWhenReady(w http.ResponseWriter, r *http.Request, uid string, deadline <-chan time.Time) bool {
+	// Wait for changes from before looking: a change in between wakes.
+	changed, done := s.changes(uid)
+	defer done()
+	p, found := s.cfg.Worlds.Pod(uid)
+	if found && p.Ready {
+		writePod(w, p, found, http.StatusOK)
+		return true
+	}
+	select {
+	case <-changed:
+		return false
+	case <-r.Context().Done():
+		return true // the client went away: nobody to answer
+	case <-s.stopping:
+		// Never 200 without the pod: a runtime that trusts the status
+		// code would start containers without their volumes.
+		writeText(w, http.StatusServiceUnavailable, "volume-agent is stopping; ask again once it is back")
+		return true
+	case <-deadline:
+		writePod(w, p, found, http.StatusGatewayTimeout)
+		return true
 	}
 }
 

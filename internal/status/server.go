@@ -12,14 +12,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/binder"
+	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/source"
 )
 
@@ -62,29 +65,84 @@ type Server struct {
 	stopping     chan struct{}
 	stoppingOnce sync.Once
 
+	// desired and actual name the pods that changed in either world, so
+	// that a change wakes only the requests waiting for its pod; nil when
+	// Worlds has none.
+	desired, actual *dsw.Changes
+	// cache keeps the answer of GET /v1/pods by pod; nil when Worlds has
+	// no worlds.
+	cache *podCache
+
 	mu      sync.Mutex
-	changed chan struct{} // guarded by mu; closed and replaced on every change
-	addr    net.Addr      // guarded by mu; set once listening
+	waiters map[string]*waiter // guarded by mu; by pod UID
+	addr    net.Addr           // guarded by mu; set once listening
+}
+
+// waiter is the requests waiting for one pod.
+type waiter struct {
+	changed chan struct{} // closed at the pod's next change
+	n       int           // guarded by Server.mu; requests waiting on changed
 }
 
 // New returns a server; it starts nothing.
 func New(cfg Config) *Server {
-	return &Server{cfg: cfg, log: cfg.Logger.Named("status"), changed: make(chan struct{}), stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger.Named("status"), waiters: map[string]*waiter{}, stopping: make(chan struct{})}
+	if cfg.Worlds.Desired != nil && cfg.Worlds.Actual != nil {
+		s.desired, s.actual = cfg.Worlds.Desired.Watch(), cfg.Worlds.Actual.Watch()
+		s.cache = newPodCache(cfg.Worlds)
+	}
+	return s
 }
 
-// Notify tells waiting requests that the state changed. It never blocks.
+// Notify tells the requests waiting for pods that changed that they did.
+// It never blocks.
 func (s *Server) Notify() {
 	s.mu.Lock()
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if s.desired == nil {
+		s.wakeLocked(nil, true)
+		return
+	}
+	desired, allDesired := s.desired.Take()
+	actual, allActual := s.actual.Take()
+	s.wakeLocked(slices.Concat(desired, actual), allDesired || allActual)
 }
 
-// changes returns a channel closed at the next change.
-func (s *Server) changes() <-chan struct{} {
+// wakeLocked wakes the requests waiting for pods, or for any pod when all.
+func (s *Server) wakeLocked(pods []types.UID, all bool) {
+	if all {
+		for uid, w := range s.waiters {
+			close(w.changed)
+			delete(s.waiters, uid)
+		}
+		return
+	}
+	for _, uid := range pods {
+		if w, ok := s.waiters[string(uid)]; ok {
+			close(w.changed)
+			delete(s.waiters, string(uid))
+		}
+	}
+}
+
+// changes returns a channel closed at the next change of pod uid, and the
+// function to call once the caller stops waiting on it.
+func (s *Server) changes(uid string) (<-chan struct{}, func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.changed
+	w := s.waiters[uid]
+	if w == nil {
+		w = &waiter{changed: make(chan struct{})}
+		s.waiters[uid] = w
+	}
+	w.n++
+	return w.changed, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if w.n--; w.n == 0 && s.waiters[uid] == w {
+			delete(s.waiters, uid)
+		}
+	}
 }
 
 // Addr returns the address the server listens on, once it does.
@@ -164,7 +222,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	enc.SetIndent("", indent)
 	_ = enc.Encode(v)
 }
 

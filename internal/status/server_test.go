@@ -439,3 +439,52 @@ func TestProfilingOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("/debug/pprof/goroutine with Profiling = %d %.80q; want the goroutine profile", resp.StatusCode, body)
 	}
 }
+
+// TestChangeWakesOnlyTheRequestsOfItsPod: requests waiting for one pod
+// are woken by that pod's changes, in either world, and by no other pod's.
+func TestChangeWakesOnlyTheRequestsOfItsPod(t *testing.T) {
+	f := newFixture(t)
+	f.addPod("a", false)
+	f.addPod("b", false)
+	f.srv.Notify() // the first look names no pod: every waiter wakes
+	isClosed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	a, doneA := f.srv.changes("a")
+	defer doneA()
+	f.mount("b")
+	f.worlds.Desired.SetError(dsw.Key{PodUID: "b", Volume: "data"}, "failed")
+	f.addPod("c", true)
+	if isClosed(a) {
+		t.Fatal("changes of other pods woke a request waiting for pod a")
+	}
+	f.mount("a")
+	if !isClosed(a) {
+		t.Fatal("pod a's volume was set up, but its waiting request was not woken")
+	}
+	a2, doneA2 := f.srv.changes("a")
+	defer doneA2()
+	f.worlds.Desired.DeletePod("a")
+	if !isClosed(a2) {
+		t.Fatal("pod a was deleted, but its waiting request was not woken")
+	}
+}
+
+// TestWaitersOfPodsThatNeverAppearAreForgotten: a request for a pod that
+// never appears leaves nothing behind once it has answered.
+func TestWaitersOfPodsThatNeverAppearAreForgotten(t *testing.T) {
+	f := newFixture(t)
+	if code, _ := f.get(t, "/v1/pods/never?wait=50ms"); code != http.StatusNotFound {
+		t.Fatalf("GET = %d, want 404", code)
+	}
+	f.srv.mu.Lock()
+	defer f.srv.mu.Unlock()
+	if len(f.srv.waiters) != 0 {
+		t.Fatalf("%d waiters left behind", len(f.srv.waiters))
+	}
+}
