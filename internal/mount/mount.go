@@ -30,7 +30,9 @@ type Mounter interface {
 	Mount(ctx context.Context, m Mount, target string) error
 	Unmount(ctx context.Context, target string) error
 	IsMountPoint(ctx context.Context, path string) (bool, error)
-	// MountsUnder lists the mount points at or below dir.
+	// MountsUnder lists the mount points at or below dir: at least one
+	// whenever there is any. A mount nested inside a listed one may be
+	// left out (it cannot be taken off before the outer one anyway).
 	MountsUnder(ctx context.Context, dir string) ([]string, error)
 }
 
