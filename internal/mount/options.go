@@ -56,6 +56,19 @@ const atimeFlags = unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME | uni
 // without their values.
 var tmpfsOptions = []string{"size", "nr_blocks", "nr_inodes", "mode", "uid", "gid", "huge", "mpol", "inode32", "inode64", "noswap"}
 
+// PerMountOptions returns the options of opts that a bind mount applies
+// itself (ro, nosuid, noexec, the atime choices…), for the bind of a mount
+// that has taken every option already: a device's global mount.
+func PerMountOptions(opts []string) []string {
+	var out []string
+	for _, opt := range opts {
+		if f, ok := flagOptions[opt]; ok && f.flag&perMountFlags != 0 {
+			out = append(out, opt)
+		}
+	}
+	return out
+}
+
 // syscallMount is a Mount as mount(2) takes it: flags, and a file system
 // data string.
 type syscallMount struct {
