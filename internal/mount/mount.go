@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/moby/sys/mountinfo"
-	mountutils "k8s.io/mount-utils"
+	"golang.org/x/sys/unix"
 )
 
 // Mount describes one mount: what to mount, not where.
@@ -30,22 +30,34 @@ type Mounter interface {
 	Mount(ctx context.Context, m Mount, target string) error
 	Unmount(ctx context.Context, target string) error
 	IsMountPoint(ctx context.Context, path string) (bool, error)
-	// MountsUnder lists the mount points at or below dir.
+	// MountsUnder lists the mount points at or below dir: at least one
+	// whenever there is any. A mount nested inside a listed one may be
+	// left out (it cannot be taken off before the outer one anyway).
 	MountsUnder(ctx context.Context, dir string) ([]string, error)
 }
 
 // waitDelay bounds how long a killed mount(8) may keep its pipes open.
 const waitDelay = 2 * time.Second
 
-// System mounts with mount(8) and umount(8) and reads the kernel's mount table.
+// System mounts tmpfs and bind mounts with mount(2), every other type with
+// mount(8) (which runs the type's helper, e.g. mount.nfs), and unmounts
+// with umount2(2). It tells mount points by mount ID (statx), without
+// reading the kernel's mount table: the cost of a call does not grow with
+// the node's mounts.
 type System struct{}
 
 var _ Mounter = System{}
 
-// Mount runs mount(8). The source and target follow "--".
+// Mount mounts m on target: with mount(2) for a tmpfs or a bind mount,
+// otherwise with mount(8), its source and target after "--".
 func (System) Mount(ctx context.Context, m Mount, target string) error {
-	args := mountArgs(m, target)
-	if err := run(ctx, "mount", args...); err != nil {
+	var err error
+	if byCall(m) {
+		_, err = Bounded(ctx, func() (struct{}, error) { return struct{}{}, mountByCall(m, target) })
+	} else {
+		err = run(ctx, "mount", mountArgs(m, target)...)
+	}
+	if err != nil {
 		return fmt.Errorf("mount %s on %s: %w", m, target, err)
 	}
 	return nil
@@ -60,33 +72,40 @@ func mountArgs(m Mount, target string) []string {
 	return append(args, "--", m.Source, target)
 }
 
-// Unmount runs umount(8) on target.
+// Unmount unmounts the mount on target with umount2(2), never following a
+// symlink at target. It asks nothing of a helper: the tmpfs, bind and
+// device mounts this is used for have none (NFS mounts are taken down by
+// UnmountStubborn).
 func (System) Unmount(ctx context.Context, target string) error {
-	if err := run(ctx, "umount", "--", target); err != nil {
+	_, err := Bounded(ctx, func() (struct{}, error) {
+		return struct{}{}, unix.Unmount(target, unix.UMOUNT_NOFOLLOW)
+	})
+	if err != nil {
 		return fmt.Errorf("unmount %s: %w", target, err)
 	}
 	return nil
 }
 
-// IsMountPoint reports whether path is a mount point, bind mounts included.
+// IsMountPoint reports whether path is a mount point, bind mounts of the
+// same file system included: its mount ID differs from its parent's. A
+// symlink at path is not followed (it is never a mount point), and the
+// file system mounted there is not asked (a dead NFS server cannot hang
+// the question).
 func (System) IsMountPoint(ctx context.Context, path string) (bool, error) {
-	return Bounded(ctx, func() (bool, error) {
-		return mountutils.New("").IsMountPoint(path)
-	})
+	return Bounded(ctx, func() (bool, error) { return isMountPoint(path) })
 }
 
-// MountsUnder lists the mount points at or below dir, deepest first.
+// MountsUnder lists the mount points at or below dir that can be reached
+// from dir without entering another mount, found by mount ID (see
+// scanMounts); mounts nested inside those are not listed. It reads the
+// kernel's mount table only for a tree deeper than maxScanDepth.
 func (System) MountsUnder(ctx context.Context, dir string) ([]string, error) {
 	return Bounded(ctx, func() ([]string, error) {
-		infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
-		if err != nil {
-			return nil, fmt.Errorf("read mount table: %w", err)
+		found, err := scanMounts(ctx, dir)
+		if errors.Is(err, errTooDeep) {
+			return mountsInTable(dir)
 		}
-		paths := make([]string, 0, len(infos))
-		for i := len(infos) - 1; i >= 0; i-- {
-			paths = append(paths, infos[i].Mountpoint)
-		}
-		return paths, nil
+		return found, err
 	})
 }
 

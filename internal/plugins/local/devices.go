@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
-	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -31,8 +30,8 @@ type Formatter interface {
 // Devices mounts the block devices of local PVs once per PV — the
 // kubelet's global mount, at Dir/<pv> — for the pods' bind mounts to share.
 // The global mount is taken down when the last pod's bind mount of it is
-// gone, which is read from the kernel's mount table, never remembered: it
-// holds across restarts. One lock per PV orders a pod's set-up (global
+// gone, which is read from the pods' volume directories, never remembered:
+// it holds across restarts. One lock per PV orders a pod's set-up (global
 // mount, then its bind mount) against the teardown of the last other user.
 type Devices struct {
 	// Dir holds the global mounts: <root>/plugins/kubernetes.io/local-volume/mounts.
@@ -127,35 +126,32 @@ func (d *Devices) Sweep(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// users counts the bind mounts of the global mount at target below the pods
-// directory: mounts of the same device and directory, read from the
-// kernel's mount table (no file system is touched). It returns
-// os.ErrNotExist when target is not mounted.
+// users counts the pods whose volume directory of the PV —
+// PodsDir/<uid>/volumes/kubernetes.io~local-volume/<pv>, where SetUp
+// bind-mounts it — is a bind mount of the global mount at target. It
+// returns os.ErrNotExist when target does not exist. Its cost is one statx
+// per pod on the node, whatever the number of mounts: the mount table is
+// not read.
 func (d *Devices) users(ctx context.Context, target string) (int, error) {
-	return mount.Bounded(ctx, func() (int, error) {
-		infos, err := mountinfo.GetMounts(nil)
-		if err != nil {
-			return 0, fmt.Errorf("read mount table: %w", err)
+	global, mounted, err := mount.MountRoot(ctx, target)
+	if err != nil || !mounted {
+		return 0, err // not mounted: an empty mount point, which release removes
+	}
+	pods, err := mount.Bounded(ctx, func() ([]os.DirEntry, error) { return os.ReadDir(d.PodsDir) })
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("list pods: %w", err)
+	}
+	n := 0
+	for _, pod := range pods {
+		dir := filepath.Join(d.PodsDir, pod.Name(), "volumes", layout.EscapePluginName(Name), filepath.Base(target))
+		id, mounted, err := mount.MountRoot(ctx, dir)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return 0, fmt.Errorf("count users of %s: %w", target, err)
+		case mounted && id == global:
+			n++
 		}
-		var global *mountinfo.Info
-		for _, m := range infos {
-			if m.Mountpoint == target {
-				global = m
-			}
-		}
-		if global == nil {
-			if _, err := os.Stat(target); err != nil {
-				return 0, err
-			}
-			return 0, nil // an empty mount point: release removes it
-		}
-		n := 0
-		for _, m := range infos {
-			if m.Major == global.Major && m.Minor == global.Minor && m.Root == global.Root &&
-				strings.HasPrefix(m.Mountpoint, d.PodsDir+"/") {
-				n++
-			}
-		}
-		return n, nil
-	})
+	}
+	return n, nil
 }

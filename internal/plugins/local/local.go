@@ -105,21 +105,23 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volu
 		return volume.Result{}, err
 	}
 	if !isDevice {
-		return p.bind(ctx, spec, src, dir)
+		return p.bind(ctx, spec, src, dir, bindOptions(spec, volume.MountOptions(spec.PV)))
 	}
 	if p.Devices == nil {
 		return volume.Result{}, fmt.Errorf("PersistentVolume %s: %s is a block device, and this agent does not mount devices", spec.PV.Name, spec.PV.Spec.Local.Path)
 	}
 	var res volume.Result
 	err = p.Devices.With(ctx, spec.PV, src, func(global string) (err error) {
-		res, err = p.bind(ctx, spec, global, dir)
+		// The global mount took the PV's options; the bind repeats those it
+		// can apply (a file system option such as discard it cannot).
+		res, err = p.bind(ctx, spec, global, dir, bindOptions(spec, mount.PerMountOptions(volume.MountOptions(spec.PV))))
 		return err
 	})
 	return res, err
 }
 
-// bind bind-mounts src into dir.
-func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string) (res volume.Result, retErr error) {
+// bind bind-mounts src into dir with opts.
+func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string, opts []string) (res volume.Result, retErr error) {
 	created, err := mount.MakeDir(dir, 0o750)
 	if err != nil {
 		return res, err
@@ -130,7 +132,7 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string) (
 			p.rollback(ctx, dir, created, mounted)
 		}
 	}()
-	m := mount.Mount{Type: "none", Source: src, Options: bindOptions(spec)}
+	m := mount.Mount{Type: "none", Source: src, Options: opts}
 	if mounted, err = mount.EnsureMounted(ctx, p.Mounter, m, dir); err != nil {
 		return res, err
 	}
@@ -182,13 +184,14 @@ func (p *Plugin) source(ctx context.Context, pv *v1.PersistentVolume) (string, b
 }
 
 // bindOptions are the bind mount's options: ro when the claim volume or
-// the PV asks, and the PV's mount options.
-func bindOptions(spec *volume.Spec) []string {
+// the PV asks, and pvOpts. An option a bind mount cannot apply fails the
+// mount rather than being dropped.
+func bindOptions(spec *volume.Spec, pvOpts []string) []string {
 	opts := []string{"bind"}
 	if spec.ReadOnly() {
 		opts = append(opts, "ro")
 	}
-	return append(opts, volume.MountOptions(spec.PV)...)
+	return append(opts, pvOpts...)
 }
 
 func fsGroup(spec *volume.Spec) *int64 {

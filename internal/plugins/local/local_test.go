@@ -101,6 +101,43 @@ func TestReadOnlyAndMountOptions(t *testing.T) {
 	}
 }
 
+// A file system option (discard) goes to a device's global mount only; the
+// pod's bind mount takes the options it can apply. On a directory, which
+// has no mount of its own to take it, the option fails the set-up rather
+// than being dropped.
+func TestFileSystemMountOptions(t *testing.T) {
+	plugintest.NeedRoot(t, "attaches a loop device and mounts it")
+	ctx := context.Background()
+	root := t.TempDir()
+	t.Cleanup(func() { plugintest.UnmountAll(t, root) })
+	p := &local.Plugin{Mounter: mount.System{}, Devices: devices(t, root)}
+	s := pvSpec(plugintest.LoopDevice(t))
+	s.PV.Spec.MountOptions = []string{"discard", "noexec"}
+	dir := filepath.Join(root, "pods", "a", "volumes", "kubernetes.io~local-volume", "pv-1")
+	if _, err := p.SetUp(ctx, s, dir); err != nil {
+		t.Fatalf("SetUp of a device with discard,noexec: %v", err)
+	}
+	global := plugintest.Mounts(t, filepath.Join(root, "plugins", local.Name, "mounts", "pv-1"))
+	if len(global) != 1 || !strings.Contains(global[0].VFSOptions, "discard") {
+		t.Errorf("global mount = %+v, want one with discard", global)
+	}
+	if infos := plugintest.Mounts(t, dir); len(infos) != 1 || !slices.Contains(strings.Split(infos[0].Options, ","), "noexec") {
+		t.Errorf("pod's bind mount = %+v, want one, noexec", infos)
+	}
+	if err := p.TearDown(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	s = pvSpec(t.TempDir())
+	s.PV.Spec.MountOptions = []string{"discard"}
+	dir = plugintest.VolumeDir(t)
+	if _, err := p.SetUp(ctx, s, dir); err == nil || !strings.Contains(err.Error(), "discard") {
+		t.Fatalf("SetUp of a directory with discard = %v, want an error naming the option", err)
+	}
+	if n := len(plugintest.Mounts(t, dir)); n != 0 {
+		t.Errorf("%d mounts left at %s after a refused option", n, dir)
+	}
+}
+
 func TestFSGroupOwnership(t *testing.T) {
 	plugintest.NeedRoot(t, "bind-mounts a directory and changes owners")
 	ctx := context.Background()

@@ -15,7 +15,7 @@ import (
 )
 
 // NeedRoot skips t unless it runs as root; why says what needs root.
-func NeedRoot(t *testing.T, why string) {
+func NeedRoot(t testing.TB, why string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skipf("needs root (%s); run the tests as root to cover it", why)
@@ -34,16 +34,18 @@ func VolumeDir(t *testing.T) string {
 	return filepath.Join(root, "pods", "uid", "volumes", "plugin~vol", "vol")
 }
 
-// UnmountAll unmounts every mount at or below dir, deepest first.
-func UnmountAll(t *testing.T, dir string) {
+// UnmountAll unmounts every mount at or below dir, deepest first, as the
+// kernel's mount table lists them (mount.System's MountsUnder does not
+// enter mounts, so it would miss mounts nested in them).
+func UnmountAll(t testing.TB, dir string) {
 	t.Helper()
 	ctx := context.Background()
-	mounts, err := mount.System{}.MountsUnder(ctx, dir)
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		t.Errorf("list mounts below %s: %v", dir, err)
 	}
-	for _, m := range mounts {
-		if err := (mount.System{}).Unmount(ctx, m); err != nil {
+	for i := len(infos) - 1; i >= 0; i-- {
+		if err := (mount.System{}).Unmount(ctx, infos[i].Mountpoint); err != nil {
 			t.Errorf("clean up: %v", err)
 		}
 	}
