@@ -50,10 +50,18 @@ func (c *claims) conflictOutside(o object, file string) string {
 	return ""
 }
 
-// release drops every claim of file.
-func (c *claims) release(file string) {
-	maps.DeleteFunc(c.keys, func(_ key, o origin) bool { return o.file == file })
-	maps.DeleteFunc(c.uids, func(_ types.UID, o origin) bool { return o.file == file })
+// release drops the claims file holds on objs. A file only ever claims
+// the objects of its own content, so releasing its last good content frees
+// all it holds, at the cost of its own objects rather than of every claim.
+func (c *claims) release(file string, objs []object) {
+	for _, o := range objs {
+		if c.keys[o.key].file == file {
+			delete(c.keys, o.key)
+		}
+		if pod, ok := o.obj.(*v1.Pod); ok && c.uids[pod.UID].file == file {
+			delete(c.uids, pod.UID)
+		}
+	}
 }
 
 // owns reports whether file holds the claim of o.
@@ -205,7 +213,7 @@ func (sc *scanner) merge() []object {
 			continue
 		}
 		if f.conflicts = c.check(name, f.parsed); f.conflicts == nil {
-			c.release(name)
+			c.release(name, f.good)
 			f.good, f.accepted = f.parsed, true
 			for _, o := range f.good {
 				c.add(name, o)
