@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,27 +104,12 @@ func BenchmarkRenameToPublish(b *testing.B) {
 func benchRename(b *testing.B, files int, file string, content func(int) string, published func(*Source, int) bool) {
 	dir := benchDir(b, files)
 	changed := make(chan struct{}, 1)
-	src, err := New(Config{Dir: dir, NodeName: "node-1", Logger: zap.NewNop(), Resync: time.Hour, OnChange: func() {
+	src := runBench(b, dir, func() {
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
-	}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Error(err)
-		}
-	}()
-	for !src.Status().Synced {
-		time.Sleep(time.Millisecond)
-	}
+	})
 	tmp := filepath.Join(dir, "."+file+".tmp")
 	took := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -150,18 +136,99 @@ func benchRename(b *testing.B, files int, file string, content func(int) string,
 	b.ReportMetric(ms(took[len(took)*99/100]), "ms-p99")
 }
 
+// BenchmarkRenameBurst renames 1,000 pod manifests into an empty directory
+// as fast as one writer can, and measures the time from the first rename
+// until the source publishes all of them (ms-all), and the CPU time the
+// process spent meanwhile (cpu-ms), most of it the source's.
+func BenchmarkRenameBurst(b *testing.B) {
+	const pods = 1000
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		for i := range pods {
+			name := fmt.Sprintf("pod-%04d", i)
+			writeBenchFile(b, dir, "."+name+".tmp", fmt.Sprintf(benchPod, name, "v0"))
+		}
+		src := runBench(b, dir, nil)
+		b.StartTimer()
+		cpu0, start := cpuTime(), time.Now()
+		for i := range pods {
+			name := fmt.Sprintf("pod-%04d", i)
+			if err := os.Rename(filepath.Join(dir, "."+name+".tmp"), filepath.Join(dir, name+".yaml")); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for len(src.Pods()) < pods {
+			if time.Since(start) > 30*time.Second {
+				b.Fatalf("%d of %d pods published after 30s", len(src.Pods()), pods)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		b.StopTimer()
+		b.ReportMetric(ms(time.Since(start)), "ms-all")
+		b.ReportMetric(ms(cpuTime()-cpu0), "cpu-ms")
+	}
+}
+
+// runBench runs a source on dir until the benchmark ends, and waits for
+// its first scan.
+func runBench(b *testing.B, dir string, onChange func()) *Source {
+	b.Helper()
+	src, err := New(Config{Dir: dir, NodeName: "node-1", Logger: zap.NewNop(), Resync: time.Hour, OnChange: onChange})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	})
+	for src.Status().Reason == "initial scan not done" {
+		time.Sleep(time.Millisecond)
+	}
+	return src
+}
+
+// cpuTime returns the user and system CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// BenchmarkRescan measures one scan of a directory of 1,000 files, none of
-// which changed: the cost every event paid before a rescan touched only
-// what changed.
-func BenchmarkRescan(b *testing.B) {
+// benchScanner returns a scanner that has read a directory of 1,000 files.
+func benchScanner(b *testing.B) (*scanner, string) {
 	dir := benchDir(b, 1000)
 	sc := newScanner(dir, "node-1", zap.NewNop())
 	sc.scan()
 	b.ReportAllocs()
 	b.ResetTimer()
+	return sc, dir
+}
+
+// BenchmarkRescan measures one scan of a directory of 1,000 files, none of
+// which changed: what every event cost before events named what to read.
+func BenchmarkRescan(b *testing.B) {
+	sc, _ := benchScanner(b)
 	for range b.N {
 		sc.scan()
+	}
+}
+
+// BenchmarkReread measures what a manifest renamed into a directory of
+// 1,000 files costs: reading that file again and merging the result.
+func BenchmarkReread(b *testing.B) {
+	sc, dir := benchScanner(b)
+	for i := range b.N {
+		b.StopTimer()
+		writeBenchFile(b, dir, "cfg.yaml", fmt.Sprintf(benchConfigMap, fmt.Sprint(i)))
+		b.StartTimer()
+		sc.reread([]string{"cfg.yaml"})
 	}
 }

@@ -118,6 +118,16 @@ const settleDelay = 750 * time.Millisecond
 // good content is unknown — the volumes on disk may hold more than the file
 // now says — so the first content of a file that was present at start
 // waits too, if the file changed less than settleDelay ago.
+//
+// A file renamed into place is read at once (see changes), yet its drops
+// wait all the same, though such a file is most likely complete. The
+// rename only shows that someone moved the file in, not that its writer
+// was done: `curl -o x.tmp … & mv x.tmp x.yaml`, or a writer that keeps
+// the file open, goes on writing into the name renamed in, and a drop
+// believed early deletes data for good. Deleting the file is the prompt
+// way to remove its objects; a drop written by rename costs settleDelay,
+// while additions and edits, the common case, apply at once. The scanner
+// does not track how a file arrived, so the rule is the same for all.
 func (sc *scanner) holdBack(f *fileState) bool {
 	switch {
 	case f.accepted && !dropsContent(f.good, f.parsed):
@@ -205,11 +215,15 @@ func (sc *scanner) merge() []object {
 			}
 		}
 	}
-	sc.recheck = time.Time{}
+	sc.recheck, sc.held = time.Time{}, nil
 	for _, name := range names {
 		f := sc.files[name]
 		f.conflicts = nil
-		if !f.parsedOK() || sc.holdBack(f) {
+		if !f.parsedOK() {
+			continue
+		}
+		if sc.holdBack(f) {
+			sc.held = append(sc.held, name)
 			continue
 		}
 		if f.conflicts = c.check(name, f.parsed); f.conflicts == nil {
