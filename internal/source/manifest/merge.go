@@ -30,8 +30,9 @@ type claims struct {
 	uids map[types.UID]origin
 }
 
-func newClaims() *claims {
-	return &claims{keys: map[key]origin{}, uids: map[types.UID]origin{}}
+// newClaims returns empty claims with room for about n objects.
+func newClaims(n int) *claims {
+	return &claims{keys: make(map[key]origin, n), uids: make(map[types.UID]origin, n)}
 }
 
 // conflict says why o cannot be added, or returns "" when it can.
@@ -91,7 +92,7 @@ func (c *claims) check(file string, objs []object) []problem {
 
 // duplicatesWithin finds the objects of one file that repeat an earlier one.
 func duplicatesWithin(objs []object) []problem {
-	c := newClaims()
+	c := newClaims(len(objs))
 	var ps []problem
 	for _, o := range objs {
 		if msg := c.conflict(o); msg != "" {
@@ -130,6 +131,8 @@ const settleDelay = 750 * time.Millisecond
 // does not track how a file arrived, so the rule is the same for all.
 func (sc *scanner) holdBack(f *fileState) bool {
 	switch {
+	case f.accepted && unchanged(f):
+		return false
 	case f.accepted && !dropsContent(f.good, f.parsed):
 		return false
 	case !f.accepted && !f.initial:
@@ -143,6 +146,12 @@ func (sc *scanner) holdBack(f *fileState) bool {
 		sc.recheck = due
 	}
 	return true
+}
+
+// unchanged reports whether f's content is the one in force: not read
+// again with other bytes since it was accepted.
+func unchanged(f *fileState) bool {
+	return len(f.parsed) == len(f.good) && (len(f.good) == 0 || &f.parsed[0] == &f.good[0])
 }
 
 // dropsContent reports whether next lacks an object that prev has, or a
@@ -207,7 +216,7 @@ func lacksKey[V any](prev, next map[string]V) bool {
 // objects in force.
 func (sc *scanner) merge() []object {
 	names := slices.Sorted(maps.Keys(sc.files))
-	c := newClaims()
+	c := newClaims(len(names))
 	for _, name := range names {
 		for _, o := range sc.files[name].good {
 			if c.conflict(o) == "" {
@@ -234,7 +243,7 @@ func (sc *scanner) merge() []object {
 			}
 		}
 	}
-	var out []object
+	out := make([]object, 0, len(c.keys))
 	for _, name := range names {
 		for _, o := range sc.files[name].good {
 			if c.owns(name, o) {
