@@ -39,7 +39,8 @@ import (
 //
 // Events on other names (dotfiles, editor swap and backup files, temp files)
 // matter only when a manifest is a symlink, which may resolve through them
-// (a mounted configMap's ..data): then they cause a full rescan once quiet.
+// (a mounted configMap's ..data), or has another name (a hard link): then
+// they cause a full rescan once quiet.
 type changes struct {
 	in    map[string]bool // manifest names renamed into place: read at once
 	away  map[string]bool // manifest names renamed to another one: read at once
@@ -54,7 +55,8 @@ func newChanges() *changes {
 	return &changes{in: map[string]bool{}, away: map[string]bool{}, later: map[string]bool{}}
 }
 
-// add records one event; links says whether any manifest is a symlink.
+// add records one event; links says whether any manifest is a symlink or
+// a hard link.
 func (c *changes) add(ev event, links bool) {
 	switch {
 	case ev.mask&unix.IN_Q_OVERFLOW != 0, ev.name == "":
