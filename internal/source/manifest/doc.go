@@ -1,7 +1,9 @@
 // Package manifest is the pod source for running without a cluster: it reads
 // Pods, ConfigMaps, Secrets, PersistentVolumes, PersistentVolumeClaims and
 // the Node object from the YAML and JSON files directly inside one directory,
-// and keeps them current with fsnotify and a slow, jittered resync.
+// and keeps them current with inotify and a slow, jittered resync. A file
+// renamed into place is read at once; other changes once the directory has
+// been quiet for 50 ms (see changes.go).
 //
 // It owns the file cache (the bytes of every file it read, the objects each
 // file defined last time it was good) and the snapshot it hands out. It never

@@ -28,6 +28,14 @@ type harness struct {
 // start runs a source on dir until the test ends, and waits for its first scan.
 func start(t *testing.T, dir string, tweak ...func(*Config)) *harness {
 	t.Helper()
+	h := newHarness(t, dir, tweak...)
+	h.run()
+	return h
+}
+
+// newHarness creates a source on dir without running it.
+func newHarness(t *testing.T, dir string, tweak ...func(*Config)) *harness {
+	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	h := &harness{t: t, dir: dir, changes: make(chan struct{}, 1), logs: logs}
 	cfg := Config{Dir: dir, NodeName: "node-1", Logger: zap.New(core), Resync: time.Hour, OnChange: h.notify}
@@ -39,17 +47,22 @@ func start(t *testing.T, dir string, tweak ...func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	h.src = src
+	return h
+}
+
+// run runs the source until the test ends, and waits for its first scan.
+func (h *harness) run() {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	t.Cleanup(func() {
+	go func() { done <- h.src.Run(ctx) }()
+	h.t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run returned %v, want nil", err)
+			h.t.Errorf("Run returned %v, want nil", err)
 		}
 	})
-	h.expect("first scan", func() bool { return src.Status().Reason != "initial scan not done" })
-	return h
+	h.expect("first scan", func() bool { return h.src.Status().Reason != "initial scan not done" })
 }
 
 func (h *harness) notify() {

@@ -30,8 +30,9 @@ type claims struct {
 	uids map[types.UID]origin
 }
 
-func newClaims() *claims {
-	return &claims{keys: map[key]origin{}, uids: map[types.UID]origin{}}
+// newClaims returns empty claims with room for about n objects.
+func newClaims(n int) *claims {
+	return &claims{keys: make(map[key]origin, n), uids: make(map[types.UID]origin, n)}
 }
 
 // conflict says why o cannot be added, or returns "" when it can.
@@ -50,10 +51,18 @@ func (c *claims) conflictOutside(o object, file string) string {
 	return ""
 }
 
-// release drops every claim of file.
-func (c *claims) release(file string) {
-	maps.DeleteFunc(c.keys, func(_ key, o origin) bool { return o.file == file })
-	maps.DeleteFunc(c.uids, func(_ types.UID, o origin) bool { return o.file == file })
+// release drops the claims file holds on objs. A file only ever claims
+// the objects of its own content, so releasing its last good content frees
+// all it holds, at the cost of its own objects rather than of every claim.
+func (c *claims) release(file string, objs []object) {
+	for _, o := range objs {
+		if c.keys[o.key].file == file {
+			delete(c.keys, o.key)
+		}
+		if pod, ok := o.obj.(*v1.Pod); ok && c.uids[pod.UID].file == file {
+			delete(c.uids, pod.UID)
+		}
+	}
 }
 
 // owns reports whether file holds the claim of o.
@@ -83,7 +92,7 @@ func (c *claims) check(file string, objs []object) []problem {
 
 // duplicatesWithin finds the objects of one file that repeat an earlier one.
 func duplicatesWithin(objs []object) []problem {
-	c := newClaims()
+	c := newClaims(len(objs))
 	var ps []problem
 	for _, o := range objs {
 		if msg := c.conflict(o); msg != "" {
@@ -110,8 +119,20 @@ const settleDelay = 750 * time.Millisecond
 // good content is unknown — the volumes on disk may hold more than the file
 // now says — so the first content of a file that was present at start
 // waits too, if the file changed less than settleDelay ago.
+//
+// A file renamed into place is read at once (see changes), yet its drops
+// wait all the same, though such a file is most likely complete. The
+// rename only shows that someone moved the file in, not that its writer
+// was done: `curl -o x.tmp … & mv x.tmp x.yaml`, or a writer that keeps
+// the file open, goes on writing into the name renamed in, and a drop
+// believed early deletes data for good. Deleting the file is the prompt
+// way to remove its objects; a drop written by rename costs settleDelay,
+// while additions and edits, the common case, apply at once. The scanner
+// does not track how a file arrived, so the rule is the same for all.
 func (sc *scanner) holdBack(f *fileState) bool {
 	switch {
+	case f.accepted && unchanged(f):
+		return false
 	case f.accepted && !dropsContent(f.good, f.parsed):
 		return false
 	case !f.accepted && !f.initial:
@@ -125,6 +146,12 @@ func (sc *scanner) holdBack(f *fileState) bool {
 		sc.recheck = due
 	}
 	return true
+}
+
+// unchanged reports whether f's content is the one in force: not read
+// again with other bytes since it was accepted.
+func unchanged(f *fileState) bool {
+	return len(f.parsed) == len(f.good) && (len(f.good) == 0 || &f.parsed[0] == &f.good[0])
 }
 
 // dropsContent reports whether next lacks an object that prev has, or a
@@ -189,7 +216,7 @@ func lacksKey[V any](prev, next map[string]V) bool {
 // objects in force.
 func (sc *scanner) merge() []object {
 	names := slices.Sorted(maps.Keys(sc.files))
-	c := newClaims()
+	c := newClaims(len(names))
 	for _, name := range names {
 		for _, o := range sc.files[name].good {
 			if c.conflict(o) == "" {
@@ -197,22 +224,26 @@ func (sc *scanner) merge() []object {
 			}
 		}
 	}
-	sc.recheck = time.Time{}
+	sc.recheck, sc.held = time.Time{}, nil
 	for _, name := range names {
 		f := sc.files[name]
 		f.conflicts = nil
-		if !f.parsedOK() || sc.holdBack(f) {
+		if !f.parsedOK() {
+			continue
+		}
+		if sc.holdBack(f) {
+			sc.held = append(sc.held, name)
 			continue
 		}
 		if f.conflicts = c.check(name, f.parsed); f.conflicts == nil {
-			c.release(name)
+			c.release(name, f.good)
 			f.good, f.accepted = f.parsed, true
 			for _, o := range f.good {
 				c.add(name, o)
 			}
 		}
 	}
-	var out []object
+	out := make([]object, 0, len(c.keys))
 	for _, name := range names {
 		for _, o := range sc.files[name].good {
 			if c.owns(name, o) {

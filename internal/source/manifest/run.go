@@ -7,76 +7,91 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
 )
 
+// Defaults of the quiet period that events other than a manifest renamed
+// into place wait for (see changes).
 const (
-	// debounceDelay is how long the directory must be quiet before a rescan.
+	// debounceDelay is how long the directory must be quiet before those
+	// changes are read.
 	debounceDelay = 50 * time.Millisecond
-	// debounceMax bounds how long a stream of events can put a rescan off.
+	// debounceMax bounds how long a stream of events can put them off.
 	debounceMax = 500 * time.Millisecond
 )
 
-// Run scans the directory, then rescans it after every burst of fsnotify
-// events and on a jittered resync, until ctx ends. It returns nil then, and
-// an error only when the directory cannot be watched at all. The watcher's
-// goroutine is the only one started, and it is joined before Run returns.
+// Run scans the directory, then reads what changed as its events say (see
+// changes), and rescans all of it on a jittered resync, until ctx ends. It
+// returns nil then, and an error only when the directory cannot be watched
+// at all. The watcher's goroutine is the only one started, and it is joined
+// before Run returns.
 func (s *Source) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("manifest source is already running")
 	}
 	defer s.running.Store(false)
-	w, err := fsnotify.NewWatcher()
+	w, err := newWatcher(s.dir)
 	if err != nil {
 		return fmt.Errorf("watch manifest directory %q: %w", s.dir, err)
 	}
-	defer func() { _ = w.Close() }() // Close waits for the watcher's goroutine.
-	if err := w.Add(s.dir); err != nil {
-		return fmt.Errorf("watch manifest directory %q: %w", s.dir, err)
-	}
+	defer w.close()
 	s.logger.Info("manifest source started", zap.Duration("resync", s.resync))
 	s.rescan()
 	return s.loop(ctx, w)
 }
 
-// loop is the event loop: every event (re)arms the debounce timer, which
-// triggers a rescan; the resync timer rescans regardless.
-func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher) error {
-	d := newDebouncer()
+// loop is the event loop: a manifest renamed into place is read at once;
+// other events (re)arm the debounce timer, which reads what they named; the
+// recheck timer looks at held-back files again; the resync timer rescans
+// regardless.
+func (s *Source) loop(ctx context.Context, w *watcher) error {
+	d := newDebouncer(s.debounce)
 	defer d.timer.Stop()
 	resync := time.NewTimer(jitter(s.resync))
 	defer resync.Stop()
 	recheck := time.NewTimer(time.Hour)
 	recheck.Stop()
 	defer recheck.Stop()
+	c := newChanges()
 	for {
 		s.armRecheck(recheck)
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-w.Events:
+		case evs, ok := <-w.batches:
 			if !ok {
-				return errors.New("manifest directory watcher closed")
+				return fmt.Errorf("manifest directory watch stopped: %w", w.err)
 			}
-			s.logger.Debug("manifest directory event", zap.String("file", ev.Name), zap.String("op", ev.Op.String()))
-			d.trigger(time.Now())
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("manifest directory watcher closed")
+			s.note(c, evs)
+			if in, away := c.takeNow(); len(in)+len(away) > 0 {
+				c.wait(s.readRenamed(in, away))
 			}
-			s.logger.Info("manifest directory watch error, rescanning", zap.Error(err))
-			d.trigger(time.Now())
+			if c.waiting() {
+				d.trigger(time.Now())
+			}
 		case <-d.timer.C:
 			d.fired()
-			s.rescan()
+			if names, full := c.takeLater(); full {
+				s.rescan()
+			} else {
+				s.reread(names)
+			}
 		case <-recheck.C:
-			s.rescan()
+			s.reread(s.scanner.held)
 		case <-resync.C:
 			s.rewatch(w)
 			s.rescan()
 			resync.Reset(jitter(s.resync))
 		}
+	}
+}
+
+// note records a batch of events in c.
+func (s *Source) note(c *changes, evs []event) {
+	links := s.scanner.links()
+	for _, ev := range evs {
+		s.logger.Debug("manifest directory event", zap.String("file", ev.name), zap.Uint32("mask", ev.mask))
+		c.add(ev, links)
 	}
 }
 
@@ -87,18 +102,36 @@ func (s *Source) armRecheck(t *time.Timer) {
 	}
 }
 
-// rescan scans the directory and publishes the result.
+// rescan scans the whole directory and publishes the result.
 func (s *Source) rescan() {
 	start := time.Now()
 	s.publish(s.scanner.scan())
 	s.logger.Debug("manifest directory scanned", zap.Duration("took", time.Since(start)))
 }
 
+// readRenamed reads the files renamed into place and the names they were
+// renamed from, publishes the result, and returns the names to read again
+// once the directory is quiet.
+func (s *Source) readRenamed(in, away []string) []string {
+	start := time.Now()
+	snap, gone := s.scanner.readRenamed(in, away)
+	s.publish(snap)
+	s.logger.Debug("manifest directory scanned", zap.Strings("files", in), zap.Strings("from", away), zap.Duration("took", time.Since(start)))
+	return gone
+}
+
+// reread reads the named files again and publishes the result.
+func (s *Source) reread(names []string) {
+	start := time.Now()
+	s.publish(s.scanner.reread(names))
+	s.logger.Debug("manifest directory scanned", zap.Strings("files", names), zap.Duration("took", time.Since(start)))
+}
+
 // rewatch adds the directory to the watcher again, in case it was removed
 // and created anew (a watch follows the old directory). It is a no-op for a
 // directory that is still watched.
-func (s *Source) rewatch(w *fsnotify.Watcher) {
-	if err := w.Add(s.dir); err != nil {
+func (s *Source) rewatch(w *watcher) {
+	if err := w.add(s.dir); err != nil {
 		s.logger.Debug("cannot watch manifest directory", zap.Error(err))
 	}
 }
@@ -108,25 +141,34 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
 }
 
-// debouncer fires debounceDelay after the last event of a burst, but no
-// later than debounceMax after its first event.
-type debouncer struct {
-	timer    *time.Timer
-	deadline time.Time // zero when no rescan is pending
+// debounce is the quiet period of a debouncer.
+type debounce struct {
+	delay time.Duration // quiet time after the last event
+	max   time.Duration // at most this long after the first event
 }
 
-func newDebouncer() *debouncer {
+// debouncer fires delay after the last event of a burst, but no later than
+// max after its first event.
+type debouncer struct {
+	debounce
+	timer    *time.Timer
+	deadline time.Time // zero when nothing is pending
+}
+
+func newDebouncer(d debounce) *debouncer {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &debouncer{timer: t}
+	return &debouncer{debounce: d, timer: t}
 }
 
 func (d *debouncer) trigger(now time.Time) {
 	if d.deadline.IsZero() {
-		d.deadline = now.Add(debounceMax)
+		d.deadline = now.Add(d.max)
+		d.timer.Reset(min(d.delay, d.max))
+		return
 	}
-	if now.Add(debounceDelay).Before(d.deadline) {
-		d.timer.Reset(debounceDelay)
+	if now.Add(d.delay).Before(d.deadline) {
+		d.timer.Reset(d.delay)
 	}
 }
 

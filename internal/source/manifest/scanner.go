@@ -39,6 +39,9 @@ type fileState struct {
 	changedAt time.Time
 	// initial is set for files present at the first scan since start.
 	initial bool
+	// link is set when the name is a symlink, or a file with more than
+	// one name: its content may change through other names (see changes).
+	link bool
 }
 
 // parsedOK reports whether the bytes last read parsed without a fatal problem.
@@ -58,12 +61,16 @@ type scanner struct {
 	files    map[string]*fileState
 	// listed is set once a directory listing succeeded: the first full scan is done.
 	listed bool
+	// dirErr is why the directory could not be listed at the last full scan.
+	dirErr error
 	// loggedDirErr is the directory error last logged.
 	loggedDirErr string
 	// now is the clock (time.Now outside tests).
 	now func() time.Time
-	// recheck, when set, is when a held-back file must be looked at again.
+	// recheck, when set, is when the held-back files must be looked at again.
 	recheck time.Time
+	// held are the files whose content waits to settle (see holdBack).
+	held []string
 }
 
 func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
@@ -77,33 +84,118 @@ func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
 	}
 }
 
-// scan rereads the directory, reparses the files whose bytes changed and
-// returns the resulting snapshot.
+// entry is a manifest name in the directory.
+type entry struct {
+	name string
+	link bool // a symlink
+}
+
+// scan rereads the directory and every file in it, reparses the files whose
+// bytes changed and returns the resulting snapshot.
 func (sc *scanner) scan() *snapshot {
-	names, err := sc.list()
+	entries, err := sc.list()
+	sc.dirErr = err
 	if err == nil {
 		first := !sc.listed
 		sc.listed = true
-		sc.refresh(names, first)
+		sc.refresh(entries, first)
 	}
-	objs := sc.merge()
-	sc.logChanges(err)
-	return newSnapshot(objs, sc.nodeName, sc.status(err))
+	return sc.result()
 }
 
-// list returns the names of the candidate manifest files in the directory.
-func (sc *scanner) list() ([]string, error) {
-	entries, err := os.ReadDir(sc.dir)
+// reread reads the named files again, reparses those whose bytes changed
+// and returns the resulting snapshot; a name that is gone is forgotten.
+// The other files keep what was last read: their own events bring them in.
+func (sc *scanner) reread(names []string) *snapshot {
+	if !sc.listed || sc.dirErr != nil || !sc.forget(sc.update(names)) {
+		return sc.scan()
+	}
+	return sc.result()
+}
+
+// readRenamed is reread for the files renamed into place (in) and the
+// manifest names they were renamed from (away); see changes. A name of in
+// that is gone has changed again since its rename, in a way that must wait
+// for the directory to be quiet: it is not forgotten but returned.
+func (sc *scanner) readRenamed(in, away []string) (snap *snapshot, gone []string) {
+	if !sc.listed || sc.dirErr != nil {
+		return sc.scan(), nil
+	}
+	gone = sc.update(in)
+	if !sc.forget(sc.update(away)) {
+		return sc.scan(), gone
+	}
+	return sc.result(), gone
+}
+
+// update reads the named files again and returns the names that are gone.
+func (sc *scanner) update(names []string) (gone []string) {
+	for _, name := range names {
+		if isManifestName(name) && !sc.load(sc.stat(name), false) {
+			gone = append(gone, name)
+		}
+	}
+	return gone
+}
+
+// forget drops the files of names, which are gone, and so their objects.
+// Unless the directory is gone, which a file missing could mean: then it
+// drops nothing and returns false, and a scan must tell.
+func (sc *scanner) forget(names []string) bool {
+	if len(names) > 0 && !sc.dirExists() {
+		return false
+	}
+	for _, name := range names {
+		if _, ok := sc.files[name]; ok {
+			delete(sc.files, name)
+			sc.logger.Info("manifest file removed", zap.String("file", name))
+		}
+	}
+	return true
+}
+
+// result merges what the files hold, logs what changed, and returns the snapshot.
+func (sc *scanner) result() *snapshot {
+	objs := sc.merge()
+	sc.logChanges(sc.dirErr)
+	return newSnapshot(objs, sc.nodeName, sc.status(sc.dirErr))
+}
+
+// list returns the candidate manifest files in the directory.
+func (sc *scanner) list() ([]entry, error) {
+	dirents, err := os.ReadDir(sc.dir)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest directory: %w", err)
 	}
-	var names []string
-	for _, e := range entries {
+	var entries []entry
+	for _, e := range dirents {
 		if isManifestName(e.Name()) {
-			names = append(names, e.Name())
+			entries = append(entries, entry{name: e.Name(), link: e.Type()&fs.ModeSymlink != 0})
 		}
 	}
-	return names, nil
+	return entries, nil
+}
+
+// stat returns the entry of one name, whether or not it exists.
+func (sc *scanner) stat(name string) entry {
+	info, err := os.Lstat(filepath.Join(sc.dir, name))
+	return entry{name: name, link: err == nil && info.Mode()&fs.ModeSymlink != 0}
+}
+
+// dirExists reports whether the directory is still there.
+func (sc *scanner) dirExists() bool {
+	info, err := os.Stat(sc.dir)
+	return err == nil && info.IsDir()
+}
+
+// links reports whether any manifest is a symlink or a hard link.
+func (sc *scanner) links() bool {
+	for _, f := range sc.files {
+		if f.link {
+			return true
+		}
+	}
+	return false
 }
 
 // isManifestName accepts *.yaml, *.yml and *.json and refuses hidden files
@@ -123,10 +215,10 @@ func isManifestName(name string) bool {
 
 // refresh forgets files that are gone and loads the others; first says
 // that this is the first listing since start.
-func (sc *scanner) refresh(names []string, first bool) {
-	present := make(map[string]bool, len(names))
-	for _, name := range names {
-		present[name] = sc.load(name, first)
+func (sc *scanner) refresh(entries []entry, first bool) {
+	present := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		present[e.name] = sc.load(e, first)
 	}
 	for name := range sc.files {
 		if !present[name] {
@@ -138,8 +230,9 @@ func (sc *scanner) refresh(names []string, first bool) {
 
 // load reads one file and reparses it when its bytes changed. It returns
 // false when the file is not there (or is not a regular file).
-func (sc *scanner) load(name string, first bool) bool {
-	raw, modTime, err := readManifest(filepath.Join(sc.dir, name))
+func (sc *scanner) load(e entry, first bool) bool {
+	name := e.name
+	raw, info, err := readManifest(filepath.Join(sc.dir, name))
 	if errors.Is(err, errNotManifest) {
 		return false
 	}
@@ -148,13 +241,14 @@ func (sc *scanner) load(name string, first bool) bool {
 		f = &fileState{initial: first}
 		sc.files[name] = f
 	}
+	f.link = e.link || (info != nil && hardLinked(info))
 	if err != nil {
 		f.read, f.parsed, f.problems = false, nil, []problem{{msg: err.Error()}}
 		return true
 	}
 	if sum := sha256.Sum256(raw); !f.read || sum != f.sum {
 		changed := sc.now()
-		if f.initial && !f.accepted && !f.read && modTime.Before(changed) {
+		if modTime := info.ModTime(); f.initial && !f.accepted && !f.read && modTime.Before(changed) {
 			changed = modTime // written before start: maybe just before
 		}
 		f.sum, f.read, f.changedAt = sum, true, changed
@@ -186,32 +280,38 @@ func emptyProblem(f *fileState) string {
 var errNotManifest = errors.New("not a regular file")
 
 // readManifest reads a regular file, following symlinks, up to maxFileSize,
-// and returns it with its modification time. It opens without blocking and
-// checks the opened file too, so a FIFO swapped in after the stat cannot
-// hang the scan.
-func readManifest(path string) ([]byte, time.Time, error) {
+// and returns it with the opened file's information. It opens without
+// blocking and checks the opened file too, so a FIFO swapped in after the
+// stat cannot hang the scan.
+func readManifest(path string) ([]byte, fs.FileInfo, error) {
 	// Stat first so that a device is never even opened.
 	if info, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && !info.Mode().IsRegular()) {
-		return nil, time.Time{}, errNotManifest
+		return nil, nil, errNotManifest
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, time.Time{}, errNotManifest
+		return nil, nil, errNotManifest
 	}
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("cannot read file: %w", err)
+		return nil, nil, fmt.Errorf("cannot read file: %w", err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		return nil, time.Time{}, errNotManifest
+		return nil, nil, errNotManifest
 	}
 	raw, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("cannot read file: %w", err)
+		return nil, nil, fmt.Errorf("cannot read file: %w", err)
 	}
 	if len(raw) > maxFileSize {
-		return nil, time.Time{}, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
+		return nil, nil, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
 	}
-	return raw, info.ModTime(), nil
+	return raw, info, nil
+}
+
+// hardLinked reports whether the file has more than one name.
+func hardLinked(info fs.FileInfo) bool {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink > 1
 }

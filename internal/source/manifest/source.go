@@ -49,6 +49,7 @@ type Source struct {
 	dir      string
 	nodeName string
 	resync   time.Duration
+	debounce debounce
 	onChange func()
 	logger   *zap.Logger
 
@@ -79,6 +80,7 @@ func New(cfg Config) (*Source, error) {
 		dir:      dir,
 		nodeName: cfg.NodeName,
 		resync:   resync,
+		debounce: debounce{delay: debounceDelay, max: debounceMax},
 		onChange: cfg.OnChange,
 		logger:   logger,
 		scanner:  newScanner(dir, cfg.NodeName, logger),

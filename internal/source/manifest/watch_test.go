@@ -216,7 +216,8 @@ func TestConfigMapMountSwap(t *testing.T) {
 }
 
 // TestResyncSeesChangesWithoutEvents edits a symlink's target outside the
-// directory, which fsnotify does not report: the resync must pick it up.
+// directory, which the directory's watch does not report: the resync must
+// pick it up.
 func TestResyncSeesChangesWithoutEvents(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
 	writeFile(t, outside, "web.yaml", pod("web", "v1"))
