@@ -100,6 +100,7 @@ func (o *objects) readFirst(ctx context.Context, r ref, w *watched) (watch bool)
 	if !ok {
 		return true
 	}
+	o.log.Debug("object read directly", zap.String("resource", o.resource), zap.String("namespace", r.namespace), zap.String("name", r.name), zap.Bool("found", got.obj != nil))
 	o.mu.Lock()
 	switch {
 	case o.entries[r] != w:
