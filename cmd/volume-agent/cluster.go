@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/volume-agent/volume-agent/internal/events"
 	"github.com/volume-agent/volume-agent/internal/plugins/projected"
@@ -37,7 +38,14 @@ func newCluster(o options, log *zap.Logger, notify func()) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	src, err := apiserver.New(apiserver.Config{Client: client, NodeName: o.nodeName, Logger: log, OnChange: notify})
+	reads, err := kubernetes.NewForConfig(unthrottled(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client for direct reads: %w", err)
+	}
+	src, err := apiserver.New(apiserver.Config{
+		Client: client, NodeName: o.nodeName, Logger: log, OnChange: notify,
+		Reads: reads, ReadTokens: flowcontrol.NewTokenBucketPassiveRateLimiter(o.apiQPS, o.apiBurst),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +74,20 @@ func restConfig(o options) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = o.apiQPS, o.apiBurst
 	cfg.UserAgent = "volume-agent/" + o.nodeName
 	return cfg, nil
+}
+
+// unthrottled returns a copy of cfg whose requests never wait for a
+// client-side rate limiter. It is for the API source's direct reads of
+// newly referenced ConfigMaps and Secrets: they are made only while a token
+// bucket of their own (the size --kube-api-qps and --kube-api-burst give)
+// has a token, and skipped otherwise, so they never wait, and never take
+// tokens that TokenRequests and events need in a burst of new pods. The
+// copy shares the client's connection (client-go keys its transports by
+// TLS and dial settings, not by rate limits).
+func unthrottled(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst, c.RateLimiter = -1, 0, nil
+	return c
 }
 
 // tokenSource returns the token manager as the projected plugin wants it:

@@ -12,6 +12,13 @@
 // so the cost is one cheap watch per referenced object. Immutable objects
 // are read once and not watched after that.
 //
+// A newly referenced object is also read once with a GET before its watch
+// starts (firstread.go): the watch's first list waits until the API
+// server's watch cache has caught up with etcd, up to ~100 ms, while the
+// GET is one quorum read. The watch's answer replaces the read's once it
+// has listed. A read that fails or is not allowed (no "get" in the RBAC)
+// only leaves the lookup waiting for the watch, as before.
+//
 // Whether the API server is reachable is judged from the list and watch
 // calls of the pod and Node informers only, whose watches are always open:
 // one rejected event or failed TokenRequest says nothing about them, while

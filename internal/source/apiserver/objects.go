@@ -16,30 +16,30 @@ import (
 // ref names a namespaced object.
 type ref struct{ namespace, name string }
 
-// objects keeps one watch per referenced object of one resource.
+// objects keeps one watch per referenced object of one resource, and
+// reads each object once directly when a pod first refers to it.
 type objects struct {
 	resource  string // "configmaps" or "secrets"
 	example   runtime.Object
 	listWatch func(ref, observer) cache.ListerWatcher // of the one object
+	reader    *reader                                 // nil: no direct reads
 	runner    *runner
 	log       *zap.Logger
 	onChange  func()
 
 	mu      sync.Mutex
-	entries map[ref]*watched // guarded by mu
+	entries map[ref]*watched // guarded by mu; nil until the first watch
 }
 
 // watched is the watch of one object. An immutable object is kept in
-// frozen and its watch stopped.
+// frozen and its watch stopped (or never started). first is what the
+// direct read found, served until the watch has listed.
 type watched struct {
 	informer cache.SharedIndexInformer
 	failures *failures
 	stop     context.CancelFunc
 	frozen   runtime.Object // guarded by objects.mu
-}
-
-func newObjects(resource string, example runtime.Object, lw func(ref, observer) cache.ListerWatcher, r *runner, log *zap.Logger, onChange func()) *objects {
-	return &objects{resource: resource, example: example, listWatch: lw, runner: r, log: log, onChange: onChange, entries: map[ref]*watched{}}
+	first    *firstRead     // guarded by objects.mu
 }
 
 // watch makes the set of watched objects exactly refs.
@@ -50,6 +50,9 @@ func (o *objects) watch(refs map[ref]bool) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.entries == nil {
+		o.entries = map[ref]*watched{}
+	}
 	for r, w := range o.entries {
 		if !refs[r] {
 			w.stop()
@@ -63,9 +66,10 @@ func (o *objects) watch(refs map[ref]bool) {
 	}
 }
 
-// startLocked starts the watch of one object. Besides its events, the
-// watch signals a change once it has synced (the object may not exist) and
-// when its list or watch fails anew (a 403 fails the volume at once).
+// startLocked reads one object directly, then starts its watch. Besides
+// its events, the watch signals a change once it has synced (the object may
+// not exist) and when its list or watch fails anew (a 403 fails the volume
+// at once).
 func (o *objects) startLocked(parent context.Context, r ref) *watched {
 	ctx, cancel := context.WithCancel(parent)
 	errs := newFailures(o.onChange)
@@ -77,10 +81,49 @@ func (o *objects) startLocked(parent context.Context, r ref) *watched {
 		UpdateFunc: func(_, obj any) { o.changed(r, obj) },
 		DeleteFunc: func(any) { o.onChange() },
 	})
-	o.runner.run(ctx, inf.RunWithContext)
-	o.runner.run(ctx, whenSynced(o.onChange, inf))
+	o.runner.run(ctx, func(ctx context.Context) {
+		if o.readFirst(ctx, r, w) {
+			inf.RunWithContext(ctx)
+		}
+	})
+	o.runner.run(ctx, whenSynced(func() { o.listed(r, w) }, inf))
 	o.log.Debug("watching object", zap.String("resource", o.resource), zap.String("namespace", r.namespace), zap.String("name", r.name))
 	return w
+}
+
+// readFirst reads a newly referenced object directly (see reader) and
+// signals the answer. It runs before the object's watch starts, so what the
+// watch lists is never older than what the read saw. It reports whether the
+// watch is needed: not for an immutable object, nor once w is unreferenced.
+func (o *objects) readFirst(ctx context.Context, r ref, w *watched) (watch bool) {
+	got, ok := o.reader.read(ctx, r)
+	if !ok {
+		return true
+	}
+	o.log.Debug("object read directly", zap.String("resource", o.resource), zap.String("namespace", r.namespace), zap.String("name", r.name), zap.Bool("found", got.obj != nil))
+	o.mu.Lock()
+	switch {
+	case o.entries[r] != w:
+		watch = false // unreferenced meanwhile; its context has ended
+	case got.obj != nil && isImmutable(got.obj):
+		w.frozen = got.obj
+		w.stop()
+		o.log.Debug("immutable object read; not watched", zap.String("resource", o.resource), zap.String("namespace", r.namespace), zap.String("name", r.name))
+	default:
+		w.first, watch = got, true
+	}
+	o.mu.Unlock()
+	o.onChange()
+	return watch
+}
+
+// listed signals that the watch has synced, and drops the direct read's
+// answer, which the watch's store now replaces.
+func (o *objects) listed(r ref, w *watched) {
+	o.mu.Lock()
+	w.first = nil
+	o.mu.Unlock()
+	o.onChange()
 }
 
 // changed freezes immutable objects (no watch needed after the first read)
@@ -109,15 +152,18 @@ func isImmutable(obj any) bool {
 }
 
 // lookup returns a watched object: ErrNotFound when the API server says it
-// does not exist, another error while it is not known yet.
+// does not exist, another error while it is not known yet. Until the watch
+// has listed, the direct read answers, unless the watch is refused: a
+// denial is reported rather than hidden behind an answer never updated.
 func lookup[T runtime.Object](o *objects, namespace, name string) (T, error) {
 	var zero T
 	r := ref{namespace, name}
 	o.mu.Lock()
 	w, ok := o.entries[r]
 	var frozen runtime.Object
+	var first *firstRead
 	if ok {
-		frozen = w.frozen // set by changed under mu
+		frozen, first = w.frozen, w.first // set under mu
 	}
 	o.mu.Unlock()
 	switch {
@@ -125,6 +171,8 @@ func lookup[T runtime.Object](o *objects, namespace, name string) (T, error) {
 		return zero, fmt.Errorf("%s %s/%s: not watched yet: %w", o.resource, namespace, name, volume.ErrNotReady)
 	case frozen != nil:
 		return frozen.(T), nil
+	case first != nil && !w.informer.HasSynced() && !denied(w.failures.current()):
+		return typed[T](first.obj, first.obj != nil, o.resource, namespace, name)
 	}
 	return get[T](w.informer, w.failures, o.resource, namespace, name)
 }

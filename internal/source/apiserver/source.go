@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -29,6 +30,15 @@ type Config struct {
 	// whenever a pod, the node or a referenced object changed, a watch
 	// synced, or a watch failed anew.
 	OnChange func()
+	// Reads makes the one direct read (GET) of each ConfigMap and Secret
+	// when a pod first refers to it, so that lookups need not wait for
+	// the object's watch to list (see reader). Its requests should not
+	// wait for a client-side rate limiter: ReadTokens decides instead
+	// whether a read is made. Defaults to Client.
+	Reads kubernetes.Interface
+	// ReadTokens, when set, is asked for a token before each direct read;
+	// without one the read is skipped and lookups wait for the watch.
+	ReadTokens Tokens
 }
 
 // Source serves the pods of this node from the API server.
@@ -72,12 +82,20 @@ func New(cfg Config) (*Source, error) {
 	s.pvcs = &lazyInformer{kind: "persistentVolumeClaim", runner: s.runner, onChange: cfg.OnChange, build: func(o observer) cache.SharedIndexInformer {
 		return informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything(), o), &v1.PersistentVolumeClaim{})
 	}}
-	s.configMaps = newObjects("configmaps", &v1.ConfigMap{}, func(r ref, o observer) cache.ListerWatcher {
+	reads := cfg.Client.CoreV1()
+	if cfg.Reads != nil {
+		reads = cfg.Reads.CoreV1()
+	}
+	s.configMaps = s.objectsOf("configmaps", &v1.ConfigMap{}, func(r ref, o observer) cache.ListerWatcher {
 		return listWatch[*v1.ConfigMapList](c, core.ConfigMaps(r.namespace), byName(r.name), o)
-	}, s.runner, log, cfg.OnChange)
-	s.secrets = newObjects("secrets", &v1.Secret{}, func(r ref, o observer) cache.ListerWatcher {
+	}, func(ctx context.Context, r ref) (runtime.Object, error) {
+		return getObject(reads.ConfigMaps(r.namespace).Get(ctx, r.name, metav1.GetOptions{}))
+	})
+	s.secrets = s.objectsOf("secrets", &v1.Secret{}, func(r ref, o observer) cache.ListerWatcher {
 		return listWatch[*v1.SecretList](c, core.Secrets(r.namespace), byName(r.name), o)
-	}, s.runner, log, cfg.OnChange)
+	}, func(ctx context.Context, r ref) (runtime.Object, error) {
+		return getObject(reads.Secrets(r.namespace).Get(ctx, r.name, metav1.GetOptions{}))
+	})
 	if _, err := s.node.AddEventHandler(notifyHandler(cfg.OnChange)); err != nil {
 		return nil, err
 	}
@@ -85,6 +103,13 @@ func New(cfg Config) (*Source, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// objectsOf builds the per-object watches and direct reads of one
+// resource: lw lists and watches one object, get reads it.
+func (s *Source) objectsOf(resource string, example runtime.Object, lw func(ref, observer) cache.ListerWatcher, get func(context.Context, ref) (runtime.Object, error)) *objects {
+	return &objects{resource: resource, example: example, listWatch: lw, runner: s.runner, log: s.log, onChange: s.cfg.OnChange,
+		reader: &reader{resource: resource, get: get, tokens: s.cfg.ReadTokens, log: s.log}}
 }
 
 func informer(lw cache.ListerWatcher, obj runtime.Object) cache.SharedIndexInformer {
@@ -181,14 +206,7 @@ func get[T runtime.Object](inf cache.SharedIndexInformer, errs *failures, kind, 
 	if err != nil {
 		return zero, err
 	}
-	if !ok {
-		return zero, fmt.Errorf("%s %s: %w", kind, key(namespace, name), volume.ErrNotFound)
-	}
-	t, ok := obj.(T)
-	if !ok {
-		return zero, fmt.Errorf("%s %s: unexpected type %T", kind, key(namespace, name), obj)
-	}
-	return t, nil
+	return typed[T](obj, ok, kind, namespace, name)
 }
 
 // errNotSynced: the watch has not delivered its first list yet.

@@ -43,6 +43,9 @@ type harness struct {
 	// onChange, when set, also runs in every OnChange call.
 	onChange atomic.Pointer[func()]
 
+	// held holds the source's ConfigMap and Secret calls (holdLists).
+	held *gates
+
 	mu      sync.Mutex
 	watches []*recordedWatch // guarded by mu
 }
@@ -71,9 +74,9 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 // newBareHarness serves exactly objs.
 func newBareHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
-	h := &harness{t: t, client: fake.NewClientset(objs...)}
+	h := &harness{t: t, client: fake.NewClientset(objs...), held: &gates{}}
 	h.client.PrependWatchReactor("*", h.recordWatch)
-	src, err := New(Config{Client: h.client, NodeName: "node-1", Logger: zaptest.NewLogger(t), OnChange: h.changed})
+	src, err := New(Config{Client: gatedClient{h.client, h.held}, NodeName: "node-1", Logger: zaptest.NewLogger(t), OnChange: h.changed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,6 +330,7 @@ func TestObjectLookups(t *testing.T) {
 		t.Errorf("ConfigMap before Run: %v, want ErrNotReady", err)
 	}
 	h.failList("configmaps", "metadata.name=broken")
+	h.failGet("configmaps", apierrors.NewServiceUnavailable("etcd is down"), "broken")
 	h.synced()
 	h.eventually("configMap cm served", func() (bool, string) {
 		cm, err := objs.ConfigMap("ns", "cm")
@@ -345,7 +349,7 @@ func TestObjectLookups(t *testing.T) {
 	}
 	h.eventually("broken configMap's list attempted", func() (bool, string) { return h.listed("configmaps", "metadata.name=broken"), "" })
 	if _, err := objs.ConfigMap("ns", "broken"); !errors.Is(err, volume.ErrNotReady) || errors.Is(err, volume.ErrNotFound) {
-		t.Errorf("configMap whose list fails: %v, want ErrNotReady", err)
+		t.Errorf("configMap whose list and read fail: %v, want ErrNotReady", err)
 	}
 	h.eventually("secret served", func() (bool, string) {
 		s, err := objs.Secret("ns", "s")
@@ -389,43 +393,62 @@ func TestObjectLookups(t *testing.T) {
 	}
 }
 
-// TestImmutableReadOnce: an immutable object is read once, its watch
-// stopped, and it is served from then on.
+// TestImmutableReadOnce: an immutable object is read once and served from
+// then on: by its direct read, with no watch at all, or, where the agent
+// may not get objects, by its watch, which is then stopped.
 func TestImmutableReadOnce(t *testing.T) {
-	frozen := configMap("ns", "frozen", "1")
-	frozen.Immutable = ptr.To(true)
-	h := newHarness(t, testPod("ns", "app", "node-1", cmVolume("frozen")), frozen)
-	objs := h.src.Objects()
-	// Look the object up without pause while it arrives and is frozen, so
-	// that the race detector sees lookups concurrent with the freeze.
-	read := make(chan error, 1)
-	go func() {
-		deadline := time.Now().Add(within)
-		for {
-			_, err := objs.ConfigMap("ns", "frozen")
-			if err == nil || time.Now().After(deadline) {
-				read <- err
-				return
+	for _, tc := range []struct {
+		name    string
+		denyGet bool
+		watches int // opened, all stopped in the end
+	}{
+		{name: "read directly", watches: 0},
+		{name: "read by its watch", denyGet: true, watches: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frozen := configMap("ns", "frozen", "1")
+			frozen.Immutable = ptr.To(true)
+			h := newHarness(t, testPod("ns", "app", "node-1", cmVolume("frozen")), frozen)
+			if tc.denyGet {
+				h.failGet("configmaps", forbidden("configmaps"))
 			}
-		}
-	}()
-	h.synced()
-	if err := <-read; err != nil {
-		t.Fatalf("immutable configMap not served: %v", err)
-	}
-	h.eventually("its watch stopped", func() (bool, string) {
-		open, stopped := h.watchesOf("configmaps", "ns", "metadata.name=frozen")
-		return open == 0 && stopped == 1, fmt.Sprintf("%d open, %d stopped", open, stopped)
-	})
-	// Another pod event re-derives the watches: the frozen object stays,
-	// without a new watch.
-	h.create(testPod("ns", "other", "node-1", cmVolume("frozen")))
-	h.eventually("second pod served", func() (bool, string) { return len(h.src.Pods()) == 2, "" })
-	if cm, err := objs.ConfigMap("ns", "frozen"); err != nil || cm.Data["k"] != "1" {
-		t.Errorf("immutable configMap after its watch stopped: %v, %v", cm, err)
-	}
-	if open, stopped := h.watchesOf("configmaps", "ns", "metadata.name=frozen"); open+stopped != 1 {
-		t.Errorf("immutable configMap watched %d times, want once", open+stopped)
+			objs := h.src.Objects()
+			// Look the object up without pause while it arrives and is
+			// frozen, so that the race detector sees lookups concurrent
+			// with the freeze.
+			read := make(chan error, 1)
+			go func() {
+				deadline := time.Now().Add(within)
+				for {
+					_, err := objs.ConfigMap("ns", "frozen")
+					if err == nil || time.Now().After(deadline) {
+						read <- err
+						return
+					}
+				}
+			}()
+			h.synced()
+			if err := <-read; err != nil {
+				t.Fatalf("immutable configMap not served: %v", err)
+			}
+			h.eventually("no watch open", func() (bool, string) {
+				open, stopped := h.watchesOf("configmaps", "ns", "metadata.name=frozen")
+				return open == 0 && stopped == tc.watches, fmt.Sprintf("%d open, %d stopped", open, stopped)
+			})
+			// Another pod event re-derives the watches: the frozen object
+			// stays, neither read nor watched again.
+			h.create(testPod("ns", "other", "node-1", cmVolume("frozen")))
+			h.eventually("second pod served", func() (bool, string) { return len(h.src.Pods()) == 2, "" })
+			if cm, err := objs.ConfigMap("ns", "frozen"); err != nil || cm.Data["k"] != "1" {
+				t.Errorf("immutable configMap after it was read: %v, %v", cm, err)
+			}
+			if open, stopped := h.watchesOf("configmaps", "ns", "metadata.name=frozen"); open+stopped != tc.watches {
+				t.Errorf("immutable configMap watched %d times, want %d", open+stopped, tc.watches)
+			}
+			if n := h.gets("configmaps", "frozen"); n != 1 {
+				t.Errorf("immutable configMap's direct read tried %d times, want once", n)
+			}
+		})
 	}
 }
 
