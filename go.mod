@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/cyphar/filepath-securejoin v0.2.5
-	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-git/go-billy/v5 v5.6.0
 	github.com/go-logr/zapr v1.3.0
 	github.com/hanwen/go-fuse/v2 v2.12.1

@@ -334,7 +334,10 @@ func (env *clusterEnv) testImmutableConfigMap(t *testing.T) {
 	pod = env.createPod(t, pod)
 	p := a.waitReady(string(pod.UID), 30*time.Second)
 	checkFile(t, filepath.Join(p.volume("frozen").Path, "k"), "v1")
-	waitFor(t, 5*time.Second, "the immutable object's watch stopped", func() (bool, string) {
-		return strings.Contains(a.logs.String(), "immutable object read; watch stopped"), "no such log line"
+	// Read directly before its watch started ("not watched"), or by the
+	// watch, which then stopped ("watch stopped").
+	waitFor(t, 5*time.Second, "the immutable object no longer watched", func() (bool, string) {
+		logs := a.logs.String()
+		return strings.Contains(logs, "immutable object read; not watched") || strings.Contains(logs, "immutable object read; watch stopped"), "no such log line"
 	})
 }

@@ -172,6 +172,17 @@ func (env *clusterEnv) startAgentWith(t *testing.T, node, kubeconfig string) *ag
 // on resource.
 func (env *clusterEnv) kubeconfigWithout(t *testing.T, name, resource string) string {
 	t.Helper()
+	return env.kubeconfigWithRole(t, name, func(r rbacv1.PolicyRule) rbacv1.PolicyRule {
+		r.Resources = removed(r.Resources, resource)
+		return r
+	})
+}
+
+// kubeconfigWithRole returns a kubeconfig for a new ServiceAccount name,
+// bound to the ClusterRole of deploy/daemonset.yaml with each rule passed
+// through edit; a rule left without resources or verbs is dropped.
+func (env *clusterEnv) kubeconfigWithRole(t *testing.T, name string, edit func(rbacv1.PolicyRule) rbacv1.PolicyRule) string {
+	t.Helper()
 	ctx := context.Background()
 	var role rbacv1.ClusterRole
 	for _, o := range deployObjects(t) {
@@ -184,7 +195,7 @@ func (env *clusterEnv) kubeconfigWithout(t *testing.T, name, resource string) st
 	role.ObjectMeta = metav1.ObjectMeta{Name: name}
 	var rules []rbacv1.PolicyRule
 	for _, r := range role.Rules {
-		if r.Resources = removed(r.Resources, resource); len(r.Resources) > 0 {
+		if r = edit(r); len(r.Resources) > 0 && len(r.Verbs) > 0 {
 			rules = append(rules, r)
 		}
 	}
