@@ -106,7 +106,7 @@ func run(o options, out io.Writer, logf func(string, ...any)) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &report{Machine: describeMachine(), Date: time.Now().UTC(), Commit: commit(module), Size: o.size.name}
+	rep := &report{Machine: describeMachine(), Date: time.Now().UTC(), Commit: commit(module), Agent: o.agent, Size: o.size.name}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -228,17 +228,11 @@ func (s *scenario) mountTable(cfg agentConfig) {
 	cfg.binds = s.size.binds
 	s.a = newAgent(s.r, cfg)
 	s.a.start()
-	pods := s.objects(s.size.single)
-	var lat []time.Duration
-	for _, p := range pods {
-		l, _ := createAll(s.r, s.a, s.c, []*v1.Pod{p})
-		lat = append(lat, l...)
-	}
-	s.rep.distribution(s.mode, fmt.Sprintf("pod → all 4 volumes ready, one at a time, %d unrelated bind mounts", s.size.binds), lat, 0, "within 2× of the figure without them")
 	// The pods' directories are in the agent's namespace's view too: the
 	// root is on the host's disk, only the mounts are private.
-	del, _ := deleteAll(s.r, s.a, s.c, pods)
-	s.rep.distribution(s.mode, fmt.Sprintf("pod removed → torn down, one at a time, %d unrelated bind mounts", s.size.binds), del, 0, "")
+	ready, removed := s.oneAtATime(s.objects(s.size.single))
+	s.rep.distribution(s.mode, fmt.Sprintf("pod → all 4 volumes ready, one at a time, %d unrelated bind mounts", s.size.binds), ready, 0, "within 2× of the figure without them")
+	s.rep.distribution(s.mode, fmt.Sprintf("pod removed → torn down, one at a time, %d unrelated bind mounts", s.size.binds), removed, 0, "")
 }
 
 // moduleDir is the root of this module, where ./cmd/volume-agent is.

@@ -20,6 +20,7 @@ type report struct {
 	Machine machine   `json:"machine"`
 	Date    time.Time `json:"date"`
 	Commit  string    `json:"commit"`
+	Agent   string    `json:"agent,omitempty"` // a binary given with -agent instead of the commit's
 	Size    string    `json:"size"`
 	Figures []figure  `json:"figures"`
 	Errors  []string  `json:"errors,omitempty"`
@@ -59,6 +60,9 @@ func (r *report) value(mode, name string, v float64, unit, target string) {
 // table writes the figures for people.
 func (r *report) table(w io.Writer) {
 	fmt.Fprintf(w, "volume-agent benchmarks, %s, commit %s, size %s\n", r.Date.Format(time.DateOnly), r.Commit, r.Size)
+	if r.Agent != "" {
+		fmt.Fprintf(w, "agent binary %s (not built from the commit)\n", r.Agent)
+	}
 	fmt.Fprintf(w, "%d cores (%s), %.1f GiB, Linux %s, %s\n\n", r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "mode\twhat\tp50\tp99\tmax / value\tn\ttarget")

@@ -61,15 +61,24 @@ func (s *scenario) objects(n int) []*v1.Pod {
 
 // single creates pods one at a time, each ready before the next.
 func (s *scenario) single() {
-	pods := s.objects(s.size.single)
-	var lat []time.Duration
+	ready, removed := s.oneAtATime(s.objects(s.size.single))
+	s.rep.distribution(s.mode, "pod → all 4 volumes ready, one at a time", ready, 0, "p50 ≤ 20 ms")
+	s.rep.distribution(s.mode, "pod removed → torn down, one at a time", removed, 0, "")
+}
+
+// oneAtATime creates pods one after another, each once the one before is
+// ready, then removes them one after another, each once the one before is
+// torn down.
+func (s *scenario) oneAtATime(pods []*v1.Pod) (ready, removed []time.Duration) {
 	for _, p := range pods {
 		l, _ := createAll(s.r, s.a, s.c, []*v1.Pod{p})
-		lat = append(lat, l...)
+		ready = append(ready, l...)
 	}
-	s.rep.distribution(s.mode, "pod → all 4 volumes ready, one at a time", lat, 0, "p50 ≤ 20 ms")
-	del, _ := deleteAll(s.r, s.a, s.c, pods)
-	s.rep.distribution(s.mode, "pod removed → torn down, one at a time", del, 0, "")
+	for _, p := range pods {
+		l, _ := deleteAll(s.r, s.a, s.c, []*v1.Pod{p})
+		removed = append(removed, l...)
+	}
+	return ready, removed
 }
 
 // burst creates n pods at once, measures the agent at rest with them,
