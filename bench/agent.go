@@ -45,12 +45,13 @@ type agentConfig struct {
 	kubeconfig   string // cluster mode when set
 	node         string
 	binds        int
+	rootParent   string // where the --root-dir is made; "" for the temporary directory
 	logDir       string // "" for a temporary one
 	logLevel     string
 }
 
 func newAgent(r *runner, c agentConfig) *agent {
-	a := &agent{r: r, binary: c.binary, self: c.self, root: r.TempDir(), manifests: c.manifests, binds: c.binds}
+	a := &agent{r: r, binary: c.binary, self: c.self, root: r.tempDirIn(c.rootParent), manifests: c.manifests, binds: c.binds}
 	logDir := c.logDir
 	if logDir == "" {
 		logDir = r.TempDir()

@@ -43,6 +43,7 @@ type options struct {
 	agent      string // a built agent; built from this module when empty
 	logDir     string // where agent logs go (kept), or "" for a temporary directory
 	logLevel   string
+	rootParent string // where agents' root directories are made
 }
 
 func main() {
@@ -75,6 +76,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.profileDir, "profile-dir", "", "when set, CPU profiles of the agent during each burst go here (adds 20 s a step)")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the agents' logs in this directory")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the agents' --log-level (debug shows each step with its time)")
+	fs.StringVar(&o.rootParent, "root-parent", "", "directory in which each agent's --root-dir is made (default: the temporary directory); its file system's metadata costs are part of every figure")
 	fs.StringVar(&o.agent, "agent", "", "volume-agent binary to measure (default: build ./cmd/volume-agent)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -106,7 +108,7 @@ func run(o options, out io.Writer, logf func(string, ...any)) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &report{Machine: describeMachine(), Date: time.Now().UTC(), Commit: commit(module), Agent: o.agent, Size: o.size.name}
+	rep := &report{Machine: describeMachine(), Date: time.Now().UTC(), Commit: commit(module), Agent: o.agent, RootFS: fileSystem(o.rootParent), Size: o.size.name}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -126,7 +128,7 @@ func run(o options, out io.Writer, logf func(string, ...any)) (*report, error) {
 	}
 	for _, mode := range o.modes {
 		logf("bench: %s mode", mode)
-		if err := runMode(o, rep, mode, agentConfig{binary: bin, self: self, node: benchNode, logDir: o.logDir, logLevel: o.logLevel}, logf); err != nil {
+		if err := runMode(o, rep, mode, agentConfig{binary: bin, self: self, node: benchNode, rootParent: o.rootParent, logDir: o.logDir, logLevel: o.logLevel}, logf); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s mode: %v", mode, err))
 		}
 	}

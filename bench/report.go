@@ -21,6 +21,7 @@ type report struct {
 	Date    time.Time `json:"date"`
 	Commit  string    `json:"commit"`
 	Agent   string    `json:"agent,omitempty"` // a binary given with -agent instead of the commit's
+	RootFS  string    `json:"root_fs"`         // file system of the agents' root directories
 	Size    string    `json:"size"`
 	Figures []figure  `json:"figures"`
 	Errors  []string  `json:"errors,omitempty"`
@@ -63,7 +64,7 @@ func (r *report) table(w io.Writer) {
 	if r.Agent != "" {
 		fmt.Fprintf(w, "agent binary %s (not built from the commit)\n", r.Agent)
 	}
-	fmt.Fprintf(w, "%d cores (%s), %.1f GiB, Linux %s, %s\n\n", r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go)
+	fmt.Fprintf(w, "%d cores (%s), %.1f GiB, Linux %s, %s; root directories on %s\n\n", r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go, r.RootFS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "mode\twhat\tp50\tp99\tmax / value\tn\ttarget")
 	for _, f := range r.Figures {
@@ -113,6 +114,25 @@ func describeMachine() machine {
 		}
 	}
 	return m
+}
+
+// fileSystem names the file system dir is on, the cost of every mkdir,
+// symlink and rename an agent makes there.
+func fileSystem(dir string) string {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	names := map[int64]string{unix.EXT4_SUPER_MAGIC: "ext4", unix.TMPFS_MAGIC: "tmpfs", unix.XFS_SUPER_MAGIC: "xfs",
+		unix.BTRFS_SUPER_MAGIC: "btrfs", unix.OVERLAYFS_SUPER_MAGIC: "overlay"}
+	name, ok := names[int64(st.Type)]
+	if !ok {
+		name = fmt.Sprintf("type %#x", st.Type)
+	}
+	return fmt.Sprintf("%s (%s)", name, dir)
 }
 
 // commit names the checked-out commit, marked when the tree has changes.

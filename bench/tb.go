@@ -65,8 +65,11 @@ func (r *runner) Cleanup(f func()) {
 	r.cleanups = append(r.cleanups, f)
 }
 
-func (r *runner) TempDir() string {
-	dir, err := os.MkdirTemp("", "volume-agent-bench-")
+func (r *runner) TempDir() string { return r.tempDirIn("") }
+
+// tempDirIn is TempDir under parent ("" for the temporary directory).
+func (r *runner) tempDirIn(parent string) string {
+	dir, err := os.MkdirTemp(parent, "volume-agent-bench-")
 	if err != nil {
 		r.Fatalf("temporary directory: %v", err)
 	}
