@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -20,6 +21,18 @@ const faultSeedEnv = "VOLUME_AGENT_FAULT_SEED"
 
 // minKills is how many times the agent is SIGKILLed in one run.
 const minKills = 55
+
+// settleDelay is how long a manifest file must be unchanged before the
+// agent believes content of it that drops something (ARCHITECTURE
+// invariant 7). A half-written file that stays so longer is, to the agent,
+// an edit like any other, and the contract says it is believed: a Secret
+// cut after its metadata is a Secret without keys, and its volume loses its
+// files. The run completes every half-written file within partialLife, well
+// inside settleDelay, so the losses it reports are the agent's.
+const (
+	settleDelay = 750 * time.Millisecond
+	partialLife = settleDelay / 2
+)
 
 // faultPod is a pod of the fault-injection run, with every volume type.
 const faultPod = `
@@ -97,9 +110,9 @@ type faultRun struct {
 	cms   map[string]int       // configMap name -> version written
 	secs  map[string]int       // secret name -> version written
 	marks map[string]bool      // pods whose emptyDirs got a marker file
-	// partial holds the full content of files left half-written, to be
-	// completed after the next restart.
-	partial map[string]string
+	// partial holds the files left half-written, each completed after the
+	// next restart or partialLife after it was written, whichever is first.
+	partial *partialFiles
 	stats   map[string]int // what the run did, for the log
 }
 
@@ -118,10 +131,11 @@ func TestFaultInjection(t *testing.T) {
 		}
 	}
 	t.Logf("fault injection seed %d (replay with %s=%d)", seed, faultSeedEnv, seed)
-	r := &faultRun{t: t, a: newAgent(t), rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
+	a := newAgent(t)
+	r := &faultRun{t: t, a: a, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		host: filepath.Join(t.TempDir(), "host"), pods: map[string]string{}, refs: map[string][2]string{},
 		cms: map[string]int{}, secs: map[string]int{}, marks: map[string]bool{},
-		partial: map[string]string{}, stats: map[string]int{}}
+		partial: newPartialFiles(t, a.manifests), stats: map[string]int{}}
 	hostSums := r.makeHostData()
 	r.disk = filepath.Join(t.TempDir(), "disk")
 	diskSums := makeData(t, r.rng, r.disk)
@@ -215,7 +229,7 @@ func (r *faultRun) deletePod() {
 	name := names[r.rng.IntN(len(names))]
 	delete(r.pods, name)
 	r.gone = append(r.gone, name)
-	delete(r.partial, name+".yaml")
+	r.partial.forget(name + ".yaml")
 	r.a.removeManifest(name + ".yaml")
 	r.stats["pods deleted"]++
 }
@@ -236,9 +250,10 @@ func (r *faultRun) writeSecret(name string) {
 // writeObject writes a manifest atomically, or in place (a reader may see
 // it half-written), or only half of it in place, as a writer that the
 // agent's crash — or a crash of the node — interrupted would leave it; the
-// rest follows after the next restart.
+// rest follows after the next restart, or once the half has been there for
+// partialLife (see partialFiles).
 func (r *faultRun) writeObject(file, content string) {
-	delete(r.partial, file)
+	r.partial.forget(file)
 	switch r.rng.IntN(6) {
 	case 0:
 		r.writeInPlace(file, content)
@@ -247,8 +262,7 @@ func (r *faultRun) writeObject(file, content string) {
 		if r.rng.IntN(2) == 0 { // at a line's end: often still valid YAML
 			cut = strings.LastIndexByte(content[:cut], '\n') + 1
 		}
-		r.writeInPlace(file, content[:cut])
-		r.partial[file] = content
+		r.partial.write(file, content[:cut], content)
 		r.stats["half-written files"]++
 	default:
 		r.a.writeManifest(file, content)
@@ -256,17 +270,109 @@ func (r *faultRun) writeObject(file, content string) {
 }
 
 func (r *faultRun) writeInPlace(file, content string) {
-	if err := os.WriteFile(filepath.Join(r.a.manifests, file), []byte(content), 0o644); err != nil {
+	if err := writeInPlace(r.a.manifests, file, content); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
+func writeInPlace(dir, file, content string) error {
+	return os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644)
+}
+
 // completePartial finishes every half-written file.
-func (r *faultRun) completePartial() {
-	for file, content := range r.partial {
-		r.writeInPlace(file, content)
+func (r *faultRun) completePartial() { r.partial.completeAll() }
+
+// partialFiles are the manifests left half-written. Invariant 7 protects a
+// file read half-written only until it has been unchanged for settleDelay:
+// the agent cannot tell one that stays so longer from an edit, and believes
+// it, keys and volumes dropped included. So each is completed partialLife
+// after its half was written, by a timer that fires whatever the run is
+// doing (an agent start may take a while), unless the run completes it
+// first or writes the file again. Files half-written just before a crash,
+// or while the agent is down, still meet the next start half-written: the
+// agent must then wait for them to settle (invariant 7, at start).
+type partialFiles struct {
+	t   *testing.T
+	dir string
+
+	mu    sync.Mutex
+	files map[string]*partialFile // guarded by mu
+}
+
+// partialFile is a half-written file: its full content, completed by timer.
+type partialFile struct {
+	content string
+	timer   *time.Timer
+}
+
+func newPartialFiles(t *testing.T, dir string) *partialFiles {
+	p := &partialFiles{t: t, dir: dir, files: map[string]*partialFile{}}
+	// Cleanups run last registered first: this one before the agent's, so
+	// no timer writes once the test is over.
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+// write writes half of a file in place and arranges its completion.
+func (p *partialFiles) write(file, half, content string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgetLocked(file)
+	if err := writeInPlace(p.dir, file, half); err != nil {
+		p.t.Fatal(err)
 	}
-	clear(r.partial)
+	f := &partialFile{content: content}
+	f.timer = time.AfterFunc(partialLife, func() { p.complete(file, f) })
+	p.files[file] = f
+}
+
+// complete writes f whole, unless it has been completed, written again or
+// deleted since. It runs on its timer's goroutine: it reports, never stops.
+func (p *partialFiles) complete(file string, f *partialFile) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.files[file] != f {
+		return
+	}
+	delete(p.files, file)
+	if err := writeInPlace(p.dir, file, f.content); err != nil {
+		p.t.Errorf("complete half-written %s: %v", file, err)
+	}
+}
+
+// completeAll writes every half-written file whole.
+func (p *partialFiles) completeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for file, f := range p.files {
+		p.forgetLocked(file)
+		if err := writeInPlace(p.dir, file, f.content); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// forget drops the completion of file, about to be written again or deleted.
+func (p *partialFiles) forget(file string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgetLocked(file)
+}
+
+func (p *partialFiles) forgetLocked(file string) {
+	if f, ok := p.files[file]; ok {
+		f.timer.Stop()
+		delete(p.files, file)
+	}
+}
+
+// stop drops every completion still to come.
+func (p *partialFiles) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for file := range p.files {
+		p.forgetLocked(file)
+	}
 }
 
 // markReadyPods writes a marker into both emptyDirs of every desired pod
