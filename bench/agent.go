@@ -265,3 +265,11 @@ func freeAddr(r *runner) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// waitSynced waits for /readyz 200: the agent has read its sources once.
+// Pods written before that first read would be files "changed just before
+// start", which the manifest source holds back for 0.75 s (they may be
+// half-written), and would measure that wait instead of the agent.
+func (a *agent) waitSynced() {
+	a.waitFor(time.Minute, "/readyz 200", func() bool { code, _ := a.get("/readyz"); return code == http.StatusOK })
+}

@@ -174,6 +174,7 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s := &scenario{r: r, rep: rep, mode: "manifest", size: o.size, c: c, profile: o.profileDir}
 	s.a = newAgent(r, cfg)
 	s.a.start()
+	s.a.waitSynced()
 	s.all(true)
 	s.mountTable(cfg)
 }
@@ -197,7 +198,7 @@ func clusterMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s := &scenario{r: r, rep: rep, mode: "cluster", size: o.size, c: c, profile: o.profileDir}
 	s.a = newAgent(r, cfg)
 	s.a.start()
-	s.a.waitFor(time.Minute, "/readyz 200", func() bool { code, _ := s.a.get("/readyz"); return code == 200 })
+	s.a.waitSynced()
 	s.all(false)
 }
 
@@ -230,6 +231,7 @@ func (s *scenario) mountTable(cfg agentConfig) {
 	cfg.binds = s.size.binds
 	s.a = newAgent(s.r, cfg)
 	s.a.start()
+	s.a.waitSynced()
 	// The pods' directories are in the agent's namespace's view too: the
 	// root is on the host's disk, only the mounts are private.
 	ready, removed := s.oneAtATime(s.objects(s.size.single))
