@@ -1,0 +1,23 @@
+// Package provisioner provisions PersistentVolumes for claims, as an
+// external provisioner does for the PV controller: it watches claims whose
+// volume.kubernetes.io/storage-provisioner annotation names one of its
+// provisioners, creates the storage and a PV bound to the claim by its
+// claimRef (the PV controller completes the binding), and when such a PV is
+// Released with reclaim policy Delete, removes or archives the storage and
+// deletes the PV.
+//
+// The protocol lives here; the storage lives in the Provisioner
+// implementations (provisioner/local, provisioner/nfssubdir).
+//
+// Invariants:
+//
+//   - One PV per claim: its name is pvc-<claim UID>, and storage is found
+//     again by that name, so a crash between creating the storage and the
+//     PV leaves exactly one of each after the retry.
+//   - Only storage this agent provisioned is deleted: a PV must carry
+//     pv.kubernetes.io/provisioned-by with a provisioner it runs, and the
+//     provisioner checks that the PV points where it provisions.
+//   - A class's archiveOnDelete is recorded on the PV when it is made
+//     (volume-agent.io/archive-on-delete); an edited or deleted class never
+//     changes what happens to existing data.
+package provisioner

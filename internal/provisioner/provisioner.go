@@ -1,0 +1,144 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The annotations of the external provisioning protocol, as the PV
+// controller and the scheduler write and read them.
+const (
+	// AnnStorageProvisioner on a claim names the provisioner the PV
+	// controller expects to provision it.
+	AnnStorageProvisioner = "volume.kubernetes.io/storage-provisioner"
+	// AnnBetaStorageProvisioner is the older name of AnnStorageProvisioner,
+	// still written by the PV controller.
+	AnnBetaStorageProvisioner = "volume.beta.kubernetes.io/storage-provisioner"
+	// AnnSelectedNode on a claim of a WaitForFirstConsumer class names the
+	// node the scheduler chose for its first pod.
+	AnnSelectedNode = "volume.kubernetes.io/selected-node"
+	// AnnProvisionedBy on a PV names the provisioner that made it; only
+	// that provisioner deletes its storage.
+	AnnProvisionedBy = "pv.kubernetes.io/provisioned-by"
+	// AnnArchiveOnDelete on a provisioned PV records the class's
+	// archiveOnDelete at provisioning time ("true" or "false"), so that a
+	// class edited or deleted later cannot change what happens to the data.
+	AnnArchiveOnDelete = "volume-agent.io/archive-on-delete"
+)
+
+// The provisioner names, as a StorageClass's provisioner field gives them.
+const (
+	LocalName     = "volume-agent.io/local"
+	NFSSubdirName = "volume-agent.io/nfs-subdir"
+)
+
+// ParamArchiveOnDelete is the class parameter that makes a released PV's
+// storage be renamed to archived-<name> instead of removed.
+const ParamArchiveOnDelete = "archiveOnDelete"
+
+// ErrReschedule marks a provisioning failure of this node itself (the path
+// is not writable, the disk is full): the claim's selected-node annotation
+// is removed so that the scheduler can choose again.
+var ErrReschedule = errors.New("this node cannot provision")
+
+// Request is one claim to provision a volume for.
+type Request struct {
+	// Claim and Class are read-only snapshots.
+	Claim *v1.PersistentVolumeClaim
+	Class *storagev1.StorageClass
+	// PVName is the name of the PV to create: pvc-<claim UID>, so that a
+	// retry after a crash finds the same storage.
+	PVName string
+	// SelectedNode is the claim's AnnSelectedNode ("" when it has none).
+	SelectedNode string
+}
+
+// Volume is what a provisioner made for a Request: the PV's source, its
+// node affinity and annotations of its own. NewPV adds the rest.
+type Volume struct {
+	Source       v1.PersistentVolumeSource
+	NodeAffinity *v1.VolumeNodeAffinity
+	Annotations  map[string]string
+}
+
+// Provisioner creates and deletes the storage of one provisioner name.
+type Provisioner interface {
+	// Name is the StorageClass provisioner it serves (LocalName, ...).
+	Name() string
+	// Provision creates the storage for req, or finds what an earlier call
+	// for the same PV name made, and describes it. An error wrapping
+	// ErrReschedule says this node cannot provision at all.
+	Provision(ctx context.Context, req Request) (Volume, error)
+	// Delete removes or archives (AnnArchiveOnDelete) the storage of pv,
+	// which this provisioner made. Storage already gone is not an error.
+	// It never removes anything the PV does not point at.
+	Delete(ctx context.Context, pv *v1.PersistentVolume) error
+}
+
+// PVName is the name of the PV provisioned for claim: pvc-<uid>.
+func PVName(claim *v1.PersistentVolumeClaim) string { return "pvc-" + string(claim.UID) }
+
+// NewPV assembles the PersistentVolume for req from vol: the claim's access
+// modes, volume mode and requested capacity; the class's reclaim policy
+// (Delete when unset) and mount options; a claimRef to the claim (name,
+// namespace, UID); AnnProvisionedBy and vol's annotations.
+func NewPV(req Request, provisioner string, vol Volume) *v1.PersistentVolume {
+	ann := map[string]string{AnnProvisionedBy: provisioner}
+	for k, v := range vol.Annotations {
+		ann[k] = v
+	}
+	reclaim := v1.PersistentVolumeReclaimDelete
+	if req.Class.ReclaimPolicy != nil {
+		reclaim = *req.Class.ReclaimPolicy
+	}
+	c := req.Claim
+	return &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: req.PVName, Annotations: ann},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: requested(c)},
+			AccessModes:                   append([]v1.PersistentVolumeAccessMode(nil), c.Spec.AccessModes...),
+			VolumeMode:                    c.Spec.VolumeMode,
+			PersistentVolumeReclaimPolicy: reclaim,
+			StorageClassName:              req.Class.Name,
+			MountOptions:                  append([]string(nil), req.Class.MountOptions...),
+			PersistentVolumeSource:        vol.Source,
+			NodeAffinity:                  vol.NodeAffinity,
+			ClaimRef: &v1.ObjectReference{
+				Kind: "PersistentVolumeClaim", APIVersion: "v1",
+				Namespace: c.Namespace, Name: c.Name, UID: c.UID,
+			},
+		},
+	}
+}
+
+// requested is the claim's storage request, or zero.
+func requested(c *v1.PersistentVolumeClaim) resource.Quantity {
+	if q, ok := c.Spec.Resources.Requests[v1.ResourceStorage]; ok {
+		return q.DeepCopy()
+	}
+	return resource.Quantity{}
+}
+
+// ArchiveOnDelete reads the class parameter archiveOnDelete: "true" or
+// "false" (any case); unset is false. Anything else is an error, so a typo
+// never deletes data the user meant to archive.
+func ArchiveOnDelete(class *storagev1.StorageClass) (bool, error) {
+	v, ok := class.Parameters[ParamArchiveOnDelete]
+	if !ok {
+		return false, nil
+	}
+	switch {
+	case strings.EqualFold(v, "true"):
+		return true, nil
+	case strings.EqualFold(v, "false"):
+		return false, nil
+	}
+	return false, fmt.Errorf("StorageClass %s: parameter archiveOnDelete %q: want \"true\" or \"false\"", class.Name, v)
+}
