@@ -1,0 +1,219 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+// fakeProvisioner records its calls. The fake clientset stands in for the
+// API server here; test/e2e runs the controller against a real one.
+type fakeProvisioner struct {
+	mu        sync.Mutex
+	provision []string // PV names
+	deleted   []string
+	err       error
+}
+
+func (f *fakeProvisioner) Name() string { return LocalName }
+
+func (f *fakeProvisioner) Provision(_ context.Context, req Request) (Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.provision = append(f.provision, req.PVName)
+	if f.err != nil {
+		return Volume{}, f.err
+	}
+	return Volume{Source: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/data/" + req.PVName}},
+		NodeAffinity: affinity(req.SelectedNode), Annotations: map[string]string{AnnArchiveOnDelete: "false"}}, nil
+}
+
+func (f *fakeProvisioner) Delete(_ context.Context, pv *v1.PersistentVolume) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, pv.Name)
+	return nil
+}
+
+func (f *fakeProvisioner) calls() (provision, deleted []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.provision...), append([]string(nil), f.deleted...)
+}
+
+func affinity(node string) *v1.VolumeNodeAffinity {
+	return &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+		MatchExpressions: []v1.NodeSelectorRequirement{{Key: v1.LabelHostname, Operator: v1.NodeSelectorOpIn, Values: []string{node}}},
+	}}}}
+}
+
+func class(name, provisioner string) *storagev1.StorageClass {
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: provisioner, VolumeBindingMode: &wffc}
+}
+
+func claim(name, class, provisioner, node string) *v1.PersistentVolumeClaim {
+	ann := map[string]string{AnnStorageProvisioner: provisioner}
+	if node != "" {
+		ann[AnnSelectedNode] = node
+	}
+	return &v1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Annotations: ann},
+		Spec: v1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To(class),
+			AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("2Gi")}},
+		},
+		Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending},
+	}
+}
+
+// run starts a controller for node over objs and returns its client.
+func run(t *testing.T, p Provisioner, node string, objs ...runtime.Object) *fake.Clientset {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	c, err := New(Config{Client: client, Provisioner: p, Node: node, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return client
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestProvisionsOnlyTheClaimsOfThisNode(t *testing.T) {
+	p := &fakeProvisioner{}
+	mine := claim("mine", "local", LocalName, "node-a")
+	client := run(t, p, "node-a", class("local", LocalName), class("other", "example.com/other"), mine,
+		claim("theirs", "local", LocalName, "node-b"),
+		claim("unscheduled", "local", LocalName, ""),
+		claim("other-class", "other", "example.com/other", "node-a"))
+	eventually(t, "the PV of the claim of node-a", func() (bool, string) {
+		_, err := client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-uid-mine", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	pv, _ := client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-uid-mine", metav1.GetOptions{})
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != mine.UID || ref.Name != "mine" || ref.Namespace != "ns" {
+		t.Errorf("claimRef = %+v", ref)
+	}
+	if pv.Annotations[AnnProvisionedBy] != LocalName || pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete ||
+		pv.Spec.Capacity.Storage().String() != "2Gi" || pv.Spec.StorageClassName != "local" || !OnNode(pv, "node-a") {
+		t.Errorf("PV = %+v", pv)
+	}
+	time.Sleep(200 * time.Millisecond) // other claims would be provisioned by now
+	if got, _ := p.calls(); len(got) != 1 || got[0] != "pvc-uid-mine" {
+		t.Errorf("provisioned %v, want only pvc-uid-mine", got)
+	}
+}
+
+func TestRescheduleRemovesSelectedNode(t *testing.T) {
+	p := &fakeProvisioner{err: fmt.Errorf("%w: disk full", ErrReschedule)}
+	client := run(t, p, "node-a", class("local", LocalName), claim("c", "local", LocalName, "node-a"))
+	eventually(t, "selected-node removed", func() (bool, string) {
+		c, err := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "c", metav1.GetOptions{})
+		_, has := c.Annotations[AnnSelectedNode]
+		return err == nil && !has, fmt.Sprint(c.Annotations, err)
+	})
+	if _, err := client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-uid-c", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a PV was created after a failure: %v", err)
+	}
+}
+
+func TestOtherFailuresKeepTheNodeAndRetry(t *testing.T) {
+	p := &fakeProvisioner{err: errors.New("transient")}
+	client := run(t, p, "node-a", class("local", LocalName), claim("c", "local", LocalName, "node-a"))
+	eventually(t, "a retry", func() (bool, string) {
+		got, _ := p.calls()
+		return len(got) >= 2, fmt.Sprint(got)
+	})
+	c, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "c", metav1.GetOptions{})
+	if c.Annotations[AnnSelectedNode] != "node-a" {
+		t.Errorf("selected-node = %q after a transient failure", c.Annotations[AnnSelectedNode])
+	}
+}
+
+func releasedPV(name, by, node string, policy v1.PersistentVolumeReclaimPolicy) *v1.PersistentVolume {
+	return &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{AnnProvisionedBy: by}},
+		Spec: v1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: policy, NodeAffinity: affinity(node),
+			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/data/" + name}}},
+		Status: v1.PersistentVolumeStatus{Phase: v1.VolumeReleased},
+	}
+}
+
+func TestDeletesOnlyReleasedPVsItServes(t *testing.T) {
+	p := &fakeProvisioner{}
+	bound := releasedPV("bound", LocalName, "node-a", v1.PersistentVolumeReclaimDelete)
+	bound.Status.Phase = v1.VolumeBound
+	client := run(t, p, "node-a",
+		releasedPV("gone", LocalName, "node-a", v1.PersistentVolumeReclaimDelete),
+		releasedPV("retained", LocalName, "node-a", v1.PersistentVolumeReclaimRetain),
+		releasedPV("elsewhere", LocalName, "node-b", v1.PersistentVolumeReclaimDelete),
+		releasedPV("foreign", "example.com/other", "node-a", v1.PersistentVolumeReclaimDelete),
+		bound)
+	eventually(t, "the released PV deleted", func() (bool, string) {
+		_, err := client.CoreV1().PersistentVolumes().Get(context.Background(), "gone", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	time.Sleep(200 * time.Millisecond)
+	if _, deleted := p.calls(); len(deleted) != 1 || deleted[0] != "gone" {
+		t.Errorf("storage deleted for %v, want only gone", deleted)
+	}
+	list, _ := client.CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{})
+	if len(list.Items) != 4 {
+		t.Errorf("%d PVs left, want 4", len(list.Items))
+	}
+}
+
+func TestArchiveOnDelete(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		want    bool
+		wantErr bool
+	}{{"", false, false}, {"true", true, false}, {"False", false, false}, {"TRUE", true, false}, {"yes", false, true}} {
+		c := class("c", LocalName)
+		if tc.value != "" {
+			c.Parameters = map[string]string{ParamArchiveOnDelete: tc.value}
+		}
+		got, err := ArchiveOnDelete(c)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("ArchiveOnDelete(%q) = %v, %v", tc.value, got, err)
+		}
+	}
+}
