@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
 )
@@ -34,7 +35,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 		log.Info("removed local volume")
 		return nil
 	}
-	archived, err := storagedir.Archive(p.cfg.Root, name)
+	archived, err := mount.Bounded(ctx, func() (string, error) { return storagedir.Archive(p.cfg.Root, name) })
 	if errors.Is(err, storagedir.ErrGone) {
 		log.Info("local volume to archive is already gone")
 		return nil

@@ -101,14 +101,16 @@ func makeRoot(root string) error {
 func (p *Provisioner) Name() string { return provisioner.LocalName }
 
 // Provision makes the claim's directory under the root, or finds it, and
-// describes a local PV pinned to this node.
+// describes a local PV pinned to this node. The file system is given until
+// ctx ends; a retry after a deadline finds what the call made.
 func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (provisioner.Volume, error) {
 	archive, err := p.check(req)
 	if err != nil {
 		return provisioner.Volume{}, err
 	}
 	c := req.Claim
-	dir, err := storagedir.Create(p.cfg.Root, dirName(c.Namespace, c.Name, req.PVName), volumeMode)
+	name := dirName(c.Namespace, c.Name, req.PVName)
+	dir, err := mount.Bounded(ctx, func() (string, error) { return storagedir.Create(p.cfg.Root, name, volumeMode) })
 	if err != nil && rootFailure(err) {
 		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)
 	}
