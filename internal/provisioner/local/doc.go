@@ -1,0 +1,31 @@
+// Package local is the node-local provisioner (provisioner.LocalName,
+// "volume-agent.io/local"): for a claim of a WaitForFirstConsumer class
+// whose selected node is this node, it makes a directory under the local
+// path root and describes a local PV pinned to this node; for a released
+// PV it made, it removes or archives that directory.
+//
+// Permissions: the root is created 0711 and root-owned, so that other users
+// of the node can reach a volume they know the path of but cannot list the
+// claims' names (namespace and claim name are in every directory's name).
+// Each volume directory is 0777, like an emptyDir: the pods of a claim may
+// run as any UID, and nothing is chowned on their behalf.
+//
+// Invariants:
+//
+//   - A volume is the directory <namespace>-<claim>-<PV name> directly under
+//     the root (the namespace and claim part shortened when the name would
+//     pass 255 bytes), so a retry after a crash finds the directory of the
+//     same PV name and never makes a second one.
+//   - Provisioning only for this node: a request whose selected node is
+//     another is refused. Failures of the root itself (missing, read-only,
+//     full, not writable) wrap provisioner.ErrReschedule; the root is never
+//     re-created by Provision, since a missing root may be a disk that is not
+//     mounted.
+//   - Delete touches only a directory this provisioner could have made: the
+//     PV's local path must be directly under the root, end with
+//     "-<PV name>", and the PV must be pinned to this node; anything else (a
+//     PV forged to point at /etc) is refused before anything is touched.
+//     Removal never follows a symlink and never crosses a mount
+//     (storagedir); archiving renames to archived-<name> and never
+//     overwrites.
+package local

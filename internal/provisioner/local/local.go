@@ -1,0 +1,187 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
+)
+
+// Modes of the root and of each volume directory (see the package doc).
+const (
+	rootMode   = 0o711
+	volumeMode = 0o777
+)
+
+// maxName is the longest directory name Linux file systems accept.
+const maxName = 255
+
+// maxPVName bounds the PV name, which is kept whole in the directory's
+// name (pvc-<uid> is 40 bytes); the namespace and claim part is cut short
+// instead.
+const maxPVName = 128
+
+// Config configures the local provisioner. Every field is required.
+type Config struct {
+	// Root is the directory volumes are made in (--local-path-root): an
+	// absolute path without symlinks. New creates it when it is missing.
+	Root string
+	// NodeName is this node's name, also its kubernetes.io/hostname label.
+	NodeName string
+	// Mounter tells whether a volume has a mount below it, which Delete
+	// refuses to remove.
+	Mounter mount.Mounter
+	Logger  *zap.Logger
+}
+
+// Provisioner provisions node-local volumes for the claims scheduled to
+// this node.
+type Provisioner struct {
+	cfg Config
+	log *zap.Logger
+}
+
+var _ provisioner.Provisioner = (*Provisioner)(nil)
+
+// New checks cfg and creates the root (mode 0711, and its parents 0755)
+// when it is missing. An existing root keeps its mode.
+func New(cfg Config) (*Provisioner, error) {
+	switch {
+	case !filepath.IsAbs(cfg.Root) || filepath.Clean(cfg.Root) != cfg.Root || cfg.Root == "/":
+		return nil, fmt.Errorf("local provisioner: root %q: want an absolute, clean path other than /", cfg.Root)
+	case cfg.NodeName == "":
+		return nil, errors.New("local provisioner: node name is required")
+	case cfg.Mounter == nil || cfg.Logger == nil:
+		return nil, errors.New("local provisioner: a mounter and a logger are required")
+	}
+	if err := makeRoot(cfg.Root); err != nil {
+		return nil, fmt.Errorf("local provisioner: %w", err)
+	}
+	return &Provisioner{cfg: cfg, log: cfg.Logger.Named("local-provisioner")}, nil
+}
+
+// makeRoot creates root with rootMode unless it exists, and checks that it
+// is a directory reached without symlinks.
+func makeRoot(root string) error {
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return fmt.Errorf("create the parent of root %s: %w", root, err)
+	}
+	err := os.Mkdir(root, rootMode)
+	if err == nil {
+		err = os.Chmod(root, rootMode) // mkdir applied the umask
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create root %s: %w", root, err)
+	}
+	resolved, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return fmt.Errorf("root %s: %w", root, err)
+	}
+	if resolved != root {
+		return fmt.Errorf("root %s: is or goes through a symlink (to %s): give the resolved path", root, resolved)
+	}
+	if st, err := os.Stat(root); err != nil || !st.IsDir() {
+		return fmt.Errorf("root %s: not a directory", root)
+	}
+	return nil
+}
+
+// Name is provisioner.LocalName.
+func (p *Provisioner) Name() string { return provisioner.LocalName }
+
+// Provision makes the claim's directory under the root, or finds it, and
+// describes a local PV pinned to this node. The file system is given until
+// ctx ends; a retry after a deadline finds what the call made.
+func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (provisioner.Volume, error) {
+	archive, err := p.check(req)
+	if err != nil {
+		return provisioner.Volume{}, err
+	}
+	c := req.Claim
+	name := dirName(c.Namespace, c.Name, req.PVName)
+	dir, err := mount.Bounded(ctx, func() (string, error) { return storagedir.Create(p.cfg.Root, name, volumeMode) })
+	if err != nil && rootFailure(err) {
+		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)
+	}
+	if err != nil {
+		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	p.log.Info("provisioned local volume", zap.String("claim", c.Namespace+"/"+c.Name),
+		zap.String("pv", req.PVName), zap.String("path", dir))
+	return provisioner.Volume{
+		Source:       v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}},
+		NodeAffinity: nodeAffinity(p.cfg.NodeName),
+		Annotations:  map[string]string{provisioner.AnnArchiveOnDelete: strconv.FormatBool(archive)},
+	}, nil
+}
+
+// check refuses a request this provisioner must not serve, and reads the
+// class's archiveOnDelete.
+func (p *Provisioner) check(req provisioner.Request) (bool, error) {
+	c := req.Claim
+	if c == nil || req.Class == nil {
+		return false, errors.New("provision: the request has no claim or no class")
+	}
+	key := c.Namespace + "/" + c.Name
+	for field, v := range map[string]string{"metadata.namespace": c.Namespace, "metadata.name": c.Name, "PV name": req.PVName} {
+		if v == "" || strings.ContainsAny(v, "/\x00") {
+			return false, fmt.Errorf("provision claim %s: %s %q: want a non-empty name without \"/\"", key, field, v)
+		}
+	}
+	if len(req.PVName) > maxPVName {
+		return false, fmt.Errorf("provision claim %s: PV name %q: longer than %d bytes", key, req.PVName, maxPVName)
+	}
+	if req.SelectedNode != p.cfg.NodeName {
+		return false, fmt.Errorf("provision claim %s: selected node %q is not this node %q", key, req.SelectedNode, p.cfg.NodeName)
+	}
+	if c.Spec.VolumeMode != nil && *c.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		return false, fmt.Errorf("provision claim %s: spec.volumeMode Block: local volumes are directories, only Filesystem is supported", key)
+	}
+	archive, err := provisioner.ArchiveOnDelete(req.Class)
+	if err != nil {
+		return false, fmt.Errorf("provision claim %s: %w", key, err)
+	}
+	return archive, nil
+}
+
+// dirName is the directory of a volume: <namespace>-<claim>-<pvName>,
+// with <namespace>-<claim> cut short when the whole would pass maxName.
+func dirName(namespace, claim, pvName string) string {
+	prefix, suffix := namespace+"-"+claim, "-"+pvName
+	if len(prefix)+len(suffix) > maxName {
+		prefix = prefix[:maxName-len(suffix)]
+	}
+	return prefix + suffix
+}
+
+// rootFailure reports whether err is a failure of the root itself, which
+// another node may not have: it is missing, read-only, full or not
+// writable.
+func rootFailure(err error) bool {
+	for _, errno := range []error{unix.ENOENT, unix.EACCES, unix.EROFS, unix.ENOSPC, unix.EDQUOT} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeAffinity pins a PV to node.
+func nodeAffinity(node string) *v1.VolumeNodeAffinity {
+	return &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+		MatchExpressions: []v1.NodeSelectorRequirement{{
+			Key: v1.LabelHostname, Operator: v1.NodeSelectorOpIn, Values: []string{node},
+		}},
+	}}}}
+}

@@ -1,0 +1,129 @@
+package storagedir
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestArchiveRenamesWithoutOverwriting(t *testing.T) {
+	base := t.TempDir()
+	for i, want := range []string{"archived-claim", "archived-claim-2", "archived-claim-3"} {
+		dir, err := Create(base, "ns/claim", 0o777)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, filepath.Join(dir, want)) // a marker naming where it must end up
+		got, err := Archive(base, "ns/claim")
+		if err != nil {
+			t.Fatalf("archive %d: %v", i, err)
+		}
+		if got != filepath.Join(base, "ns", want) {
+			t.Fatalf("archive %d = %s, want ns/%s", i, got, want)
+		}
+		if exists(dir) {
+			t.Fatalf("archive %d left %s", i, dir)
+		}
+		for _, earlier := range []string{"archived-claim", "archived-claim-2", "archived-claim-3"}[:i+1] {
+			if !exists(filepath.Join(base, "ns", earlier, earlier)) {
+				t.Fatalf("after archive %d, %s does not hold its own marker", i, earlier)
+			}
+		}
+	}
+}
+
+func TestArchiveIsIdempotent(t *testing.T) {
+	base := t.TempDir()
+	mustMkdir(t, filepath.Join(base, "archived-claim"))
+	if _, err := Create(base, "claim", 0o777); err != nil {
+		t.Fatal(err)
+	}
+	first, err := Archive(base, "claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Archive(base, "claim")
+	if err != nil || again != first {
+		t.Fatalf("second Archive = %q, %v; want %q, nil", again, err, first)
+	}
+	if want := filepath.Join(base, "archived-claim-2"); first != want {
+		t.Fatalf("Archive = %s, want %s", first, want)
+	}
+}
+
+func TestArchiveOfNothingIsGone(t *testing.T) {
+	base := t.TempDir()
+	for _, rel := range []string{"claim", "ns/claim"} {
+		if _, err := Archive(base, rel); !errors.Is(err, ErrGone) {
+			t.Errorf("Archive(%s) = %v, want ErrGone", rel, err)
+		}
+	}
+	// A missing base may be a disk that is not mounted: not "gone".
+	_, err := Archive(filepath.Join(base, "missing"), "claim")
+	if err == nil || errors.Is(err, ErrGone) {
+		t.Errorf("Archive in a missing base = %v, want an error other than ErrGone", err)
+	}
+}
+
+func TestArchiveRefusesSymlinks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rel   string
+		plant func(t *testing.T, base, outside string)
+	}{
+		{"at the directory", "claim", func(t *testing.T, base, outside string) {
+			mustSymlink(t, outside, filepath.Join(base, "claim"))
+		}},
+		{"at an intermediate component", "ns/claim", func(t *testing.T, base, outside string) {
+			mustMkdir(t, filepath.Join(outside, "claim"))
+			mustSymlink(t, outside, filepath.Join(base, "ns"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			outside, _ := outsideDir(t)
+			tc.plant(t, base, outside)
+			before, beforeOutside := tree(t, base), tree(t, outside)
+			_, err := Archive(base, tc.rel)
+			if err == nil || !strings.Contains(err.Error(), "symlink") {
+				t.Fatalf("Archive = %v, want an error about a symlink", err)
+			}
+			if len(tree(t, base)) != len(before) || len(tree(t, outside)) != len(beforeOutside) {
+				t.Error("Archive renamed something although it failed")
+			}
+		})
+	}
+}
+
+// The fallback for file systems without RENAME_NOREPLACE (NFS).
+func TestRenameOverReservation(t *testing.T) {
+	base := t.TempDir()
+	mustMkdir(t, filepath.Join(base, "old"))
+	mustWrite(t, filepath.Join(base, "old/data"))
+	mustMkdir(t, filepath.Join(base, "taken"))
+	mustWrite(t, filepath.Join(base, "taken/data"))
+	fd, err := openBase(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := renameOverReservation(fd, "old", "taken"); !errors.Is(err, unix.EEXIST) {
+		t.Fatalf("rename onto an existing directory = %v, want EEXIST", err)
+	}
+	if err := renameOverReservation(fd, "old", "new"); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(filepath.Join(base, "new/data")) || exists(filepath.Join(base, "old")) || !exists(filepath.Join(base, "taken/data")) {
+		t.Errorf("after the renames the tree is %v", tree(t, base))
+	}
+	// A failed rename leaves no reservation behind.
+	if err := renameOverReservation(fd, "missing", "reserved"); !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("rename of a missing directory = %v, want ENOENT", err)
+	}
+	if exists(filepath.Join(base, "reserved")) {
+		t.Error("the reservation of a failed rename is left behind")
+	}
+}

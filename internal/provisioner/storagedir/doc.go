@@ -1,0 +1,23 @@
+// Package storagedir creates, removes and archives the directories that
+// provisioners hand out as volumes, below a base directory: the local
+// provisioner's root or the mounted NFS export.
+//
+// Invariants:
+//
+//   - Nothing outside base is ever created, removed or renamed. Every path
+//     below base is resolved with openat2(2) RESOLVE_BENEATH |
+//     RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, one directory descriptor at a
+//     time: a symlink or a mount point planted anywhere below base makes
+//     the operation fail, it is never followed. base itself must be an
+//     absolute path without symlinks (callers resolve it once).
+//   - A rel is checked by ValidRel first: relative, clean, no "..", never
+//     base itself.
+//   - Every operation is idempotent, so that a provisioner retrying after a
+//     crash finds what the interrupted call did: Create reuses an existing
+//     directory, Remove of a missing directory succeeds, Archive of a
+//     directory already archived returns the archive.
+//   - Remove never crosses a mount and never follows a symlink (it is
+//     mount.RemoveAll); Archive never overwrites an earlier archive.
+//   - A new entry is made durable: the parent directory is fsynced after a
+//     mkdir or a rename, so a crash cannot lose it.
+package storagedir
