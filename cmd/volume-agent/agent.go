@@ -65,11 +65,15 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify() })
 	a.actual = asw.New(func() { a.server.Notify() })
 	notify := func() { a.populator.Notify() }
-	cluster, err := newCluster(o, log, notify)
+	provs, err := newProvisioners(o, mounter, log)
 	if err != nil {
 		return err
 	}
-	if err := a.addSources(o, root, log, cluster, notify); err != nil {
+	cluster, err := newCluster(o, log, notify, provs)
+	if err != nil {
+		return err
+	}
+	if err := a.addSources(o, root, log, cluster, notify, provs); err != nil {
 		return err
 	}
 	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Logger: log.Named("plugins"), Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
@@ -92,7 +96,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 
 // addSources creates the manifest source, behind the binder that binds its
 // claims to its PersistentVolumes, and, in cluster mode, the API source.
-func (a *agent) addSources(o options, root string, log *zap.Logger, c *cluster, notify func()) error {
+func (a *agent) addSources(o options, root string, log *zap.Logger, c *cluster, notify func(), provs *provisioners) error {
 	if o.manifests != "" {
 		var b *binder.Source
 		src, err := manifest.New(manifest.Config{Dir: o.manifests, NodeName: o.nodeName, Logger: log, OnChange: func() { b.Notify() }})

@@ -25,11 +25,13 @@ type cluster struct {
 	source *apiserver.Source
 	tokens *tokens.Manager // nil with --mint-tokens=false
 	events *events.Recorder
+	// provisioners are the dynamic provisioners' controllers.
+	provisioners map[string]runner
 }
 
 // newCluster connects to the API server when --kubeconfig is given or the
 // agent runs in a pod; it returns nil otherwise.
-func newCluster(o options, log *zap.Logger, notify func()) (*cluster, error) {
+func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) (*cluster, error) {
 	cfg, err := restConfig(o)
 	if cfg == nil || err != nil {
 		return nil, err
@@ -52,6 +54,9 @@ func newCluster(o options, log *zap.Logger, notify func()) (*cluster, error) {
 	c := &cluster{source: src, events: events.New(events.Config{Client: client, NodeName: o.nodeName, Source: apiserver.Name})}
 	if o.mintTokens {
 		c.tokens = tokens.New(tokens.Config{Client: client, Logger: log, OnChange: notify})
+	}
+	if c.provisioners, err = provs.runners(client, o, log); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -128,6 +133,9 @@ func (c *cluster) runners() map[string]runner {
 	r := map[string]runner{"event recorder": c.events}
 	if c.tokens != nil {
 		r["token manager"] = c.tokens
+	}
+	for name, p := range c.provisioners {
+		r[name] = p
 	}
 	return r
 }

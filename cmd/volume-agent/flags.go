@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,7 +29,17 @@ type options struct {
 	apiBurst     int
 	checkPeriod  time.Duration
 	profiling    bool
+	// provisioners are the dynamic provisioners to run (--provisioners).
+	provisioners  []string
+	localPathRoot string
+	leaseNS       string
 }
+
+// The names --provisioners takes.
+const (
+	provLocal     = "local"
+	provNFSSubdir = "nfs-subdir"
+)
 
 const usage = `volume-agent mounts the volumes of the pods on this node under its root directory.
 
@@ -58,12 +70,18 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.mintTokens, "mint-tokens", true, "mint service account tokens for projected serviceAccountToken sources (TokenRequest API); when false such volumes fail")
 	fs.DurationVar(&o.checkPeriod, "volume-check-period", 30*time.Second, "how often mounted network volumes (NFS) are checked for a server that stopped answering; a dead one turns Uncertain and is set up again until it lives")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles (CPU, heap, goroutines, trace) under /debug/pprof/ on --status-addr, for go tool pprof")
+	provs := fs.String("provisioners", "", "dynamic provisioners to run, comma-separated: "+provLocal+" (StorageClass provisioner volume-agent.io/local: a directory under --local-path-root per claim, WaitForFirstConsumer) and "+provNFSSubdir+" (volume-agent.io/nfs-subdir: a subdirectory of an NFS export per claim; in cluster mode one agent serves it, by leader election); default none")
+	fs.StringVar(&o.localPathRoot, "local-path-root", "/var/lib/volume-agent-local", "directory on this node holding the volumes the local provisioner makes, one subdirectory per claim; keep it outside --root-dir (the agent's state and pod mounts, which it removes from) and on the disk meant for data")
+	fs.StringVar(&o.leaseNS, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the Lease the nfs-subdir provisioner's leader holds (default $POD_NAMESPACE, else \"default\")")
 	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server (at least 1)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server (at least 1)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.apiQPS = float32(*qps)
+	if *provs != "" {
+		o.provisioners = strings.Split(*provs, ",")
+	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
@@ -98,7 +116,48 @@ func (o options) validate() error {
 	case o.checkPeriod < time.Second:
 		return fmt.Errorf("--volume-check-period %v: want at least 1s", o.checkPeriod)
 	}
+	return o.validateProvisioners()
+}
+
+func (o options) validateProvisioners() error {
+	seen := map[string]bool{}
+	for _, p := range o.provisioners {
+		if p != provLocal && p != provNFSSubdir {
+			return fmt.Errorf("--provisioners: unknown provisioner %q: want %s or %s", p, provLocal, provNFSSubdir)
+		}
+		if seen[p] {
+			return fmt.Errorf("--provisioners: %s given twice", p)
+		}
+		seen[p] = true
+	}
+	if !seen[provLocal] {
+		return nil
+	}
+	switch root := filepath.Clean(o.localPathRoot); {
+	case !filepath.IsAbs(o.localPathRoot):
+		return fmt.Errorf("--local-path-root %q: want an absolute path", o.localPathRoot)
+	case root == "/":
+		return errors.New("--local-path-root must not be /")
+	case within(root, filepath.Clean(o.rootDir)) || within(filepath.Clean(o.rootDir), root):
+		return fmt.Errorf("--local-path-root %s and --root-dir %s must not contain each other: the agent removes what it set up under --root-dir, and provisioned data must outlive it", root, o.rootDir)
+	}
 	return nil
+}
+
+// provisioner reports whether --provisioners names p.
+func (o options) provisioner(p string) bool { return slices.Contains(o.provisioners, p) }
+
+// within reports whether path is dir or below it (both clean).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+func defaultLeaseNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "default"
 }
 
 func defaultNodeName() string {

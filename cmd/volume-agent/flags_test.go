@@ -27,6 +27,13 @@ func TestParseFlags(t *testing.T) {
 		{name: "qps below 1", args: []string{"--kubeconfig", "/k", "--kube-api-qps", "0.01"}, wantErr: "--kube-api-qps"},
 		{name: "burst 0 would become client-go's 10", args: []string{"--kubeconfig", "/k", "--kube-api-burst", "0"}, wantErr: "--kube-api-burst 0"},
 		{name: "negative burst", args: []string{"--kubeconfig", "/k", "--kube-api-burst", "-5"}, wantErr: "--kube-api-burst"},
+		{name: "provisioners", args: []string{"--manifests", "/m", "--provisioners", "local,nfs-subdir", "--local-path-root", "/data"}},
+		{name: "unknown provisioner", args: []string{"--manifests", "/m", "--provisioners", "local,hostpath"}, wantErr: `unknown provisioner "hostpath"`},
+		{name: "provisioner twice", args: []string{"--manifests", "/m", "--provisioners", "local,local"}, wantErr: "given twice"},
+		{name: "local path root inside the root dir", args: []string{"--manifests", "/m", "--provisioners", "local", "--local-path-root", "/r/data"}, wantErr: "must not contain each other"},
+		{name: "local path root holding the root dir", args: []string{"--manifests", "/m", "--provisioners", "local", "--local-path-root", "/"}, wantErr: "must not be /"},
+		{name: "relative local path root", args: []string{"--manifests", "/m", "--provisioners", "local", "--local-path-root", "data"}, wantErr: "absolute"},
+		{name: "a sibling with a common prefix is fine", args: []string{"--manifests", "/m", "--provisioners", "local", "--local-path-root", "/r-data"}},
 		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

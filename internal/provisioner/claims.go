@@ -36,10 +36,27 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 		return err
 	}
 	pvName := PVName(claim)
-	if _, err := c.pvs.Get(pvName); err == nil {
-		return nil // made before; the PV controller binds it
+	if made, err := c.pvExists(ctx, pvName); made || err != nil {
+		return err // made before: the PV controller binds it
 	}
 	return c.provision(ctx, Request{Claim: claim, Class: class, PVName: pvName, SelectedNode: claim.Annotations[AnnSelectedNode]})
+}
+
+// pvExists reports whether the PV named name exists: in the cache, else
+// by a read from the API server, as the cache may not have seen a PV this
+// controller created a moment ago for the same claim.
+func (c *Controller) pvExists(ctx context.Context, name string) (bool, error) {
+	if _, err := c.pvs.Get(name); err == nil {
+		return true, nil
+	}
+	_, err := c.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("read PersistentVolume %s: %w", name, err)
 }
 
 // wants reports whether claim is to be provisioned here, and its class.

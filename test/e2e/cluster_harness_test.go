@@ -88,6 +88,8 @@ var resources = map[string]schema.GroupVersionResource{
 	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
 	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
 	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 	"DaemonSet":          {Group: "apps", Version: "v1", Resource: "daemonsets"},
 }
 

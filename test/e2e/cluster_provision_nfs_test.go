@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	nfstest "github.com/volume-agent/volume-agent/test/nfs"
+)
+
+// nfsLease is the Lease the nfs-subdir provisioner's leader holds, in the
+// namespace of deploy/daemonset.yaml (its Role grants the leases there).
+const nfsLease = "volume-agent.io-nfs-subdir"
+
+// testNFSSubdirFailover: two agents, each in its own mount namespace with
+// the test mount.nfs, run the nfs-subdir provisioner; one leads. The
+// leader makes a subdirectory of the userspace NFS server's export per
+// claim and its PV; a pod of one node mounts it and writes to the server.
+// The leader is SIGKILLed: the other agent takes the Lease within the lease
+// time and serves the next claim. Deleting a claim of an archiveOnDelete
+// class archives its subdirectory and deletes the PV.
+func (env *clusterEnv) testNFSSubdirFailover(t *testing.T) {
+	ctx := context.Background()
+	ns := "prov-nfs"
+	env.cp.CreateNamespace(t, ns)
+	export := disk(t, "export")
+	srv := nfstest.Start(t, export)
+	agents := map[string]*agent{}
+	for _, node := range []string{"node-nfs-a", "node-nfs-b"} {
+		env.schedulableNode(t, node)
+		a := newAgent(t)
+		a.ns = nfstest.NewNamespace(t, nfsHelper)
+		t.Cleanup(func() {
+			if err := a.stop(); err != nil {
+				t.Errorf("agent exit: %v", err)
+			}
+		})
+		a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "nfs-subdir",
+			"--leader-election-namespace", "volume-agent")
+		agents[node] = a
+	}
+	immediate := storagev1.VolumeBindingImmediate
+	if _, err := env.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "va-nfs"}, Provisioner: "volume-agent.io/nfs-subdir",
+		VolumeBindingMode: &immediate, ReclaimPolicy: ptr.To(v1.PersistentVolumeReclaimDelete),
+		Parameters:   map[string]string{"server": "127.0.0.1", "path": "/", "archiveOnDelete": "true"},
+		MountOptions: strings.Split(srv.MountOptions("soft", "timeo=10", "retrans=1"), ","),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	first := env.nfsClaim(t, ns, "first")
+	leader := env.leader(t, "")
+	pv := env.waitBound(t, first)
+	dir := ns + "-first-" + pv.Name
+	if pv.Spec.NFS == nil || pv.Spec.NFS.Server != "127.0.0.1" || pv.Spec.NFS.Path != "/"+dir {
+		t.Fatalf("PV source %+v, want nfs 127.0.0.1:/%s", pv.Spec.PersistentVolumeSource, dir)
+	}
+	if st, err := os.Stat(filepath.Join(export, dir)); err != nil || !st.IsDir() {
+		t.Fatalf("the subdirectory %s on the export: %v", dir, err)
+	}
+
+	// A pod of the leader's node mounts the subdirectory and writes to it.
+	pod := unscheduledPod(ns, "app", "first")
+	pod.Spec.NodeName = leader
+	pod = env.createPod(t, pod)
+	a := agents[leader]
+	v := a.waitReady(string(pod.UID), 60*time.Second).volume("store")
+	if err := os.WriteFile(a.ns.Path(filepath.Join(v.Path, "written")), []byte("by app"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, filepath.Join(export, dir, "written"), "by app")
+	if err := env.client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	a.waitPodDirGone(string(pod.UID))
+
+	// The leader dies without releasing the Lease.
+	killed := time.Now()
+	a.kill()
+	next := env.leader(t, leader)
+	figure(t, "nfs-subdir leader SIGKILLed to the other agent leading", time.Since(killed))
+	second := env.nfsClaim(t, ns, "second")
+	pv2 := env.waitBound(t, second)
+	figure(t, "nfs-subdir leader SIGKILLed to the next claim bound", time.Since(killed))
+	if _, err := os.Stat(filepath.Join(export, ns+"-second-"+pv2.Name)); err != nil {
+		t.Errorf("the new leader %s made no subdirectory: %v", next, err)
+	}
+
+	// Archive on delete, by the new leader.
+	env.deletePodAndClaim(t, ns, "", "first")
+	env.waitPVGone(t, pv.Name)
+	checkFile(t, filepath.Join(export, "archived-"+dir, "written"), "by app")
+	got := entries(t, export)
+	if slices.Contains(got, dir) {
+		t.Errorf("the export still holds %s after archiving: %v", dir, got)
+	}
+}
+
+// nfsClaim creates a ReadWriteMany claim of class va-nfs.
+func (env *clusterEnv) nfsClaim(t *testing.T, ns, name string) *v1.PersistentVolumeClaim {
+	c := env.dynamicClaim(t, ns, name, "va-nfs")
+	return c
+}
+
+// leader waits for an agent other than not to hold the nfs-subdir Lease
+// and returns its identity (its node name).
+func (env *clusterEnv) leader(t *testing.T, not string) string {
+	var holder string
+	waitFor(t, 60*time.Second, "an nfs-subdir leader other than "+fmt.Sprintf("%q", not), func() (bool, string) {
+		l, err := env.client.CoordinationV1().Leases("volume-agent").Get(context.Background(), nfsLease, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		holder = ptr.Deref(l.Spec.HolderIdentity, "")
+		return holder != "" && holder != not, holder
+	})
+	return holder
+}
+
+// waitBound waits for the claim to be bound and returns its PV.
+func (env *clusterEnv) waitBound(t *testing.T, claim *v1.PersistentVolumeClaim) *v1.PersistentVolume {
+	ctx := context.Background()
+	var pv *v1.PersistentVolume
+	waitFor(t, 60*time.Second, "claim "+claim.Name+" bound", func() (bool, string) {
+		c, err := env.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil || c.Status.Phase != v1.ClaimBound {
+			return false, fmt.Sprint(c.Status.Phase, err)
+		}
+		pv, err = env.client.CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	return pv
+}
