@@ -50,7 +50,7 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		{"not JSON", "version=1\n", "invalid character"},
 		{"trailing data", `{"version": 1}{}`, "trailing data"},
 		{"no version", `{"bindings": []}`, "no version field"},
-		{"another version", `{"version": 2, "bindings": []}`, "version 2 is not 1"},
+		{"another version", `{"version": 3, "bindings": []}`, "version 3 is not 1 or 2"},
 		{"unknown phase", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Lost"}]}`, `phase "Lost"`},
 		{"no pv", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "phase": "Bound"}]}`, "lacks"},
 		{"a PV twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"data"`, `"other"`, 1) + `]}`,
