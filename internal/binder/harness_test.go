@@ -272,3 +272,16 @@ func (h *harness) claimStatus(name string) []ClaimStatus {
 
 // synced reports whether the binder says it is synced.
 func (h *harness) synced() bool { return h.b.Status().Synced }
+
+// eventually waits, up to `within`, for cond, checking every 5 ms: for
+// what changes no state of the binder (a call retried with the same error).
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not observed within %v; claims %+v", what, within, h.b.Claims())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
