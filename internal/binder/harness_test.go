@@ -13,7 +13,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
+	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -28,6 +30,7 @@ type fakeInner struct {
 	claims []*v1.PersistentVolumeClaim // guarded by mu
 	pvs    []*v1.PersistentVolume      // guarded by mu
 	node   *v1.Node                    // guarded by mu
+	scs    []*storagev1.StorageClass   // guarded by mu
 	synced bool                        // guarded by mu
 	notify func()                      // set before Run
 	runErr error                       // returned by Run at once when set
@@ -96,6 +99,14 @@ func (f *fakeInner) PersistentVolumeClaims() []*v1.PersistentVolumeClaim {
 	return claims
 }
 
+func (f *fakeInner) StorageClasses() []*storagev1.StorageClass {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	scs := slices.Clone(f.scs)
+	slices.SortFunc(scs, func(a, b *storagev1.StorageClass) int { return cmp.Compare(a.Name, b.Name) })
+	return scs
+}
+
 func (f *fakeInner) Objects() volume.Objects { return fakeObjects{f} }
 
 // missing is the error of a lookup that finds nothing, as the manifest
@@ -154,9 +165,16 @@ type harness struct {
 // called). tweak may change the binder before it runs.
 func start(t *testing.T, inner *fakeInner, path string, tweak ...func(*Source)) *harness {
 	t.Helper()
+	return startWith(t, inner, path, nil, tweak...)
+}
+
+// startWith is start with provisioners.
+func startWith(t *testing.T, inner *fakeInner, path string, provs []provisioner.Provisioner, tweak ...func(*Source)) *harness {
+	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	h := &harness{t: t, inner: inner, path: path, changes: make(chan struct{}, 1), logs: logs}
-	b, err := New(Config{Inner: inner, StatePath: path, NodeName: "node-1", Logger: zap.New(core), OnChange: h.notify})
+	b, err := New(Config{Inner: inner, StatePath: path, NodeName: "node-1", Logger: zap.New(core), OnChange: h.notify,
+		Provisioners: provs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,3 +272,16 @@ func (h *harness) claimStatus(name string) []ClaimStatus {
 
 // synced reports whether the binder says it is synced.
 func (h *harness) synced() bool { return h.b.Status().Synced }
+
+// eventually waits, up to `within`, for cond, checking every 5 ms: for
+// what changes no state of the binder (a call retried with the same error).
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not observed within %v; claims %+v", what, within, h.b.Claims())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

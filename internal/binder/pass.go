@@ -1,32 +1,41 @@
 package binder
 
 import (
+	"context"
 	"fmt"
 	"maps"
 
 	"go.uber.org/zap"
+	storagev1 "k8s.io/api/storage/v1"
 )
 
 // pass runs one binding pass and reports whether the binder's state
 // changed. It does nothing until the inner source is synced: a
 // PersistentVolume may be in a file that has not parsed yet. The records
 // plan decides are written before they are published, so no view shows a
-// binding that is not on disk.
-func (s *Source) pass() bool {
+// binding that is not on disk. The provisioning operations plan asks for
+// start only once its records are on disk: a deletion only for a release
+// that is recorded.
+func (s *Source) pass(ctx context.Context) bool {
 	prev := s.current()
 	if !s.inner.Status().Synced {
 		return false
 	}
 	w := world{
-		pods:   s.inner.Pods(),
-		claims: s.inner.PersistentVolumeClaims(),
-		pvs:    s.inner.PersistentVolumes(),
-		node:   thisNode(s.inner.Node(), s.nodeName),
+		pods:         s.inner.Pods(),
+		claims:       s.inner.PersistentVolumeClaims(),
+		pvs:          s.inner.PersistentVolumes(),
+		node:         thisNode(s.inner.Node(), s.nodeName),
+		classes:      classesByName(s.inner.StorageClasses()),
+		provisioners: s.ops.names(),
+		ops:          s.ops.st,
 	}
 	o := plan(w, prev.recs)
 	next := &state{recs: prev.recs, pending: o.pending, synced: true}
+	recorded := true
 	if !maps.Equal(o.recs, prev.recs) {
 		if err := s.store.save(o.recs); err != nil {
+			recorded = false
 			next.writeErr = err.Error()
 			notRecorded(o, prev.recs, next.pending, err)
 			s.log.Info("claim bindings not recorded", zap.Error(err))
@@ -35,9 +44,21 @@ func (s *Source) pass() bool {
 			s.logEvents(o.events)
 		}
 	}
+	if recorded {
+		s.ops.recorded(o.recs)
+		s.ops.start(ctx, o)
+	}
 	next.lost = lostClaims(next.recs, w)
 	s.logChanges(prev, next)
 	return s.publish(next)
+}
+
+func classesByName(classes []*storagev1.StorageClass) map[string]*storagev1.StorageClass {
+	byName := make(map[string]*storagev1.StorageClass, len(classes))
+	for _, c := range classes {
+		byName[c.Name] = c
+	}
+	return byName
 }
 
 // notRecorded marks the claims that o would have bound Pending, with err.
@@ -50,7 +71,7 @@ func notRecorded(o outcome, prev records, pending map[claimKey]string, err error
 }
 
 // lostClaims returns the claims of Bound records whose PersistentVolume is
-// not in w, with that PV's name.
+// not in w, with that PV's name. A provisioned one is in its record.
 func lostClaims(rs records, w world) map[claimKey]string {
 	pvs := make(map[string]bool, len(w.pvs))
 	for _, pv := range w.pvs {
@@ -58,7 +79,7 @@ func lostClaims(rs records, w world) map[claimKey]string {
 	}
 	lost := map[claimKey]string{}
 	for _, r := range rs {
-		if r.Phase == PhaseBound && !pvs[r.PV] {
+		if r.Phase == PhaseBound && !pvs[r.PV] && r.Provisioned == nil {
 			lost[r.claim()] = r.PV
 		}
 	}

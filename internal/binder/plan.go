@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/volume-agent/volume-agent/internal/source"
 )
@@ -16,6 +17,12 @@ type world struct {
 	pvs    []*v1.PersistentVolume
 	// node is this node as nodeAffinity sees it (see thisNode).
 	node *v1.Node
+	// classes are the StorageClasses of the inner source, by name.
+	classes map[string]*storagev1.StorageClass
+	// provisioners are the names of the provisioners the binder runs.
+	provisioners map[string]bool
+	// ops is what the driver's provisioning operations report.
+	ops opsState
 }
 
 // event is a binding decision, logged once it is on disk.
@@ -32,23 +39,34 @@ type outcome struct {
 	// pending says why a claim that a pod uses has no PersistentVolume.
 	pending map[claimKey]string
 	events  []event
+	// provisions and deletes are the operations the driver is to run once
+	// recs are on disk (it skips those running or backing off).
+	provisions []provisionOp
+	deletes    []deleteOp
 }
 
 // plan computes the records after one pass over w, in this order: records
 // whose claim or PersistentVolume left the source are released, bound again
-// or dropped; then every claim used by a pod that is not terminated, and not
-// bound yet, is matched (WaitForFirstConsumer). It never changes the
-// PersistentVolume of a Bound record. Pure: w and prev are not modified.
+// or dropped; PersistentVolumes just provisioned are recorded; released
+// provisioned PersistentVolumes with reclaim policy Delete are deleted
+// (reclaim); then every claim used by a pod that is not terminated, and not
+// bound yet, is matched (WaitForFirstConsumer), or else provisioned. It
+// never changes the PersistentVolume of a Bound record. Pure: w and prev
+// are not modified; I/O is left to the driver as operations.
 func plan(w world, prev records) outcome {
 	o := outcome{recs: maps.Clone(prev), pending: map[claimKey]string{}}
 	o.settle(w)
+	o.recordMade(w)
+	o.reclaim(w)
 	o.bindUsed(w)
 	return o
 }
 
 // settle applies what happened to the claims and PersistentVolumes of the
 // records. A Bound record whose PersistentVolume is gone stays (the claim
-// is Lost until it is back).
+// is Lost until it is back). A provisioned PersistentVolume lives in its
+// record and is never gone. A Released one whose storage is being deleted
+// is never bound again, even to the claim that released it.
 func (o *outcome) settle(w world) {
 	claims := make(map[claimKey]bool, len(w.claims))
 	for _, c := range w.claims {
@@ -59,14 +77,14 @@ func (o *outcome) settle(w world) {
 		pvs[pv.Name] = true
 	}
 	for _, r := range o.recs.sorted() {
-		claimHere, pvHere := claims[r.claim()], pvs[r.PV]
+		claimHere, pvHere := claims[r.claim()], pvs[r.PV] || r.Provisioned != nil
 		switch {
 		case !pvHere && !claimHere, !pvHere && r.Phase == PhaseReleased:
 			delete(o.recs, r.PV)
 			o.events = append(o.events, event{msg: "binding dropped: its PersistentVolume is gone", claim: r.claim(), pv: r.PV})
 		case r.Phase == PhaseBound && !claimHere:
 			o.set(r, PhaseReleased, "claim released: its PersistentVolume is retained for it")
-		case r.Phase == PhaseReleased && claimHere:
+		case r.Phase == PhaseReleased && claimHere && !w.ops.deleting(r):
 			o.set(r, PhaseBound, "claim bound again to the PersistentVolume it released")
 		}
 	}
@@ -78,7 +96,8 @@ func (o *outcome) set(r record, phase Phase, msg string) {
 	o.events = append(o.events, event{msg: msg, claim: r.claim(), pv: r.PV})
 }
 
-// bindUsed matches every claim a pod uses that has no Bound record.
+// bindUsed matches every claim a pod uses that has no Bound record, or
+// else provisions it.
 func (o *outcome) bindUsed(w world) {
 	used := usedClaims(w.pods)
 	cands := candidates{pvs: w.pvs, node: w.node, unavailable: o.unavailable(w.claims)}
@@ -90,9 +109,13 @@ func (o *outcome) bindUsed(w world) {
 		if _, ok := o.recs.bound(k); ok {
 			continue
 		}
+		if why := o.waiting(w, c); why != "" {
+			o.pending[k] = why
+			continue
+		}
 		pv, why := match(c, cands)
 		if pv == nil {
-			o.pending[k] = why
+			o.pending[k] = o.provision(w, c, why)
 			continue
 		}
 		o.recs[pv.Name] = record{Namespace: k.namespace, Name: k.name, UID: k.uid, PV: pv.Name, Phase: PhaseBound}

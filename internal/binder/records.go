@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -27,8 +28,13 @@ type record struct {
 	UID       types.UID `json:"uid"`
 	PV        string    `json:"pv"`
 	// Phase is PhaseBound, or PhaseReleased once the claim left the source:
-	// the PersistentVolume is kept (Retain) for that claim alone.
+	// the PersistentVolume is kept for that claim alone (with reclaim policy
+	// Delete, until its provisioner deleted its storage).
 	Phase Phase `json:"phase"`
+	// Provisioned is the PersistentVolume the binder provisioned for the
+	// claim, named PV; nil for a PersistentVolume of the inner source. It is
+	// a read-only snapshot, shown by the views as if it were in the source.
+	Provisioned *v1.PersistentVolume `json:"provisioned,omitempty"`
 }
 
 func (r record) claim() claimKey {
@@ -49,6 +55,25 @@ func (rs records) bound(k claimKey) (record, bool) {
 	}
 	return record{}, false
 }
+
+// of returns the record of claim k, Bound or Released.
+func (rs records) of(k claimKey) (record, bool) {
+	for _, r := range rs {
+		if r.claim() == k {
+			return r, true
+		}
+	}
+	return record{}, false
+}
+
+// has reports whether claim k has a record.
+func (rs records) has(k claimKey) bool {
+	_, ok := rs.of(k)
+	return ok
+}
+
+// provisioned returns the PersistentVolume the binder provisioned under name.
+func (rs records) provisioned(name string) *v1.PersistentVolume { return rs[name].Provisioned }
 
 // sorted returns the records by namespace, name, then PV name.
 func (rs records) sorted() []record {

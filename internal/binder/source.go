@@ -15,6 +15,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/volume-agent/volume-agent/internal/provisioner"
 
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/wakeup"
@@ -37,6 +40,9 @@ type Inner interface {
 	// PersistentVolumeClaims returns every claim, sorted by namespace and
 	// name. The objects are shared, read-only snapshots.
 	PersistentVolumeClaims() []*v1.PersistentVolumeClaim
+	// StorageClasses returns every StorageClass, sorted by name. The
+	// objects are shared, read-only snapshots.
+	StorageClasses() []*storagev1.StorageClass
 }
 
 // Config configures a binder Source.
@@ -54,6 +60,11 @@ type Config struct {
 	NodeName string
 	// Logger is required; the binder names it "binder".
 	Logger *zap.Logger
+	// Provisioners provision the claims of the StorageClasses whose
+	// provisioner they serve (Name), and delete the storage of the Released
+	// PersistentVolumes they made when the reclaim policy is Delete.
+	// Optional; nil provisions nothing. Names must be distinct.
+	Provisioners []provisioner.Provisioner
 	// OnChange is called after every pass that followed a Notify (the inner
 	// source's state, which the binder passes through, may have changed)
 	// and after a pass that changed bindings, errors or Status. It runs on
@@ -76,6 +87,8 @@ type Source struct {
 	retryMin time.Duration
 	// running prevents two concurrent calls of Run.
 	running atomic.Bool
+	// ops is owned by the binding loop.
+	ops *operations
 
 	mu sync.Mutex
 	st *state // guarded by mu; replaced, never modified
@@ -119,14 +132,16 @@ func New(cfg Config) (*Source, error) {
 	if err := st.removeTemps(); err != nil {
 		return nil, fmt.Errorf("binder: %w", err)
 	}
+	log := cfg.Logger.Named("binder")
 	return &Source{
 		inner:    cfg.Inner,
 		nodeName: cfg.NodeName,
 		store:    st,
 		onChange: cfg.OnChange,
-		log:      cfg.Logger.Named("binder"),
+		log:      log,
 		wake:     wakeup.New("binder"),
 		retryMin: retryMin,
+		ops:      newOperations(cfg.Provisioners, log),
 		st:       &state{recs: recs},
 	}, nil
 }
@@ -141,6 +156,16 @@ func validateConfig(cfg Config) error {
 		return errors.New("binder: NodeName is required")
 	case cfg.Logger == nil:
 		return errors.New("binder: Logger is required")
+	}
+	names := map[string]bool{}
+	for i, p := range cfg.Provisioners {
+		switch {
+		case p == nil:
+			return fmt.Errorf("binder: Provisioners[%d] is nil", i)
+		case names[p.Name()]:
+			return fmt.Errorf("binder: two Provisioners are named %q", p.Name())
+		}
+		names[p.Name()] = true
 	}
 	dir := filepath.Dir(cfg.StatePath)
 	if info, err := os.Stat(dir); err != nil {
@@ -185,7 +210,8 @@ func (s *Source) Status() source.Status {
 }
 
 // Run runs the inner source and the binding loop until ctx ends, and
-// returns once both have returned. It returns the inner source's error.
+// returns once both have returned, and every provisioning operation the
+// loop started. It returns the inner source's error.
 func (s *Source) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("binder: Run is already running")
@@ -198,15 +224,18 @@ func (s *Source) Run(ctx context.Context) error {
 }
 
 // loop is the one goroutine that writes the records. It runs a pass at
-// start, after every Notify, and after a failed write once its backoff
-// expires; nothing else wakes it.
+// start, after every Notify, after a failed write once its backoff
+// expires, when a provisioning operation ends, and when a failed one may
+// be retried; nothing else wakes it. It returns once the operations it
+// started have returned.
 func (s *Source) loop(ctx context.Context) {
 	r := retry{min: s.retryMin}
 	defer r.stop()
+	defer s.ops.stop()
 	notified := false
 	for {
 		s.wake.Taken()
-		changed := s.pass()
+		changed := s.pass(ctx)
 		r.update(s.current().writeErr != "")
 		if (changed || notified) && s.onChange != nil {
 			s.onChange()
@@ -217,6 +246,11 @@ func (s *Source) loop(ctx context.Context) {
 		case <-s.wake.C():
 			notified = true
 		case <-r.c():
+			notified = false
+		case res := <-s.ops.done:
+			s.ops.finish(res)
+			notified = false
+		case <-s.ops.retry():
 			notified = false
 		}
 	}

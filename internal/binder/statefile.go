@@ -9,8 +9,14 @@ import (
 	"path/filepath"
 )
 
-// stateVersion is the version of the state file's format.
-const stateVersion = 1
+// The versions of the state file's format. Version 2 adds records'
+// provisioned PersistentVolumes; it is written only when a record has one,
+// so that an agent from before provisioning refuses the file rather than
+// drop those PersistentVolumes, and leave their storage behind, unknowingly.
+const (
+	stateVersion            = 1
+	stateVersionProvisioned = 2
+)
 
 // stateFile is the content of claims.json.
 type stateFile struct {
@@ -51,7 +57,13 @@ func (st store) load() (records, error) {
 
 // save writes rs atomically and durably.
 func (st store) save(rs records) error {
-	data, err := json.MarshalIndent(stateFile{Version: stateVersion, Bindings: rs.sorted()}, "", "  ")
+	version := stateVersion
+	for _, r := range rs {
+		if r.Provisioned != nil {
+			version = stateVersionProvisioned
+		}
+	}
+	data, err := json.MarshalIndent(stateFile{Version: version, Bindings: rs.sorted()}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode binder state: %w", err)
 	}
@@ -84,8 +96,9 @@ func decode(data []byte) (records, error) {
 	switch {
 	case f.Version == 0:
 		return nil, errors.New("no version field")
-	case f.Version != stateVersion:
-		return nil, fmt.Errorf("version %d is not %d (written by another version of the agent?)", f.Version, stateVersion)
+	case f.Version != stateVersion && f.Version != stateVersionProvisioned:
+		return nil, fmt.Errorf("version %d is not %d or %d (written by another version of the agent?)",
+			f.Version, stateVersion, stateVersionProvisioned)
 	}
 	return index(f.Bindings)
 }
@@ -100,6 +113,9 @@ func index(bindings []record) (records, error) {
 			return nil, fmt.Errorf("binding %d lacks a namespace, name or pv", i)
 		case r.Phase != PhaseBound && r.Phase != PhaseReleased:
 			return nil, fmt.Errorf("binding %d (claim %s): phase %q is neither Bound nor Released", i, r.claim(), r.Phase)
+		case r.Provisioned != nil && r.Provisioned.Name != r.PV:
+			return nil, fmt.Errorf("binding %d (claim %s): its provisioned PersistentVolume is named %q, not %q",
+				i, r.claim(), r.Provisioned.Name, r.PV)
 		case rs[r.PV] != record{}:
 			return nil, fmt.Errorf("PersistentVolume %q is in two bindings", r.PV)
 		case claims[r.claim()]:

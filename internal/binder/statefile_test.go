@@ -50,11 +50,13 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		{"not JSON", "version=1\n", "invalid character"},
 		{"trailing data", `{"version": 1}{}`, "trailing data"},
 		{"no version", `{"bindings": []}`, "no version field"},
-		{"another version", `{"version": 2, "bindings": []}`, "version 2 is not 1"},
+		{"another version", `{"version": 3, "bindings": []}`, "version 3 is not 1 or 2"},
 		{"unknown phase", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Lost"}]}`, `phase "Lost"`},
 		{"no pv", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "phase": "Bound"}]}`, "lacks"},
 		{"a PV twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"data"`, `"other"`, 1) + `]}`,
 			`PersistentVolume "pv-a" is in two bindings`},
+		{"a provisioned PV of another name", `{"version": 2, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Bound",
+			"provisioned": {"metadata": {"name": "q"}}}]}`, `its provisioned PersistentVolume is named "q", not "p"`},
 		{"a claim twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"pv-a"`, `"pv-b"`, 1) + `]}`,
 			"claim default/data (uid \"\") is in two bindings"},
 	}
@@ -142,5 +144,30 @@ func assertNoTemps(t *testing.T, dir string) {
 		if strings.Contains(e.Name(), ".tmp-") {
 			t.Errorf("temporary file left behind: %s", e.Name())
 		}
+	}
+}
+
+// A record's provisioned PersistentVolume is kept whole, and makes the file
+// version 2, which an agent from before provisioning refuses.
+func TestStateFileKeepsProvisionedPVs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "claims.json")
+	claim := newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"))
+	want := records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseBound,
+		Provisioned: provisionedPV(claim, newClass("fast"))}}
+	if err := newStore(path).save(want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := newStore(path).load()
+	if err != nil || !equalRecords(got, want) {
+		t.Fatalf("reloaded %v, %v; want %v", got, err, want)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 2`) {
+		t.Errorf("state file with a provisioned PV is not version 2:\n%s", data)
+	}
+	if err := newStore(path).save(records{}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 1`) {
+		t.Errorf("state file without a provisioned PV is not version 1:\n%s", data)
 	}
 }

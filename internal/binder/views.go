@@ -82,7 +82,7 @@ func (s *Source) claimView(c *v1.PersistentVolumeClaim, st *state) *v1.Persisten
 		metav1.SetMetaDataAnnotation(&view.ObjectMeta, storagehelpers.AnnBoundByController, "yes")
 	}
 	view.Status = v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound}
-	pv, err := s.inner.Objects().PersistentVolume(r.PV)
+	pv, err := s.persistentVolume(r.PV, st)
 	switch {
 	case err == nil:
 		view.Status.AccessModes = slices.Clone(pv.Spec.AccessModes)
@@ -91,6 +91,36 @@ func (s *Source) claimView(c *v1.PersistentVolumeClaim, st *state) *v1.Persisten
 		view.Status.Phase = v1.ClaimLost
 	}
 	return view
+}
+
+// persistentVolume returns the named PersistentVolume as defined: the one
+// the binder provisioned under that name (which shadows one of the inner
+// source of the same name), else the inner source's.
+func (s *Source) persistentVolume(name string, st *state) (*v1.PersistentVolume, error) {
+	if pv := st.recs.provisioned(name); pv != nil {
+		return pv, nil
+	}
+	return s.inner.Objects().PersistentVolume(name)
+}
+
+// PersistentVolumes returns every PersistentVolume, those of the inner
+// source and those the binder provisioned, as the PV controller would leave
+// them, sorted by name.
+func (s *Source) PersistentVolumes() []*v1.PersistentVolume {
+	st := s.current()
+	var out []*v1.PersistentVolume
+	for _, pv := range s.inner.PersistentVolumes() {
+		if st.recs.provisioned(pv.Name) == nil {
+			out = append(out, pvView(pv, st))
+		}
+	}
+	for _, r := range st.recs {
+		if r.Provisioned != nil {
+			out = append(out, pvView(r.Provisioned, st))
+		}
+	}
+	slices.SortFunc(out, func(a, b *v1.PersistentVolume) int { return cmp.Compare(a.Name, b.Name) })
+	return out
 }
 
 // pvView returns a copy of pv with the claimRef and phase of its record:
@@ -136,9 +166,10 @@ func (o objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVo
 }
 
 func (o objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
-	pv, err := o.s.inner.Objects().PersistentVolume(name)
+	st := o.s.current()
+	pv, err := o.s.persistentVolume(name, st)
 	if err != nil {
 		return nil, err
 	}
-	return pvView(pv, o.s.current()), nil
+	return pvView(pv, st), nil
 }

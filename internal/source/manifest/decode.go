@@ -128,9 +128,10 @@ func checkKind(h header) error {
 	case h.kind == "":
 		return errors.New("kind is missing")
 	}
-	if _, ok := namespaced[h.kind]; !ok || h.apiVersion != "v1" {
+	if want, ok := apiVersionOf[h.kind]; !ok || h.apiVersion != want {
 		return fmt.Errorf("unsupported kind %q (apiVersion %q): only v1 Pod, ConfigMap, Secret, "+
-			"PersistentVolume, PersistentVolumeClaim, Node and List are read", h.kind, h.apiVersion)
+			"PersistentVolume, PersistentVolumeClaim, Node and List, and storage.k8s.io/v1 StorageClass are read",
+			h.kind, h.apiVersion)
 	}
 	return nil
 }

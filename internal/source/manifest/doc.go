@@ -1,7 +1,8 @@
 // Package manifest is the pod source for running without a cluster: it reads
-// Pods, ConfigMaps, Secrets, PersistentVolumes, PersistentVolumeClaims and
-// the Node object from the YAML and JSON files directly inside one directory,
-// and keeps them current with inotify and a slow, jittered resync. A file
+// Pods, ConfigMaps, Secrets, PersistentVolumes, PersistentVolumeClaims,
+// StorageClasses (storage.k8s.io/v1) and the Node object from the YAML and
+// JSON files directly inside one directory, and keeps them current with
+// inotify and a slow, jittered resync. A file
 // renamed into place is read at once; other changes once the directory has
 // been quiet for 50 ms (see changes.go).
 //

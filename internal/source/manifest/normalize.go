@@ -10,8 +10,10 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -29,11 +31,11 @@ var uidNamespace = [16]byte{
 var safeUID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // normalize validates a decoded object and makes it what the API server would
-// have stored: namespace defaulted, Secret stringData merged, a pod UID, and
-// a resourceVersion that is a hash of the content.
+// have stored: namespace defaulted, Secret stringData merged, a pod UID, a
+// StorageClass's defaults, and a resourceVersion that is a hash of the
+// content.
 func (p *parser) normalize(obj runtime.Object, at where) (object, error) {
-	gvk := v1.SchemeGroupVersion.WithKind(at.kind)
-	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	obj.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(apiVersionOf[at.kind], at.kind))
 	m := obj.(metav1.Object)
 	if err := validateMeta(m, at.kind); err != nil {
 		return object{}, err
@@ -75,6 +77,8 @@ func (p *parser) normalizeKind(obj runtime.Object) error {
 		return p.normalizePod(o)
 	case *v1.Secret:
 		mergeStringData(o)
+	case *storagev1.StorageClass:
+		return normalizeStorageClass(o)
 	}
 	return nil
 }

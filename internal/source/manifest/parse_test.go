@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -43,6 +44,7 @@ func TestParseAllKinds(t *testing.T) {
 		{kindPV, "", "local-data"},
 		{kindPVC, "default", "web-data"},
 		{kindNode, "", "node-1"},
+		{kindStorageClass, "", "local-dynamic"},
 	}
 	if len(objs) != len(want) {
 		t.Errorf("got %d objects, want %d", len(objs), len(want))
@@ -64,6 +66,22 @@ func TestParseAllKinds(t *testing.T) {
 	pv := objs[key{kindPV, "", "local-data"}].(*v1.PersistentVolume)
 	if pv.Namespace != "" || pv.Spec.Local == nil || pv.Spec.Local.Path != "/mnt/disk1" {
 		t.Errorf("persistentVolume decoded as %+v", pv)
+	}
+	sc := objs[key{kindStorageClass, "", "local-dynamic"}].(*storagev1.StorageClass)
+	if gvk := sc.GroupVersionKind(); gvk.Group != "storage.k8s.io" || sc.Namespace != "" ||
+		sc.Provisioner != "volume-agent.io/local" || sc.Parameters["archiveOnDelete"] != "true" ||
+		*sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+		t.Errorf("storageClass decoded as %v %+v", gvk, sc)
+	}
+}
+
+// A StorageClass gets the API server's defaults: reclaimPolicy Delete and
+// volumeBindingMode Immediate.
+func TestParseStorageClassDefaults(t *testing.T) {
+	objs := mustParse(t, "sc.yaml", "{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: fast}, provisioner: example.com/x}")
+	sc := objs[key{kindStorageClass, "", "fast"}].(*storagev1.StorageClass)
+	if *sc.ReclaimPolicy != v1.PersistentVolumeReclaimDelete || *sc.VolumeBindingMode != storagev1.VolumeBindingImmediate {
+		t.Errorf("reclaimPolicy %s, volumeBindingMode %s; want Delete and Immediate", *sc.ReclaimPolicy, *sc.VolumeBindingMode)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 )
 
+const goodClass = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: fast}\n"
+
 const goodPod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: a, image: b}]}\n"
 
 func TestParseProblems(t *testing.T) {
@@ -51,6 +53,20 @@ func TestParseProblems(t *testing.T) {
 			`f.yaml: a List inside a List is not supported (document 1 at line 1, item 1, List)`, false},
 		{"bad list item", "f.yaml", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pood, metadata: {name: x}}\n",
 			`(document 1 at line 1, item 1, Pood/x)`, false},
+		{"storage class without provisioner", "f.yaml", "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: fast}\n",
+			`f.yaml: provisioner is missing (document 1 at line 1, StorageClass/fast)`, false},
+		{"storage class with an invalid provisioner", "f.yaml", goodClass + "provisioner: a/b/c\n",
+			`f.yaml: invalid provisioner "a/b/c": a valid label key must consist of`, false},
+		{"storage class reclaim policy", "f.yaml", goodClass + "provisioner: x.io/p\nreclaimPolicy: Recycle\n",
+			`f.yaml: invalid reclaimPolicy "Recycle": want Delete or Retain (document 1 at line 1, StorageClass/fast)`, false},
+		{"storage class binding mode", "f.yaml", goodClass + "provisioner: x.io/p\nvolumeBindingMode: Later\n",
+			`f.yaml: invalid volumeBindingMode "Later": want Immediate or WaitForFirstConsumer`, false},
+		{"storage class archiveOnDelete", "f.yaml", goodClass + "provisioner: volume-agent.io/local\nparameters: {archiveOnDelete: \"yes\"}\n",
+			`f.yaml: parameters.archiveOnDelete "yes": want "true" or "false" (document 1 at line 1, StorageClass/fast)`, false},
+		{"storage class in v1", "f.yaml", strings.Replace(goodClass, "storage.k8s.io/v1", "v1", 1) + "provisioner: x.io/p\n",
+			`unsupported kind "StorageClass" (apiVersion "v1")`, false},
+		{"storage class without a name", "f.yaml", "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nprovisioner: x.io/p\n",
+			`f.yaml: metadata.name is missing (document 1 at line 1, StorageClass)`, false},
 		{"unknown field", "f.yaml", strings.Replace(goodPod, "image: b", "image: b, imagee: c", 1),
 			`f.yaml: warning: unknown field "spec.containers[0].imagee" (document 1 at line 1, Pod/web)`, true},
 		{"duplicate key", "f.yaml", goodPod + "---\n" + "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: one\n  a: two\n",

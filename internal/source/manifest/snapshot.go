@@ -11,21 +11,29 @@ import (
 	"github.com/volume-agent/volume-agent/internal/source"
 )
 
-// The kinds a manifest may define, all in the core "v1" group version.
+// The kinds a manifest may define: StorageClass in storage.k8s.io/v1, the
+// others in the core "v1" group version.
 const (
-	kindPod       = "Pod"
-	kindConfigMap = "ConfigMap"
-	kindSecret    = "Secret"
-	kindPV        = "PersistentVolume"
-	kindPVC       = "PersistentVolumeClaim"
-	kindNode      = "Node"
-	kindList      = "List"
+	kindPod          = "Pod"
+	kindConfigMap    = "ConfigMap"
+	kindSecret       = "Secret"
+	kindPV           = "PersistentVolume"
+	kindPVC          = "PersistentVolumeClaim"
+	kindNode         = "Node"
+	kindStorageClass = "StorageClass"
+	kindList         = "List"
 )
 
 // namespaced tells, for every supported object kind, whether it lives in a namespace.
 var namespaced = map[string]bool{
 	kindPod: true, kindConfigMap: true, kindSecret: true, kindPVC: true,
-	kindPV: false, kindNode: false,
+	kindPV: false, kindNode: false, kindStorageClass: false,
+}
+
+// apiVersionOf is the apiVersion of every supported object kind.
+var apiVersionOf = map[string]string{
+	kindPod: "v1", kindConfigMap: "v1", kindSecret: "v1", kindPVC: "v1", kindPV: "v1", kindNode: "v1",
+	kindStorageClass: "storage.k8s.io/v1",
 }
 
 // key identifies an object: two documents with the same key are duplicates.
@@ -45,7 +53,7 @@ func (k key) String() string {
 // object is one decoded, validated and normalized manifest object.
 type object struct {
 	key key
-	obj runtime.Object // *v1.Pod, *v1.ConfigMap, *v1.Secret, *v1.PersistentVolume, ...
+	obj runtime.Object // *v1.Pod, *v1.ConfigMap, *v1.Secret, *v1.PersistentVolume, *storagev1.StorageClass, ...
 	// version is the object's metadata.resourceVersion: a hash of its content.
 	version string
 	// at says where the object was defined within its file.

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/volume-agent/volume-agent/internal/source"
@@ -156,6 +157,14 @@ func (s *Source) PersistentVolumes() []*v1.PersistentVolume {
 // may be incomplete.
 func (s *Source) PersistentVolumeClaims() []*v1.PersistentVolumeClaim {
 	return list[*v1.PersistentVolumeClaim](s.current(), kindPVC)
+}
+
+// StorageClasses returns every StorageClass the manifests define, sorted by
+// name. The objects are shared, read-only snapshots; the slice is the
+// caller's. Until the source is synced the list may be incomplete: a class
+// missing then is not known yet, not absent.
+func (s *Source) StorageClasses() []*storagev1.StorageClass {
+	return list[*storagev1.StorageClass](s.current(), kindStorageClass)
 }
 
 // Status reports whether the source is synced and what is wrong with it now.

@@ -79,6 +79,9 @@ func TestServesAllKinds(t *testing.T) {
 	if node := h.src.Node(); node == nil || node.Labels["kubernetes.io/hostname"] != "node-1" {
 		t.Errorf("Node: %v", node)
 	}
+	if scs := h.src.StorageClasses(); len(scs) != 1 || scs[0].Name != "local-dynamic" {
+		t.Errorf("StorageClasses: %v", scs)
+	}
 }
 
 func TestMissingObjectsAreNotFound(t *testing.T) {

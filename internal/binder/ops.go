@@ -1,0 +1,207 @@
+package binder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/provisioner"
+)
+
+// opTimeout bounds one Provision or Delete call: storage that hangs blocks
+// only its own PersistentVolume.
+const opTimeout = 2 * time.Minute
+
+// operations runs the provisioners' calls that plan asks for: at most one
+// per PersistentVolume name, each on its own goroutine under a deadline, a
+// failed one again after a backoff (doubling from retryMin up to retryMax).
+// It keeps their results until a pass has recorded them. Only the binding
+// loop uses it, so it needs no lock.
+type operations struct {
+	provisioners map[string]provisioner.Provisioner
+	retryMin     time.Duration
+	timeout      time.Duration
+	log          *zap.Logger
+	// done receives the result of every call.
+	done chan opResult
+	wg   sync.WaitGroup
+	st   opsState
+	// backoff is, by PV name, the wait before a failed call is made again.
+	backoff map[string]backoff
+	timer   *time.Timer
+}
+
+type backoff struct {
+	delay time.Duration
+	due   time.Time
+}
+
+// opResult is the outcome of one call.
+type opResult struct {
+	pv   string
+	what string // "provision" or "delete", for logs
+	// made is the PersistentVolume of a successful Provision.
+	made *v1.PersistentVolume
+	err  error
+}
+
+func newOperations(provs []provisioner.Provisioner, log *zap.Logger) *operations {
+	byName := make(map[string]provisioner.Provisioner, len(provs))
+	for _, p := range provs {
+		byName[p.Name()] = p
+	}
+	return &operations{
+		provisioners: byName,
+		retryMin:     retryMin,
+		timeout:      opTimeout,
+		log:          log,
+		done:         make(chan opResult),
+		st: opsState{running: map[string]bool{}, made: map[string]*v1.PersistentVolume{},
+			deleted: map[string]bool{}, failed: map[string]string{}},
+		backoff: map[string]backoff{},
+	}
+}
+
+// names returns the names of the provisioners, for plan.
+func (ops *operations) names() map[string]bool {
+	names := make(map[string]bool, len(ops.provisioners))
+	for name := range ops.provisioners {
+		names[name] = true
+	}
+	return names
+}
+
+// recorded forgets the results recs now hold: provisioned PersistentVolumes
+// recorded, deleted ones whose record is dropped. It is called once recs
+// are on disk.
+func (ops *operations) recorded(recs records) {
+	for name := range ops.st.made {
+		if recs.provisioned(name) != nil {
+			delete(ops.st.made, name)
+		}
+	}
+	for name := range ops.st.deleted {
+		if _, ok := recs[name]; !ok {
+			delete(ops.st.deleted, name)
+		}
+	}
+}
+
+// start starts the operations of o that are neither running nor backing
+// off, forgets the failures of PersistentVolumes that o no longer wants
+// anything done to, and arms the timer for the next retry.
+func (ops *operations) start(ctx context.Context, o outcome) {
+	wanted := map[string]bool{}
+	for _, p := range o.provisions {
+		wanted[p.req.PVName] = true
+		prov := ops.provisioners[p.provisioner]
+		ops.launch(ctx, p.req.PVName, "provision", func(ctx context.Context) (*v1.PersistentVolume, error) {
+			vol, err := prov.Provision(ctx, p.req)
+			if err != nil {
+				return nil, fmt.Errorf("provision PersistentVolume %q for claim %s/%s with %s: %w",
+					p.req.PVName, p.req.Claim.Namespace, p.req.Claim.Name, p.provisioner, err)
+			}
+			return provisioner.NewPV(p.req, prov.Name(), vol), nil
+		})
+	}
+	for _, d := range o.deletes {
+		wanted[d.pv.Name] = true
+		prov := ops.provisioners[d.provisioner]
+		ops.launch(ctx, d.pv.Name, "delete", func(ctx context.Context) (*v1.PersistentVolume, error) {
+			if err := prov.Delete(ctx, d.pv); err != nil {
+				return nil, fmt.Errorf("delete the storage of PersistentVolume %q with %s: %w", d.pv.Name, d.provisioner, err)
+			}
+			return nil, nil
+		})
+	}
+	for name := range ops.st.failed {
+		if !wanted[name] && !ops.st.running[name] {
+			delete(ops.st.failed, name)
+			delete(ops.backoff, name)
+		}
+	}
+	ops.arm(wanted)
+}
+
+// launch runs call for PV name on a goroutine, unless one is running or
+// its backoff has not expired.
+func (ops *operations) launch(ctx context.Context, name, what string, call func(context.Context) (*v1.PersistentVolume, error)) {
+	if ops.st.running[name] || time.Now().Before(ops.backoff[name].due) {
+		return
+	}
+	ops.st.running[name] = true
+	ops.wg.Add(1)
+	go func() {
+		defer ops.wg.Done()
+		callCtx, cancel := context.WithTimeout(ctx, ops.timeout)
+		made, err := call(callCtx)
+		cancel()
+		select {
+		case ops.done <- opResult{pv: name, what: what, made: made, err: err}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// finish takes in the result of a call.
+func (ops *operations) finish(res opResult) {
+	delete(ops.st.running, res.pv)
+	if res.err != nil {
+		b := ops.backoff[res.pv]
+		b.delay = min(max(2*b.delay, ops.retryMin), retryMax)
+		b.due = time.Now().Add(b.delay)
+		ops.backoff[res.pv] = b
+		ops.st.failed[res.pv] = res.err.Error()
+		ops.log.Info("storage operation failed", zap.String("operation", res.what), zap.String("pv", res.pv),
+			zap.Duration("retryIn", b.delay), zap.Bool("deadline", errors.Is(res.err, context.DeadlineExceeded)), zap.Error(res.err))
+		return
+	}
+	delete(ops.st.failed, res.pv)
+	delete(ops.backoff, res.pv)
+	if res.made != nil {
+		ops.st.made[res.pv] = res.made
+		return
+	}
+	ops.st.deleted[res.pv] = true
+}
+
+// arm sets the timer to the earliest backoff expiry among the wanted calls
+// that are not running.
+func (ops *operations) arm(wanted map[string]bool) {
+	var next time.Time
+	for name := range wanted {
+		b, ok := ops.backoff[name]
+		if ok && !ops.st.running[name] && (next.IsZero() || b.due.Before(next)) {
+			next = b.due
+		}
+	}
+	if ops.timer != nil {
+		ops.timer.Stop()
+	}
+	if next.IsZero() {
+		ops.timer = nil
+		return
+	}
+	ops.timer = time.NewTimer(max(time.Until(next), 0))
+}
+
+// retry fires when a failed call may be made again; never when none is waiting.
+func (ops *operations) retry() <-chan time.Time {
+	if ops.timer == nil {
+		return nil
+	}
+	return ops.timer.C
+}
+
+// stop waits for the running calls, whose context has ended, and stops the timer.
+func (ops *operations) stop() {
+	ops.wg.Wait()
+	if ops.timer != nil {
+		ops.timer.Stop()
+	}
+}
