@@ -103,7 +103,8 @@ func (a *agent) addSources(o options, root string, log *zap.Logger, c *cluster, 
 		if err != nil {
 			return err
 		}
-		b, err = binder.New(binder.Config{Inner: src, StatePath: filepath.Join(root, "claims.json"), NodeName: o.nodeName, Logger: log, OnChange: notify})
+		b, err = binder.New(binder.Config{Inner: src, StatePath: filepath.Join(root, "claims.json"), NodeName: o.nodeName, Logger: log, OnChange: notify,
+			Provisioners: provs.forBinder()})
 		if err != nil {
 			return err
 		}
