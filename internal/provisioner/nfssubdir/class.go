@@ -50,6 +50,7 @@ func parseClass(sc *storagev1.StorageClass) (class, error) {
 	if err := c.export.check(); err != nil {
 		return class{}, fmt.Errorf("StorageClass %s: parameter %w", sc.Name, err)
 	}
+	c.export.path = path.Clean(c.export.path) // "/e/" and "/e" are one export, one mount
 	if err := checkOptions(c.options); err != nil {
 		return class{}, fmt.Errorf("StorageClass %s: mountOptions: %w", sc.Name, err)
 	}

@@ -16,6 +16,11 @@
 // there; a PV forged to point elsewhere is refused with nothing touched.
 // Removal never crosses a mount point or follows a symlink (storagedir).
 //
+// A pathPattern that gives two claims the same path gives them one
+// directory (as the upstream nfs-subdir provisioner does): deleting either
+// PV then removes or archives it for both. The default path, which ends in
+// the PV name, is never shared.
+//
 // It returns no provisioner.ErrReschedule: the export is the same from
 // every node.
 package nfssubdir

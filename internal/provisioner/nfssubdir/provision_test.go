@@ -160,6 +160,20 @@ func TestClassParameters(t *testing.T) {
 	}
 }
 
+func TestTrailingSlashIsTheSameExport(t *testing.T) {
+	f := &fakeExports{files: t.TempDir()}
+	p, _ := newProvisioner(t, f)
+	for _, path := range []string{"/e/", "/e"} {
+		vol, err := p.Provision(context.Background(), request(class(map[string]string{"server": "s", "path": path}), claim(nil, nil)))
+		if err != nil || vol.Source.NFS.Path != "/e/team-data-pvc-u-1" || vol.Annotations[nfssubdir.AnnExport] != "s:/e" {
+			t.Fatalf("Provision with path %q = %+v, %v", path, vol, err)
+		}
+	}
+	if calls := f.Calls(); len(calls) != 2 || calls[0] != calls[1] {
+		t.Errorf("mounts %q: want one mount directory for both spellings", calls)
+	}
+}
+
 func TestIPv6Server(t *testing.T) {
 	f := &fakeExports{files: t.TempDir()}
 	p, _ := newProvisioner(t, f)
