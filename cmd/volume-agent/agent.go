@@ -65,7 +65,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify() })
 	a.actual = asw.New(func() { a.server.Notify() })
 	notify := func() { a.populator.Notify() }
-	provs, err := newProvisioners(o, mounter, log)
+	provs, err := newProvisioners(o, root, mounter, log)
 	if err != nil {
 		return err
 	}

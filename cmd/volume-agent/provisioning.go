@@ -11,8 +11,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins/nfs"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/provisioner/local"
+	"github.com/volume-agent/volume-agent/internal/provisioner/nfssubdir"
 )
 
 // pauseEnv, for fault tests only, makes the provisioners wait this long
@@ -22,12 +24,15 @@ const pauseEnv = "VOLUME_AGENT_TEST_PROVISION_PAUSE"
 // provisioners are the dynamic provisioners --provisioners turns on.
 type provisioners struct {
 	local provisioner.Provisioner // nil when off
+	nfs   *nfssubdir.Provisioner  // nil when off
 	pause time.Duration
+	// leaseNS and identity are for the nfs-subdir provisioner's Lease.
+	leaseNS, identity string
 }
 
 // newProvisioners builds the provisioners --provisioners names.
-func newProvisioners(o options, mounter mount.Mounter, log *zap.Logger) (*provisioners, error) {
-	p := &provisioners{}
+func newProvisioners(o options, root string, mounter mount.Mounter, log *zap.Logger) (*provisioners, error) {
+	p := &provisioners{leaseNS: o.leaseNS, identity: o.nodeName}
 	if v := os.Getenv(pauseEnv); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -46,6 +51,13 @@ func newProvisioners(o options, mounter mount.Mounter, log *zap.Logger) (*provis
 		}
 		p.local = l
 	}
+	if o.provisioner(provNFSSubdir) {
+		n, err := nfssubdir.New(nfssubdir.Config{RootDir: root, Exports: nfs.New(log.Named("nfs-subdir")), Mounter: mounter, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		p.nfs = n
+	}
 	return p, nil
 }
 
@@ -55,11 +67,15 @@ func (p *provisioners) forBinder() []provisioner.Provisioner {
 	if p.local != nil {
 		out = append(out, p.local)
 	}
+	if p.nfs != nil {
+		out = append(out, p.nfs)
+	}
 	return out
 }
 
 // runners lists the controllers cluster mode runs: the local provisioner
-// on every agent, for the claims scheduled to its node.
+// on every agent, for the claims scheduled to its node, and the nfs-subdir
+// provisioner on the one agent that holds its Lease.
 func (p *provisioners) runners(client kubernetes.Interface, o options, log *zap.Logger) (map[string]runner, error) {
 	r := map[string]runner{}
 	if p.local != nil {
@@ -69,18 +85,46 @@ func (p *provisioners) runners(client kubernetes.Interface, o options, log *zap.
 		}
 		r["local provisioner"] = c
 	}
+	if p.nfs != nil {
+		r["nfs-subdir provisioner"] = leadingNFS{p: p, client: client, log: log}
+	}
 	return r, nil
 }
 
-// leading runs f under leader election while it holds the Lease of name.
-type leading struct {
-	election provisioner.Election
-	name     string
-	run      func(context.Context) error
+// closeWait bounds taking the export mounts down when leadership ends.
+const closeWait = 5 * time.Second
+
+// leadingNFS runs the nfs-subdir controller while this agent holds the
+// Lease. Its export mounts are taken down when a term ends (another agent
+// serves the claims then) and once before the first election, for what a
+// crashed run left.
+type leadingNFS struct {
+	p      *provisioners
+	client kubernetes.Interface
+	log    *zap.Logger
 }
 
-func (l leading) Run(ctx context.Context) error {
-	return provisioner.RunLeading(ctx, l.election, l.name, l.run)
+func (l leadingNFS) Run(ctx context.Context) error {
+	l.close()
+	e := provisioner.Election{Client: l.client, Namespace: l.p.leaseNS, Identity: l.p.identity, Logger: l.log}
+	return provisioner.RunLeading(ctx, e, provisioner.NFSSubdirName, func(term context.Context) error {
+		defer l.close()
+		c, err := provisioner.New(provisioner.Config{Client: l.client, Provisioner: l.p.nfs, Logger: l.log, PauseAfterStorage: l.p.pause})
+		if err != nil {
+			return err
+		}
+		return c.Run(term)
+	})
+}
+
+// close takes the export mounts down; a failure is logged: the next term
+// reuses what is still mounted.
+func (l leadingNFS) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+	defer cancel()
+	if err := l.p.nfs.Close(ctx); err != nil {
+		l.log.Info("nfs-subdir export mounts not all taken down", zap.Error(err))
+	}
 }
 
 // resolveLocalPathRoot creates --local-path-root when it is missing (0711:

@@ -30,6 +30,7 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalOnTheSelectedNode", env.testLocalProvisioning)
 	t.Run("LocalKilledBetweenDirectoryAndPV", env.testLocalProvisionCrash)
 	t.Run("LocalClaimDeletedWhileProvisioning", env.testLocalClaimDeletedMidway)
+	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
 }
 
 // provAgent is an agent running the local provisioner, with its own

@@ -10,6 +10,7 @@ import (
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	billy "github.com/go-git/go-billy/v5"
+	"golang.org/x/sys/unix"
 )
 
 // hostFS is a directory of the host as go-nfs serves it, with POSIX
@@ -88,7 +89,12 @@ func (f hostFS) Rename(from, to string) error {
 	if err != nil {
 		return err
 	}
-	return os.Rename(pf, pt)
+	// rename(2), as a Linux NFS server does: it replaces an empty
+	// directory, which os.Rename refuses (EEXIST) before asking the kernel.
+	if err := unix.Rename(pf, pt); err != nil {
+		return &os.LinkError{Op: "rename", Old: pf, New: pt, Err: err}
+	}
+	return nil
 }
 
 func (f hostFS) Remove(name string) error { return f.do(name, os.Remove) }
