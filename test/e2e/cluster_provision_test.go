@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +31,7 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalOnTheSelectedNode", env.testLocalProvisioning)
 	t.Run("LocalKilledBetweenDirectoryAndPV", env.testLocalProvisionCrash)
 	t.Run("LocalClaimDeletedWhileProvisioning", env.testLocalClaimDeletedMidway)
+	t.Run("LocalRootReadOnlyGivesTheClaimBack", env.testLocalReschedule)
 	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
 }
 
@@ -331,4 +333,70 @@ func (env *clusterEnv) testLocalClaimDeletedMidway(t *testing.T) {
 func podOn(node string, pod *v1.Pod) *v1.Pod {
 	pod.Spec.NodeSelector = map[string]string{v1.LabelHostname: node}
 	return pod
+}
+
+// testLocalReschedule: a node whose --local-path-root is read-only cannot
+// provision: the agent reports ProvisioningFailed on the claim and removes
+// volume.kubernetes.io/selected-node, so the scheduler chooses again (here
+// the same node, the only one the pod may use); once the root is writable
+// the claim is provisioned and the pod turns ready.
+func (env *clusterEnv) testLocalReschedule(t *testing.T) {
+	ctx := context.Background()
+	ns := "prov-resched"
+	env.cp.CreateNamespace(t, ns)
+	node := "node-prov-resched"
+	data := filepath.Join(t.TempDir(), "local")
+	if err := os.Mkdir(data, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", data).CombinedOutput(); err != nil {
+		t.Fatalf("mount a read-only tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
+	env.schedulableNode(t, node)
+	a := newAgent(t)
+	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", data)
+	env.localClass(t, "va-local-resched", v1.PersistentVolumeReclaimDelete, nil)
+
+	claim := env.dynamicClaim(t, ns, "data", "va-local-resched")
+	w, err := env.client.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	pod := env.createPod(t, podOn(node, unscheduledPod(ns, "db", "data")))
+	failed := claimEvents(t, env, claim, "ProvisioningFailed")
+	if msg := failed[0].Message; !strings.Contains(msg, data) {
+		t.Errorf("ProvisioningFailed says %q; want it to name %s", msg, data)
+	}
+	// The annotation was set by the scheduler, then removed by the agent.
+	selected, unselected := false, false
+	deadline := time.After(30 * time.Second)
+	for !unselected {
+		select {
+		case ev := <-w.ResultChan():
+			c, ok := ev.Object.(*v1.PersistentVolumeClaim)
+			if !ok {
+				continue
+			}
+			_, has := c.Annotations["volume.kubernetes.io/selected-node"]
+			selected = selected || has
+			unselected = selected && !has
+		case <-deadline:
+			t.Fatalf("selected-node never removed after the failure (set: %v)", selected)
+		}
+	}
+	if _, err := env.client.CoreV1().PersistentVolumes().Get(ctx, "pvc-"+string(claim.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a PV exists although the node cannot provision: %v", err)
+	}
+
+	if out, err := exec.Command("mount", "-o", "remount,rw", data).CombinedOutput(); err != nil {
+		t.Fatalf("remount rw: %v: %s", err, out)
+	}
+	a.waitReady(string(pod.UID), 90*time.Second)
+	if got := entries(t, data); !slices.Equal(got, []string{ns + "-data-pvc-" + string(claim.UID)}) {
+		t.Errorf("%s holds %v", data, got)
+	}
+	env.deletePodAndClaim(t, ns, pod.Name, "data")
+	env.waitPVGone(t, "pvc-"+string(claim.UID))
 }

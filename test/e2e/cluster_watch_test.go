@@ -179,14 +179,15 @@ func (env *clusterEnv) kubeconfigWithout(t *testing.T, name, resource string) st
 }
 
 // kubeconfigWithRole returns a kubeconfig for a new ServiceAccount name,
-// bound to the ClusterRole of deploy/daemonset.yaml with each rule passed
+// bound to the agent's ClusterRole of deploy/daemonset.yaml (volume-agent,
+// not the provisioners') with each rule passed
 // through edit; a rule left without resources or verbs is dropped.
 func (env *clusterEnv) kubeconfigWithRole(t *testing.T, name string, edit func(rbacv1.PolicyRule) rbacv1.PolicyRule) string {
 	t.Helper()
 	ctx := context.Background()
 	var role rbacv1.ClusterRole
 	for _, o := range deployObjects(t) {
-		if o.GetKind() == "ClusterRole" {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "volume-agent" {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
 				t.Fatal(err)
 			}
