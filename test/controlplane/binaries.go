@@ -40,6 +40,7 @@ var (
 	apiserverBinary         = binary{"kube-apiserver", "kube", "k8s.io/kubernetes/cmd/kube-apiserver"}
 	controllerManagerBinary = binary{"kube-controller-manager", "kube", "k8s.io/kubernetes/cmd/kube-controller-manager"}
 	schedulerBinary         = binary{"kube-scheduler", "kube", "k8s.io/kubernetes/cmd/kube-scheduler"}
+	kubeletBinary           = binary{"kubelet", "kube", "k8s.io/kubernetes/cmd/kubelet"}
 )
 
 // helperModules are hashed, in this order, into the cache key.
@@ -51,6 +52,14 @@ var helperModules = []string{"etcd", "kube"}
 func Binaries(t testing.TB) (dir string) {
 	t.Helper()
 	return ensureBinaries(t, t.Logf, etcdBinary, apiserverBinary)
+}
+
+// Kubelet makes sure the kubelet (of the same Kubernetes version as
+// kube-apiserver) is built, only when a test asks for it, and returns its
+// path.
+func Kubelet(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(ensureBinaries(t, t.Logf, kubeletBinary), kubeletBinary.name)
 }
 
 // ensureBinaries returns the cache directory after making sure every wanted

@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"fmt"
+	"path/filepath"
+	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -30,4 +32,22 @@ func certAuth(kp keyPair) *clientcmdapi.AuthInfo {
 // tokenAuth authenticates with a bearer token.
 func tokenAuth(token string) *clientcmdapi.AuthInfo {
 	return &clientcmdapi.AuthInfo{Token: token}
+}
+
+// NodeKubeconfig writes a kubeconfig for a kubelet on node into a temporary
+// directory of t and returns its path. It authenticates with a client
+// certificate for CN=system:node:<node>, O=system:nodes: the identity the
+// Node authorizer and the NodeRestriction admission plugin expect, so the
+// kubelet gets exactly a node's rights.
+func (c *ControlPlane) NodeKubeconfig(t testing.TB, node string) string {
+	t.Helper()
+	kp, err := c.layout.pki.ca.issue(clientTemplate("system:node:"+node, "system:nodes"))
+	if err != nil {
+		t.Fatalf("controlplane: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "kubelet.kubeconfig")
+	if err := writeKubeconfig(path, c.Server(), c.layout.pki.caPEM, "system:node:"+node, certAuth(kp)); err != nil {
+		t.Fatalf("controlplane: %v", err)
+	}
+	return path
 }

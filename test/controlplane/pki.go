@@ -35,6 +35,7 @@ type keyPair struct {
 // serving, client and service-account signing keys.
 type pki struct {
 	dir               string
+	ca                *authority // issues node client certificates on request
 	caPEM             []byte
 	admin             keyPair // CN=admin, O=system:masters
 	controllerManager keyPair // CN=system:kube-controller-manager
@@ -52,7 +53,7 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir, caPEM: ca.certPEM}
+	p := &pki{dir: dir, ca: ca, caPEM: ca.certPEM}
 	serving, err := ca.issue(servingTemplate())
 	if err != nil {
 		return nil, err
