@@ -25,6 +25,9 @@ const (
 	PauseImageRef = "volume-agent.test/pause:e2e"
 )
 
+// Image is an image to import into the node.
+type Image = v1.Image
+
 // AgentBinaryPath and AgentEntrypoint are where the Dockerfile puts the
 // agent and how it starts it; the Dockerfile parity test holds them to the
 // Dockerfile.
@@ -54,6 +57,17 @@ func BuildAgentImage(agentBinary string) (v1.Image, error) {
 	l.entries["tmp"].Mode = 0o1777
 	if err := l.file(AgentBinaryPath, agentBinary); err != nil {
 		return nil, err
+	}
+	// The Dockerfile builds the agent static (CGO_ENABLED=0); a test build
+	// may be linked against the host's C library: bring that along.
+	libs, err := SharedLibraries(agentBinary)
+	if err != nil {
+		return nil, err
+	}
+	for _, lib := range libs {
+		if err := l.hostPath(lib); err != nil {
+			return nil, err
+		}
 	}
 	for _, tool := range AgentTools {
 		if err := l.executable(tool); err != nil {

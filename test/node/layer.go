@@ -105,7 +105,7 @@ func (l *layer) executable(path string) error {
 	if err := l.hostPath(path); err != nil {
 		return err
 	}
-	libs, err := sharedLibraries(path)
+	libs, err := SharedLibraries(path)
 	if err != nil {
 		return err
 	}
@@ -122,9 +122,9 @@ func (l *layer) executable(path string) error {
 // (0x...)".
 var lddPath = regexp.MustCompile(`(?m)(?:=> |^\s*)(/\S+) \(0x`)
 
-// sharedLibraries returns the libraries ldd resolves for the program; none
+// SharedLibraries returns the libraries ldd resolves for the program; none
 // for a static one.
-func sharedLibraries(path string) ([]string, error) {
+func SharedLibraries(path string) ([]string, error) {
 	out, err := exec.Command("ldd", path).CombinedOutput()
 	if err != nil {
 		if bytes.Contains(out, []byte("not a dynamic executable")) {

@@ -28,7 +28,7 @@ type Options struct {
 	Name string
 	// Images are imported into containerd (namespace k8s.io) before the
 	// kubelet starts, by reference. The pause image is always imported.
-	Images map[string]v1.Image
+	Images map[string]Image
 	// Logf receives progress and, when the test failed, the tails of the
 	// node's logs. Defaults to t.Logf.
 	Logf func(format string, args ...any)
@@ -58,6 +58,11 @@ func Start(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Node {
 	if os.Geteuid() != 0 {
 		t.Skip("node: a kubelet node needs root (namespaces, mounts, cgroups)")
 	}
+	for _, tool := range []string{"unshare", "nsenter", "ip", "ldd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("node: the test node needs %s (util-linux, iproute2, libc-bin; .ci/run installs them): %v", tool, err)
+		}
+	}
 	if opts.Name == "" {
 		opts.Name = "node-e2e"
 	}
@@ -76,7 +81,7 @@ func Start(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Node {
 	n.startNamespaces()
 
 	n.startContainerd()
-	images := map[string]v1.Image{}
+	images := map[string]Image{}
 	for ref, img := range opts.Images {
 		images[ref] = img
 	}

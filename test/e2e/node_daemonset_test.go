@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/volume-agent/volume-agent/test/controlplane"
+	"github.com/volume-agent/volume-agent/test/node"
+)
+
+// nodeRootDir is the DaemonSet's --root-dir and hostPath, as the node sees it.
+const nodeRootDir = "/var/lib/volume-agent"
+
+// TestDaemonSetOnARealNode applies deploy/daemonset.yaml, with only the
+// image changed, to a cluster with a real kubelet node (test/node) and
+// checks what an operator would: the agent's pod turns Ready through its
+// probes; a workload pod's configMap, secret, emptyDir and projected volumes
+// appear under the DaemonSet's root directory on the node, their tmpfs
+// mounts propagated out of the agent's container into the node's mount
+// table; a ConfigMap update reaches the node's file; deleting the pod tears
+// its directory down; and deleting the DaemonSet (as kubectl delete does)
+// leaves every volume of a still-running pod mounted.
+func TestDaemonSetOnARealNode(t *testing.T) {
+	needRoot(t)
+	start := time.Now()
+	cp := controlplane.Start(t, controlplane.Options{ControllerManager: true, Scheduler: true})
+	agentImage, err := node.BuildAgentImage(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleepImage, err := node.BuildSleepImage(node.BuildSleeper(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := node.Start(t, cp, node.Options{Images: map[string]node.Image{
+		node.AgentImageRef: agentImage, node.SleepImageRef: sleepImage,
+	}})
+	figure(t, "real node: control plane and node Ready", time.Since(start))
+	client := cp.Client()
+	ctx := context.Background()
+
+	applyDaemonSet(t, cp)
+	agentPod := waitAgentReady(t, cp)
+	figure(t, "real node: agent pod Ready after start", time.Since(start))
+
+	cp.CreateNamespace(t, "e2e")
+	createVolumeSources(t, cp)
+	app := createWorkload(t, cp, "app")
+	keeper := createWorkload(t, cp, "keeper")
+	for _, p := range []*v1.Pod{app, keeper} {
+		waitVolumesMounted(t, n, p)
+	}
+	figure(t, "real node: workload volumes mounted after start", time.Since(start))
+
+	// A ConfigMap update reaches the node's file.
+	cm, err := client.CoreV1().ConfigMaps("e2e").Get(ctx, "config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["k"] = "v2"
+	if _, err := client.CoreV1().ConfigMaps("e2e").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeFile(t, n, volumePath(app, "kubernetes.io~configmap", "config", "k"), "v2")
+
+	// Deleting a pod tears its directory down, mounts and all.
+	if err := client.CoreV1().Pods("e2e").Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	appDir := filepath.Join(nodeRootDir, "pods", string(app.UID))
+	waitFor(t, 60*time.Second, "pod app's directory removed on the node", func() (bool, string) {
+		_, err := os.Stat(n.Path(appDir))
+		return os.IsNotExist(err), fmt.Sprint(err, nodeMountsUnder(t, n, appDir))
+	})
+	if left := nodeMountsUnder(t, n, appDir); len(left) > 0 {
+		t.Errorf("mounts left under %s after the pod was deleted: %v", appDir, left)
+	}
+
+	// kubectl delete of the DaemonSet: the agent's pod gets SIGTERM and
+	// goes, and the volumes of the pod still running stay mounted (the
+	// agent's documented shutdown behaviour).
+	before := nodeMountsUnder(t, n, filepath.Join(nodeRootDir, "pods", string(keeper.UID)))
+	if len(before) < 4 { // secret, projected, emptyDir and kube-api-access
+		t.Fatalf("keeper's volumes: want at least 4 tmpfs mounts, got %v", before)
+	}
+	propagation := metav1.DeletePropagationBackground // kubectl's default
+	err = client.AppsV1().DaemonSets("volume-agent").Delete(ctx, "volume-agent", metav1.DeleteOptions{PropagationPolicy: &propagation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the agent's pod gone", func() (bool, string) {
+		_, err := client.CoreV1().Pods("volume-agent").Get(ctx, agentPod.Name, metav1.GetOptions{})
+		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err)
+	})
+	after := nodeMountsUnder(t, n, filepath.Join(nodeRootDir, "pods", string(keeper.UID)))
+	if strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("keeper's mounts changed when the DaemonSet was deleted:\nbefore %v\nafter  %v", before, after)
+	}
+	waitVolumesMounted(t, n, keeper) // files still there, tmpfs still mounted
+	figure(t, "real node: whole test", time.Since(start))
+}
+
+// applyDaemonSet creates every object of deploy/daemonset.yaml, changing
+// only the DaemonSet's image to the one imported into the node and adding
+// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT: the test cluster
+// runs no kube-proxy, so the "kubernetes" Service's cluster IP (which the
+// kubelet would otherwise put there) leads nowhere; they point the agent's
+// in-cluster config at the API server's loopback address instead, which
+// the hostNetwork pod shares.
+func applyDaemonSet(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	cfg := cp.AdminConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	host, port, _ := strings.Cut(strings.TrimPrefix(cp.Server(), "https://"), ":")
+	for _, o := range deployObjects(t) {
+		if o.GetKind() == "DaemonSet" {
+			pointAtTestCluster(t, o, host, port)
+		}
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: %s %s: %v", deployFile, o.GetKind(), o.GetName(), err)
+		}
+		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if o.GetNamespace() != "" {
+			r = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		if _, err := r.Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s %s from %s: %v", o.GetKind(), o.GetName(), deployFile, err)
+		}
+	}
+}
+
+// pointAtTestCluster sets the agent container's image and API server
+// address; nothing else of the DaemonSet changes.
+func pointAtTestCluster(t *testing.T, ds *unstructured.Unstructured, host, port string) {
+	t.Helper()
+	containers, _, err := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+	if err != nil || len(containers) != 1 {
+		t.Fatalf("%s: want one container in the DaemonSet, got %d (%v)", deployFile, len(containers), err)
+	}
+	c := containers[0].(map[string]any)
+	c["image"] = node.AgentImageRef
+	env, _ := c["env"].([]any)
+	c["env"] = append(env,
+		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},
+		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port})
+	if err := unstructured.SetNestedSlice(ds.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitAgentReady waits until the DaemonSet's pod on the node is Ready: the
+// kubelet's readiness probe got 200 from /readyz.
+func waitAgentReady(t *testing.T, cp *controlplane.ControlPlane) *v1.Pod {
+	t.Helper()
+	var ready *v1.Pod
+	waitFor(t, 2*time.Minute, "the agent's pod Ready", func() (bool, string) {
+		pods, err := cp.Client().CoreV1().Pods("volume-agent").List(context.Background(),
+			metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=volume-agent"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err, pods)
+		}
+		p := &pods.Items[0]
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+				ready = p
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%s: %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	return ready
+}
+
+func createVolumeSources(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	ctx := context.Background()
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "config"}, Data: map[string]string{"k": "v1"}}
+	if _, err := cp.Client().CoreV1().ConfigMaps("e2e").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sec := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}, Data: map[string][]byte{"k": []byte("s1")}}
+	if _, err := cp.Client().CoreV1().Secrets("e2e").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createWorkload creates a pod of the sleep image with a configMap, a
+// secret, an emptyDir on tmpfs and a projected volume (and the
+// kube-api-access projected volume admission adds), placed by the
+// scheduler.
+func createWorkload(t *testing.T, cp *controlplane.ControlPlane, name string) *v1.Pod {
+	t.Helper()
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.PodSpec{
+			TerminationGracePeriodSeconds: new(int64),
+			Containers:                    []v1.Container{{Name: "sleep", Image: node.SleepImageRef}},
+			Volumes: []v1.Volume{
+				{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+					LocalObjectReference: v1.LocalObjectReference{Name: "config"}}}},
+				{Name: "creds", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "creds"}}},
+				{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+				{Name: "bundle", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+					{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: v1.LocalObjectReference{Name: "config"}}},
+					{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "creds"},
+						Items: []v1.KeyToPath{{Key: "k", Path: "secret-k"}}}},
+				}}}},
+			},
+		},
+	}
+	created, err := cp.Client().CoreV1().Pods("e2e").Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+func volumePath(pod *v1.Pod, plugin, volume, file string) string {
+	return filepath.Join(nodeRootDir, "pods", string(pod.UID), "volumes", plugin, volume, file)
+}
+
+// waitVolumesMounted waits until the pod's volumes are on the node under
+// the agent's root directory: the files with their content, and a tmpfs on
+// every volume that must not reach the disk (secret, projected, emptyDir
+// medium Memory). The configMap volume is a plain directory, as with the
+// kubelet.
+func waitVolumesMounted(t *testing.T, n *node.Node, pod *v1.Pod) {
+	t.Helper()
+	waitNodeFile(t, n, volumePath(pod, "kubernetes.io~configmap", "config", "k"), "")
+	waitNodeFile(t, n, volumePath(pod, "kubernetes.io~secret", "creds", "k"), "s1")
+	waitNodeFile(t, n, volumePath(pod, "kubernetes.io~projected", "bundle", "secret-k"), "s1")
+	waitNodeFile(t, n, volumePath(pod, "kubernetes.io~projected", "bundle", "k"), "")
+	for _, v := range []struct{ plugin, volume string }{
+		{"kubernetes.io~secret", "creds"},
+		{"kubernetes.io~projected", "bundle"},
+		{"kubernetes.io~empty-dir", "scratch"},
+	} {
+		dir := volumePath(pod, v.plugin, v.volume, "")
+		waitFor(t, 30*time.Second, "tmpfs on "+dir+" in the node's mount table", func() (bool, string) {
+			fstype, ok := nodeMount(t, n, dir)
+			return ok && fstype == "tmpfs", fmt.Sprintf("mounted %v, type %q", ok, fstype)
+		})
+	}
+}
+
+// waitNodeFile waits until the node's file exists and, when want is not
+// empty, holds want.
+func waitNodeFile(t *testing.T, n *node.Node, path, want string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, path+" on the node", func() (bool, string) {
+		got, err := os.ReadFile(n.Path(path))
+		return err == nil && (want == "" || string(got) == want), fmt.Sprintf("%q %v", got, err)
+	})
+}
+
+// nodeMount returns the type of the mount on dir in the node's mount
+// table.
+func nodeMount(t *testing.T, n *node.Node, dir string) (fstype string, ok bool) {
+	t.Helper()
+	mounts, err := n.Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if m.Mountpoint == filepath.Clean(dir) {
+			fstype, ok = m.FSType, true
+		}
+	}
+	return fstype, ok
+}
+
+// nodeMountsUnder lists the node's mount points at or below dir.
+func nodeMountsUnder(t *testing.T, n *node.Node, dir string) []string {
+	t.Helper()
+	mounts, err := n.Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range mounts {
+		if m.Mountpoint == dir || strings.HasPrefix(m.Mountpoint, dir+"/") {
+			out = append(out, m.Mountpoint+" "+m.FSType)
+		}
+	}
+	return out
+}
