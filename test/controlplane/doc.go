@@ -1,6 +1,7 @@
 // Package controlplane runs a real Kubernetes control plane (etcd,
 // kube-apiserver and, on request, kube-controller-manager and kube-scheduler)
-// on loopback for end-to-end tests.
+// on loopback for end-to-end tests, and builds the kubelet of the same
+// version for test/node, which runs a real node against it.
 //
 // It owns three things: building the binaries from the Go module proxy into a
 // per-user cache (see Binaries), generating a throw-away PKI per control plane

@@ -1,7 +1,8 @@
-// Helper module that builds kube-apiserver, kube-controller-manager and
-// kube-scheduler for the test/controlplane harness. It is a module of its own
-// so that the main module's `go test ./...` never descends into it, and its
-// go.mod and go.sum key the harness's binary cache.
+// Helper module that builds kube-apiserver, kube-controller-manager,
+// kube-scheduler and the kubelet for the test/controlplane harness (and
+// test/node). It is a module of its own so that the main module's
+// `go test ./...` never descends into it, and its go.mod and go.sum key the
+// harness's binary cache.
 //
 // k8s.io/kubernetes requires its staging modules at v0.0.0 and points them at
 // ./staging with replace directives that do not apply to a dependency, so
