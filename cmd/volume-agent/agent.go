@@ -89,6 +89,9 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		CheckPeriod: o.checkPeriod})
 	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
 		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling})
+	if o.metricsAddr != "" {
+		a.others["metrics endpoint"] = metricsServer{addr: o.metricsAddr, gatherer: reg, log: log.Named("metrics")}
+	}
 	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),
 		zap.String("manifests", o.manifests), zap.Bool("cluster", cluster != nil))
 	return a.run(ctx)
