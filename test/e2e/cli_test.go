@@ -125,6 +125,17 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("status -o wide", func(t *testing.T) {
+		r := runCLI(t, "status", addr, "-o", "wide")
+		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+		if r.code != 0 || len(lines) != 11 {
+			t.Fatalf("exit %d, %d lines; want 0 and a header and 10 rows", r.code, len(lines))
+		}
+		if f := strings.Fields(lines[1]); len(f) < 7 || f[1] != app.UID || f[6] != app.volume("all").Path {
+			t.Errorf("row %q: want the pod's UID and the volume's path", lines[1])
+		}
+	})
+
 	t.Run("status -o json", func(t *testing.T) {
 		r := runCLI(t, "status", addr, "-o", "json")
 		if r.code != 0 {
