@@ -47,6 +47,7 @@ const usage = `volume-agent mounts the volumes of the pods on this node under it
 Usage:
   volume-agent --manifests DIR [flags]          # no cluster: pods from a manifest directory
   volume-agent --kubeconfig FILE [flags]        # a node agent of a cluster (in a pod: no flag needed)
+  volume-agent status|wait UID|version [flags]  # read a running agent (see volume-agent status --help)
 
 Flags:
 `
@@ -61,7 +62,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/volume-agent", "directory holding pods/<uid>/volumes/<plugin>/<volume> for every pod's volumes")
 	fs.StringVar(&o.nodeName, "node-name", defaultNodeName(), "this node's name; pods with spec.nodeName equal to it (or empty, in manifests) are served (default $NODE_NAME, else the hostname)")
 	fs.StringVar(&o.manifests, "manifests", "", "directory of Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim and Node manifests (*.yaml, *.yml, *.json), watched for changes")
-	fs.StringVar(&o.statusAddr, "status-addr", "127.0.0.1:9810", "address of the HTTP status endpoint (/healthz, /readyz, /v1/pods, /metrics)")
+	fs.StringVar(&o.statusAddr, "status-addr", defaultAddr, "address of the HTTP status endpoint (/healthz, /readyz, /v1/pods, /metrics)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "also serve /metrics, and only /metrics, on this address (e.g. 0.0.0.0:9811 for Prometheus to scrape from off the node); /metrics on --status-addr stays; default off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log format: console or json")
