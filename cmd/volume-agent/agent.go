@@ -83,12 +83,15 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg, worlds.VolumesByState)
+	m := metrics.New(reg, worlds.VolumesByState, metrics.Sources(a.sources), metrics.Uncertain(a.actual))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: notify,
 		CheckPeriod: o.checkPeriod})
 	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
 		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling})
+	if o.metricsAddr != "" {
+		a.others["metrics endpoint"] = metricsServer{addr: o.metricsAddr, gatherer: reg, log: log.Named("metrics")}
+	}
 	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),
 		zap.String("manifests", o.manifests), zap.Bool("cluster", cluster != nil))
 	return a.run(ctx)

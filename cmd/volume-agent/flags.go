@@ -18,6 +18,7 @@ type options struct {
 	nodeName     string
 	manifests    string
 	statusAddr   string
+	metricsAddr  string
 	logLevel     string
 	logFormat    string
 	unprivileged bool
@@ -46,6 +47,7 @@ const usage = `volume-agent mounts the volumes of the pods on this node under it
 Usage:
   volume-agent --manifests DIR [flags]          # no cluster: pods from a manifest directory
   volume-agent --kubeconfig FILE [flags]        # a node agent of a cluster (in a pod: no flag needed)
+  volume-agent status|wait UID|version [flags]  # read a running agent (see volume-agent status --help)
 
 Flags:
 `
@@ -60,7 +62,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/volume-agent", "directory holding pods/<uid>/volumes/<plugin>/<volume> for every pod's volumes")
 	fs.StringVar(&o.nodeName, "node-name", defaultNodeName(), "this node's name; pods with spec.nodeName equal to it (or empty, in manifests) are served (default $NODE_NAME, else the hostname)")
 	fs.StringVar(&o.manifests, "manifests", "", "directory of Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim and Node manifests (*.yaml, *.yml, *.json), watched for changes")
-	fs.StringVar(&o.statusAddr, "status-addr", "127.0.0.1:9810", "address of the HTTP status endpoint (/healthz, /readyz, /v1/pods, /metrics)")
+	fs.StringVar(&o.statusAddr, "status-addr", defaultAddr, "address of the HTTP status endpoint (/healthz, /readyz, /v1/pods, /metrics)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "also serve /metrics, and only /metrics, on this address (e.g. 0.0.0.0:9811 for Prometheus to scrape from off the node); /metrics on --status-addr stays; default off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log format: console or json")
 	fs.BoolVar(&o.unprivileged, "unprivileged", false, "run without root: mount nothing, so memory-backed emptyDir, secret and projected volumes are written to disk instead of tmpfs")
@@ -111,6 +114,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--kube-api-burst %d: want at least 1", o.apiBurst)
 	case o.nodeName == "":
 		return errors.New("--node-name is empty and neither $NODE_NAME nor the hostname is set")
+	case o.metricsAddr != "" && o.metricsAddr == o.statusAddr:
+		return fmt.Errorf("--metrics-addr %s is --status-addr: give another address, or leave it empty (the status endpoint serves /metrics too)", o.metricsAddr)
 	case o.rootDir == "":
 		return errors.New("--root-dir must not be empty")
 	case o.checkPeriod < time.Second:

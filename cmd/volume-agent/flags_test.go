@@ -34,6 +34,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "local path root holding the root dir", args: []string{"--manifests", "/m", "--provisioners", "local", "--local-path-root", "/"}, wantErr: "must not be /"},
 		{name: "relative local path root", args: []string{"--manifests", "/m", "--provisioners", "local", "--local-path-root", "data"}, wantErr: "absolute"},
 		{name: "a sibling with a common prefix is fine", args: []string{"--manifests", "/m", "--provisioners", "local", "--local-path-root", "/r-data"}},
+		{name: "metrics on the status address", args: []string{"--manifests", "/m", "--metrics-addr", "127.0.0.1:9810"}, wantErr: "--metrics-addr 127.0.0.1:9810 is --status-addr"},
+		{name: "metrics on another address", args: []string{"--manifests", "/m", "--metrics-addr", "0.0.0.0:9811"}},
 		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,6 +23,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == hostpath.CheckerArg {
 		os.Exit(hostpath.RunChecker(os.Args[2:]))
 	}
+	if code, ok := runSubcommand(os.Args[1:], stdEnv()); ok {
+		os.Exit(code) // status, wait, version: see cli.go
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

@@ -1,6 +1,9 @@
 // Package metrics defines the agent's Prometheus metrics: operations by
-// plugin, operation and outcome with their durations, and volumes by state.
-// It registers on a registry it is given; it owns no global state.
+// plugin, operation and outcome with their durations, volumes by state,
+// and, when given the inputs, whether each source is synced and how long
+// volumes have been Uncertain. It registers on a registry it is given; it
+// owns no global state. METRICS.md documents every metric, and
+// internal/docs checks it against the registry.
 package metrics
 
 import (
@@ -15,8 +18,13 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 }
 
-// New registers the metrics on reg. volumesByState is called at every scrape.
-func New(reg prometheus.Registerer, volumesByState func() map[string]int) *Metrics {
+// Option adds a group of metrics computed at scrape time from an input
+// of the agent.
+type Option func() prometheus.Collector
+
+// New registers the metrics on reg. volumesByState, and the inputs of the
+// options, are read at every scrape.
+func New(reg prometheus.Registerer, volumesByState func() map[string]int, opts ...Option) *Metrics {
 	m := &Metrics{
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "volume_agent_operations_total",
@@ -29,6 +37,9 @@ func New(reg prometheus.Registerer, volumesByState func() map[string]int) *Metri
 		}, []string{"plugin", "operation"}),
 	}
 	reg.MustRegister(m.ops, m.duration, &volumeCollector{byState: volumesByState})
+	for _, opt := range opts {
+		reg.MustRegister(opt())
+	}
 	return m
 }
 

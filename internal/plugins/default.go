@@ -47,7 +47,7 @@ func Default(cfg Config) *Registry {
 		&secret.Plugin{Mounter: cfg.Mounter},
 		&downwardapi.Plugin{Mounter: cfg.Mounter},
 		&projected.Plugin{Mounter: cfg.Mounter, Tokens: cfg.Tokens},
-		&local.Plugin{Mounter: cfg.Mounter, HostRoot: cfg.HostRoot, NodeName: cfg.NodeName, Devices: devices(cfg)},
+		&local.Plugin{Mounter: cfg.Mounter, HostRoot: cfg.HostRoot, NodeName: cfg.NodeName, Devices: devices(cfg), Logger: cfg.Logger},
 		nfs.New(cfg.Logger),
 	)
 	if err != nil {

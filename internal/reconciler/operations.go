@@ -72,7 +72,9 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		}
 		dir := r.cfg.Root.VolumeDir(a.pod, a.plugin, a.volume)
 		start := time.Now()
+		stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
 		res, err := plugin.SetUp(ctx, a.desired.Spec, dir)
+		stop()
 		r.observe(a, start, err)
 		if err != nil {
 			r.setUpFailed(a, dir, err)
@@ -117,7 +119,9 @@ func (r *Reconciler) tearDown(a action) executor.Op {
 			return fmt.Errorf("plugin %s is not registered", a.plugin)
 		}
 		start := time.Now()
+		stop := progress(r.volumeLogger(a), string(a.kind), r.cfg.ProgressEvery)
 		err := plugin.TearDown(ctx, a.actual.Dir)
+		stop()
 		r.observe(a, start, err)
 		if err != nil {
 			r.volumeLogger(a).Info("volume teardown failed", zap.Error(err))

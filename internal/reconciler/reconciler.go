@@ -64,6 +64,9 @@ type Config struct {
 	// the context ends (5 s); the process exits at the latest 8 s after
 	// SIGTERM, whatever storage does.
 	ShutdownGrace time.Duration
+	// ProgressEvery is how often a set-up or teardown still running logs
+	// so (10 s).
+	ProgressEvery time.Duration
 	// OnRecovered, when set, is called once the actual state has been
 	// rebuilt from disk (the populator looks again: what it keeps depends
 	// on what is set up).
@@ -96,6 +99,9 @@ func New(cfg Config) *Reconciler {
 	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.ProgressEvery == 0 {
+		cfg.ProgressEvery = progressEvery
 	}
 	if cfg.Recorder == nil {
 		cfg.Recorder = nopRecorder{}

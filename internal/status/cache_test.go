@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,12 +17,17 @@ import (
 
 // TestCachedPodsAnswerTheSameBytes changes both worlds at random and checks
 // after every change that GET /v1/pods answers, byte for byte, what
-// encoding Worlds.Pods() answers: the cache never serves a stale pod.
+// encoding Worlds.Pods() answers: the cache never serves a stale pod or
+// a stale since.
 func TestCachedPodsAnswerTheSameBytes(t *testing.T) {
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 2))
 	worlds := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}
-	srv := New(Config{Worlds: worlds, Logger: zap.NewNop()})
+	// A clock that moves at every reading: an answer with a stale since
+	// differs from a fresh one.
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tick := func() time.Time { now = now.Add(time.Second); return now }
+	srv := New(Config{Worlds: worlds, Logger: zap.NewNop(), Now: tick})
 	for step := range 2000 {
 		changeWorldsAtRandom(rng, worlds)
 		if rng.IntN(3) > 0 {
@@ -30,7 +36,7 @@ func TestCachedPodsAnswerTheSameBytes(t *testing.T) {
 		got := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(got, httptest.NewRequest(http.MethodGet, "/v1/pods", nil))
 		want := httptest.NewRecorder()
-		writeJSON(want, http.StatusOK, map[string][]Pod{"pods": worlds.Pods()})
+		writeJSON(want, http.StatusOK, map[string][]Pod{"pods": srv.cfg.Worlds.Pods()})
 		if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
 			t.Fatalf("seed %d, step %d: /v1/pods answered\n%s\nwant\n%s", seed, step, got.Body, want.Body)
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -40,21 +41,30 @@ type Volume struct {
 	// the PersistentVolume it is bound to (once known).
 	Claim string `json:"claim,omitempty"`
 	PV    string `json:"pv,omitempty"`
+	// Since is when the agent first saw the volume in State (UTC, whole
+	// seconds; at most the agent's start); absent when the Worlds were not
+	// given to a Server.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // Worlds is what the status is computed from.
 type Worlds struct {
 	Desired *dsw.World
 	Actual  *asw.World
+
+	// clock records since when volumes are in their state; the Server
+	// sets it (nil: no since).
+	clock *stateClock
 }
 
 // Pods computes the status of every desired pod.
 func (w Worlds) Pods() []Pod {
-	desired := w.Desired.Pods()
-	out := make([]Pod, 0, len(desired))
-	for _, p := range desired {
-		actual, _ := w.Actual.PodVolumes(p.UID)
-		out = append(out, w.pod(p, actual))
+	uids := w.Desired.UIDs()
+	out := make([]Pod, 0, len(uids))
+	for _, uid := range uids {
+		if p, ok := w.Pod(string(uid)); ok { // not deleted since UIDs
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -62,6 +72,9 @@ func (w Worlds) Pods() []Pod {
 // Pod computes the status of one pod; its cost does not grow with the
 // number of pods.
 func (w Worlds) Pod(uid string) (Pod, bool) {
+	if w.clock != nil {
+		return w.clock.pod(w, types.UID(uid))
+	}
 	p, ok := w.Desired.Pod(types.UID(uid))
 	if !ok {
 		return Pod{}, false

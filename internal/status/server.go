@@ -48,6 +48,8 @@ type Config struct {
 	// Profiling serves Go's profiles under /debug/pprof/ (off by default,
 	// as in the kubelet: a profile shows what the agent is doing).
 	Profiling bool
+	// Now is the clock of the volumes' "since"; time.Now when nil.
+	Now func() time.Time
 }
 
 // Claims lists claims with their phase and PersistentVolume.
@@ -88,24 +90,30 @@ type waiter struct {
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger.Named("status"), waiters: map[string]*waiter{}, stopping: make(chan struct{})}
 	if cfg.Worlds.Desired != nil && cfg.Worlds.Actual != nil {
+		s.cfg.Worlds.clock = newStateClock(cfg.Now)
 		s.desired, s.actual = cfg.Worlds.Desired.Watch(), cfg.Worlds.Actual.Watch()
-		s.cache = newPodCache(cfg.Worlds)
+		s.cache = newPodCache(s.cfg.Worlds)
 	}
 	return s
 }
 
-// Notify tells the requests waiting for pods that changed that they did.
-// It never blocks.
+// Notify records since when the volumes of the pods that changed are in
+// their state, and tells the requests waiting for those pods that they
+// changed. It never blocks on a request.
 func (s *Server) Notify() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.desired == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.wakeLocked(nil, true)
 		return
 	}
 	desired, allDesired := s.desired.Take()
 	actual, allActual := s.actual.Take()
-	s.wakeLocked(slices.Concat(desired, actual), allDesired || allActual)
+	changed, all := slices.Concat(desired, actual), allDesired || allActual
+	s.cfg.Worlds.clock.observe(s.cfg.Worlds, changed, all)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wakeLocked(changed, all)
 }
 
 // wakeLocked wakes the requests waiting for pods, or for any pod when all.

@@ -59,6 +59,9 @@ func (s *fakeSource) set(st source.Status) {
 	s.status = st
 }
 
+// fixtureNow is the time of a fixture's clock.
+var fixtureNow = time.Date(2026, 5, 6, 7, 8, 9, 500, time.UTC)
+
 // fixture is a Server over real worlds that notify it, as in the agent.
 type fixture struct {
 	srv       *Server
@@ -89,6 +92,7 @@ func newFixture(t *testing.T) *fixture {
 		},
 		Gatherer: reg,
 		Logger:   zaptest.NewLogger(t),
+		Now:      func() time.Time { return fixtureNow },
 	})
 	f.ts = httptest.NewServer(f.srv.Handler())
 	t.Cleanup(f.ts.Close)
@@ -185,10 +189,10 @@ func TestPodsJSON(t *testing.T) {
 	}
 	want := `{"pods":[` +
 		`{"uid":"u1","namespace":"ns","name":"web-u1","ready":true,"volumes":[` +
-		`{"name":"data","plugin":"kubernetes.io/empty-dir","path":"/host/data","state":"Mounted","error":""}]},` +
+		`{"name":"data","plugin":"kubernetes.io/empty-dir","path":"/host/data","state":"Mounted","error":"","since":"2026-05-06T07:08:09Z"}]},` +
 		`{"uid":"u2","namespace":"ns","name":"web-u2","ready":false,"volumes":[` +
-		`{"name":"cfg","plugin":"kubernetes.io/configmap","path":"","state":"Failed","error":"configMap ns/app not found"},` +
-		`{"name":"vol","plugin":"","path":"","state":"Unsupported","error":"csi volumes are not supported by volume-agent"}]}]}`
+		`{"name":"cfg","plugin":"kubernetes.io/configmap","path":"","state":"Failed","error":"configMap ns/app not found","since":"2026-05-06T07:08:09Z"},` +
+		`{"name":"vol","plugin":"","path":"","state":"Unsupported","error":"csi volumes are not supported by volume-agent","since":"2026-05-06T07:08:09Z"}]}]}`
 	if got := compact(t, body); got != want {
 		t.Fatalf("/v1/pods =\n%s\nwant\n%s", got, want)
 	}

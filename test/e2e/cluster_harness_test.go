@@ -86,6 +86,7 @@ func deployObjects(t *testing.T) []*unstructured.Unstructured {
 var resources = map[string]schema.GroupVersionResource{
 	"Namespace":          {Version: "v1", Resource: "namespaces"},
 	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
+	"ResourceQuota":      {Version: "v1", Resource: "resourcequotas"},
 	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
 	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
 	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},

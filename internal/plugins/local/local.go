@@ -17,6 +17,7 @@ import (
 	"path"
 	"path/filepath"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -39,6 +40,8 @@ type Plugin struct {
 	NodeName string
 	// Devices mounts block devices once per PV; nil refuses them.
 	Devices *Devices
+	// Logger reports the progress of long ownership changes; may be nil.
+	Logger *zap.Logger
 }
 
 var (
@@ -137,7 +140,8 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string, o
 		return res, err
 	}
 	if g := fsGroup(spec); g != nil && !spec.ReadOnly() && mount.Privileged(p.Mounter) {
-		if _, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, setOwnership(dir, *g, policy(spec.Pod)) }); err != nil {
+		report := ownershipReporter(p.Logger, spec, *g)
+		if _, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, setOwnership(dir, *g, policy(spec.Pod), report) }); err != nil {
 			return res, fmt.Errorf("give fsGroup %d the volume: %w", *g, err)
 		}
 	}

@@ -5,10 +5,34 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
+
+// progressEvery is how often a long ownership change logs its progress (a
+// variable for tests).
+var progressEvery = 10 * time.Second
+
+// ownershipReporter logs the progress of the ownership change of the
+// volume of spec, or returns nil without a logger.
+func ownershipReporter(log *zap.Logger, spec *volume.Spec, gid int64) func(int, time.Duration, bool) {
+	if log == nil {
+		return nil
+	}
+	log = log.With(zap.String("pod", spec.Pod.Namespace+"/"+spec.Pod.Name), zap.String("volume", spec.Volume.Name), zap.Int64("fsGroup", gid))
+	return func(entries int, elapsed time.Duration, done bool) {
+		msg := "fsGroup ownership change in progress"
+		if done {
+			msg = "fsGroup ownership change done"
+		}
+		log.Info(msg, zap.Int("entries", entries), zap.Duration("elapsed", elapsed.Round(time.Second)))
+	}
+}
 
 // Modes the kubelet adds for an fsGroup on a writable volume.
 const (
@@ -22,7 +46,10 @@ const (
 // files inherit the group. With policy OnRootMismatch nothing is walked
 // when dir already looks done. Symlinks are re-owned, never followed, and
 // the walk never crosses into another mount.
-func setOwnership(dir string, gid int64, policy v1.PodFSGroupChangePolicy) error {
+//
+// report, when not nil, is called every progressEvery while the walk runs,
+// and once at its end if it ran that long, with the entries changed so far.
+func setOwnership(dir string, gid int64, policy v1.PodFSGroupChangePolicy, report func(entries int, elapsed time.Duration, done bool)) error {
 	if policy == v1.FSGroupChangeOnRootMismatch && ownedBy(dir, gid) {
 		return nil
 	}
@@ -30,7 +57,20 @@ func setOwnership(dir string, gid int64, policy v1.PodFSGroupChangePolicy) error
 	if err != nil {
 		return err
 	}
+	start, next, entries := time.Now(), progressEvery, 0
+	if report != nil {
+		defer func() {
+			if elapsed := time.Since(start); elapsed >= progressEvery {
+				report(entries, elapsed, true)
+			}
+		}()
+	}
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		entries++
+		if elapsed := time.Since(start); report != nil && elapsed >= next {
+			report(entries, elapsed, false)
+			next += progressEvery
+		}
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// The operator subcommands — status, wait, version — read a running
+// agent's status endpoint (or the binary's build information) and change
+// nothing. Without a subcommand the binary runs the agent.
+
+// Exit codes of the subcommands; each one's --help lists those it uses.
+const (
+	exitOK          = 0
+	exitNotReady    = 1 // wait: the time ran out before the pod was ready
+	exitUsage       = 2 // bad arguments, as for the agent's flags
+	exitUnreachable = 3 // the agent could not be reached, is stopping or gave an answer not understood
+	exitUnknownPod  = 4 // wait: the agent does not know the pod
+)
+
+// defaultAddr is the agent's default --status-addr.
+const defaultAddr = "127.0.0.1:9810"
+
+// cmdEnv is where a subcommand writes and the clock it shows ages with.
+type cmdEnv struct {
+	stdout, stderr io.Writer
+	now            func() time.Time
+}
+
+func stdEnv() cmdEnv { return cmdEnv{stdout: os.Stdout, stderr: os.Stderr, now: time.Now} }
+
+// runSubcommand runs the subcommand args[0] names and returns its exit
+// code; ok is false when args name no subcommand (the agent is to run).
+func runSubcommand(args []string, env cmdEnv) (code int, ok bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "status":
+		return runStatus(env, args[1:]), true
+	case "wait":
+		return runWait(env, args[1:]), true
+	case "version":
+		return runVersion(env, args[1:]), true
+	}
+	return 0, false
+}
+
+// newFlagSet returns the flag set of subcommand name, whose --help prints
+// usage (which lists the exit codes) and the flags.
+func newFlagSet(env cmdEnv, name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet("volume-agent "+name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseArgs parses the flags wherever they stand among args (`wait UID
+// --timeout 5s` as well as `wait --timeout 5s UID`) and returns the other
+// arguments. The exit code is meaningful when done is true: --help was
+// asked for (0) or the arguments are bad (2, after saying why).
+func parseArgs(fs *flag.FlagSet, args []string) (rest []string, code int, done bool) {
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK, true
+		}
+		if err != nil {
+			return nil, exitUsage, true // the flag package said why
+		}
+		if fs.NArg() == 0 {
+			return rest, 0, false
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// usageError reports bad arguments of subcommand name.
+func usageError(env cmdEnv, name string, err error) int {
+	fmt.Fprintf(env.stderr, "volume-agent %s: %v (see volume-agent %s --help)\n", name, err, name)
+	return exitUsage
+}
+
+// failure reports an error of subcommand name and returns code.
+func failure(env cmdEnv, name string, code int, err error) int {
+	fmt.Fprintf(env.stderr, "volume-agent %s: %v\n", name, err)
+	return code
+}
+
+// maxAnswer bounds an answer read from the agent (the pods of a node
+// take a few MB at most).
+const maxAnswer = 256 << 20
+
+// apiClient reads a running agent's status endpoint.
+type apiClient struct {
+	base string // "http://host:port"
+	http *http.Client
+}
+
+// newAPIClient returns a client of the agent at addr: "host:port", as the
+// agent's --status-addr, or an http:// URL.
+func newAPIClient(addr string) (apiClient, error) {
+	base := addr
+	if !strings.Contains(addr, "://") {
+		base = "http://" + addr
+	}
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return apiClient{}, fmt.Errorf("--addr %q: want host:port, as the agent's --status-addr", addr)
+	}
+	return apiClient{base: "http://" + u.Host, http: &http.Client{}}, nil
+}
+
+// get returns the status code and body of GET path, bounded by ctx.
+func (c apiClient) get(ctx context.Context, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("cannot reach the agent at %s (is it running, and is --addr its --status-addr?): %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the answer to GET %s%s: %w", c.base, path, err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// unexpected is the error for an answer a subcommand does not understand.
+func unexpected(path string, code int, body []byte) error {
+	text := strings.TrimSpace(string(body))
+	if len(text) > 200 {
+		text = text[:200] + "..."
+	}
+	return fmt.Errorf("unexpected answer to GET %s: %d %s: %s", path, code, http.StatusText(code), text)
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/volume-agent/volume-agent/internal/status"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the output")
+
+// recordedAt is the since of every volume in testdata/pods.json, recorded
+// from the end-to-end test TestCLI.
+var recordedAt = time.Date(2026, 11, 23, 20, 8, 41, 0, time.UTC)
+
+// recordedPods returns testdata/pods.json: GET /v1/pods of a real agent.
+func recordedPods(t *testing.T) []byte {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", "pods.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// serve returns the address of a server answering GET path with code and body.
+func serve(t *testing.T, path string, code int, body []byte) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write(body)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return strings.TrimPrefix(ts.URL, "http://")
+}
+
+// cliOutput is what a subcommand printed and its exit code.
+type cliOutput struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCmd runs a subcommand with the clock at now.
+func runCmd(now time.Time, args ...string) cliOutput {
+	var stdout, stderr bytes.Buffer
+	code, ok := runSubcommand(args, cmdEnv{stdout: &stdout, stderr: &stderr, now: func() time.Time { return now }})
+	if !ok {
+		return cliOutput{code: -1, stderr: "not a subcommand"}
+	}
+	return cliOutput{stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (go test -update rewrites it):\n%s\nwant\n%s", path, got, want)
+	}
+}
+
+// reversed returns pods with the pods and each pod's volumes in reverse
+// order, as JSON.
+func reversed(t *testing.T, body []byte) []byte {
+	t.Helper()
+	var answer struct {
+		Pods []status.Pod `json:"pods"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(answer.Pods)
+	for _, p := range answer.Pods {
+		slices.Reverse(p.Volumes)
+	}
+	out, err := json.Marshal(answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestStatusTable: one row per volume, sorted by pod then volume whatever
+// the order of the answer, aligned, with ages from since.
+func TestStatusTable(t *testing.T) {
+	body := recordedPods(t)
+	now := recordedAt.Add(3*time.Minute + 12*time.Second)
+	for _, tc := range []struct{ output, golden string }{{"table", "status.txt"}, {"wide", "status-wide.txt"}} {
+		out := runCmd(now, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, body), "-o", tc.output)
+		if out.code != exitOK || out.stderr != "" {
+			t.Fatalf("-o %s: exit %d, stderr %q", tc.output, out.code, out.stderr)
+		}
+		golden(t, tc.golden, out.stdout)
+		shuffled := runCmd(now, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, reversed(t, body)), "-o", tc.output)
+		if shuffled.stdout != out.stdout {
+			t.Errorf("-o %s of the answer in reverse order:\n%s\nwant the same rows:\n%s", tc.output, shuffled.stdout, out.stdout)
+		}
+	}
+}
+
+// TestStatusJSON prints the endpoint's answer byte for byte.
+func TestStatusJSON(t *testing.T) {
+	body := recordedPods(t)
+	out := runCmd(recordedAt, "status", "-o", "json", "--addr", serve(t, "/v1/pods", http.StatusOK, body))
+	if out.code != exitOK || out.stdout != string(body) {
+		t.Fatalf("exit %d, stdout\n%s\nwant the answer as it is", out.code, out.stdout)
+	}
+}
+
+// TestStatusCutsErrors: an error is one line in the table, cut to
+// maxErrorWidth characters; a pod without volumes has one row; a volume
+// without since has no age.
+func TestStatusCutsErrors(t *testing.T) {
+	long := "mount nfs 10.0.0.1:/export:\n  " + strings.Repeat("mount.nfs: Connection timed out ", 6)
+	body := `{"pods":[{"uid":"u1","namespace":"ns","name":"nfs","ready":false,"volumes":[{"name":"data","plugin":"kubernetes.io/nfs","path":"","state":"Failed","error":` +
+		jsonString(t, long) + `}]},{"uid":"u2","namespace":"ns","name":"bare","ready":true,"volumes":[]}]}`
+	out := runCmd(recordedAt, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, []byte(body)))
+	want := "POD      VOLUME  PLUGIN             STATE   AGE  ERROR\n" +
+		"ns/bare  <none>  -                  -       -\n" +
+		"ns/nfs   data    kubernetes.io/nfs  Failed  -    mount nfs 10.0.0.1:/export: mount.nfs: Connection timed out mount.nfs: Connec...\n"
+	if out.code != exitOK || out.stdout != want {
+		t.Fatalf("exit %d, stdout\n%s\nwant\n%s", out.code, out.stdout, want)
+	}
+	if got := strings.Split(out.stdout, "\n")[2]; len(got) != len("ns/nfs   data    kubernetes.io/nfs  Failed  -    ")+maxErrorWidth {
+		t.Errorf("error cut to %d characters, want %d", len(got)-len("ns/nfs   data    kubernetes.io/nfs  Failed  -    "), maxErrorWidth)
+	}
+}
+
+func jsonString(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestStatusNoPods(t *testing.T) {
+	out := runCmd(recordedAt, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, []byte(`{"pods": []}`)))
+	if out.code != exitOK || out.stdout != "" || !strings.Contains(out.stderr, "No pods") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 0 and No pods on stderr", out.code, out.stdout, out.stderr)
+	}
+}
+
+func TestStatusFailures(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedAddr := strings.TrimPrefix(closed.URL, "http://")
+	closed.Close()
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"agent not running", []string{"--addr", closedAddr}, exitUnreachable, "cannot reach the agent at http://" + closedAddr},
+		{"server error", []string{"--addr", serve(t, "/v1/pods", http.StatusInternalServerError, []byte("boom"))}, exitUnreachable, "unexpected answer to GET /v1/pods: 500 Internal Server Error: boom"},
+		{"not JSON", []string{"--addr", serve(t, "/v1/pods", http.StatusOK, []byte("<html>"))}, exitUnreachable, "decode the answer to GET /v1/pods"},
+		{"not the pods", []string{"--addr", serve(t, "/v1/pods", http.StatusOK, []byte(`{"claims": []}`))}, exitUnreachable, `no "pods" in it`},
+		{"json of not the pods", []string{"-o", "json", "--addr", serve(t, "/v1/pods", http.StatusOK, []byte(`{}`))}, exitUnreachable, `no "pods" in it`},
+		{"bad output", []string{"-o", "yaml"}, exitUsage, `-o "yaml": want table, wide or json`},
+		{"extra argument", []string{"pods"}, exitUsage, "unexpected arguments: pods"},
+		{"addr with a path", []string{"--addr", "http://127.0.0.1:9810/v1"}, exitUsage, "want host:port"},
+		{"https addr", []string{"--addr", "https://127.0.0.1:9810"}, exitUsage, "want host:port"},
+		{"unknown flag", []string{"--bogus"}, exitUsage, "flag provided but not defined: -bogus"},
+		{"help", []string{"--help"}, exitOK, "Exit codes:\n  0  the status was shown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := runCmd(recordedAt, append([]string{"status"}, tc.args...)...)
+			if out.code != tc.wantCode || !strings.Contains(out.stderr, tc.wantErr) || out.stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", out.code, out.stdout, out.stderr, tc.wantCode, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestAge(t *testing.T) {
+	now := recordedAt
+	for _, tc := range []struct {
+		ago  time.Duration
+		want string
+	}{
+		{0, "0s"}, {-5 * time.Second, "0s"}, {45 * time.Second, "45s"}, {119 * time.Second, "119s"},
+		{3*time.Minute + 12*time.Second, "3m12s"}, {25 * time.Minute, "25m"}, {179 * time.Minute, "179m"},
+		{5*time.Hour + 3*time.Minute, "5h3m"}, {20 * time.Hour, "20h"}, {75 * time.Hour, "3d3h"}, {12 * 24 * time.Hour, "12d"},
+	} {
+		if got := age(now, now.Add(-tc.ago)); got != tc.want {
+			t.Errorf("age of %v = %q, want %q", tc.ago, got, tc.want)
+		}
+	}
+	if got := age(now, time.Time{}); got != "-" {
+		t.Errorf("age without since = %q, want -", got)
+	}
+}
