@@ -218,3 +218,35 @@ func firstImageLink(files map[string]*tar.Header, p string) (*tar.Header, string
 	}
 	return files[cur], "", true
 }
+
+// TestDockerfileBuild builds the Dockerfile where a Docker engine answers
+// and checks the same contents as TestDockerfileParity on the real image:
+// the binary, the ENTRYPOINT and every tool executable. Without an engine
+// (this project's CI has none: the images it tests are built in Go) it
+// skips; TestDockerfileParity is the check that always runs.
+func TestDockerfileBuild(t *testing.T) {
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Skipf("no Docker engine to build %s (TestDockerfileParity checks it against the Go-built image instead): %v\n%s", dockerfile, err, tail(string(out), 3))
+	}
+	const tag = "volume-agent-parity:test"
+	if out, err := exec.Command("docker", "build", "-t", tag, "-f", dockerfile, "../..").CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, tail(string(out), 30))
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", tag).Run() })
+	out, err := exec.Command("docker", "image", "inspect", "-f", "{{json .Config.Entrypoint}}", tag).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entrypoint []string
+	if err := json.Unmarshal(out, &entrypoint); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(entrypoint, " ") != strings.Join(node.AgentEntrypoint, " ") {
+		t.Errorf("Dockerfile image entrypoint %q, Go-built image %q", entrypoint, node.AgentEntrypoint)
+	}
+	check := "for f in \"$@\"; do test -x \"$f\" || { echo \"missing $f\"; exit 1; }; done"
+	args := append([]string{"run", "--rm", "--entrypoint", "/bin/sh", tag, "-c", check, "sh", node.AgentBinaryPath}, node.AgentTools...)
+	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
+		t.Errorf("Dockerfile image: %v\n%s", err, out)
+	}
+}
