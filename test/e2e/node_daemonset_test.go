@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,19 +36,20 @@ const nodeRootDir = "/var/lib/volume-agent"
 // leaves every volume of a still-running pod mounted.
 func TestDaemonSetOnARealNode(t *testing.T) {
 	needRoot(t)
+	// The DaemonSet's agent listens on the node's 127.0.0.1:9810, and the
+	// node shares this machine's network.
+	l, err := net.Listen("tcp", "127.0.0.1:9810")
+	if err != nil {
+		t.Fatalf("the DaemonSet's status port is taken on this machine (is an agent running?): %v", err)
+	}
+	l.Close()
 	start := time.Now()
 	cp := controlplane.Start(t, controlplane.Options{ControllerManager: true, Scheduler: true})
 	agentImage, err := node.BuildAgentImage(binary)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sleepImage, err := node.BuildSleepImage(node.BuildSleeper(t, t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := node.Start(t, cp, node.Options{Images: map[string]node.Image{
-		node.AgentImageRef: agentImage, node.SleepImageRef: sleepImage,
-	}})
+	n := node.Start(t, cp, node.Options{Images: map[string]node.Image{node.AgentImageRef: agentImage}})
 	figure(t, "real node: control plane and node Ready", time.Since(start))
 	client := cp.Client()
 	ctx := context.Background()

@@ -41,8 +41,16 @@ func (n *Node) removeCgroups() {
 // createCgroupRoot creates the node's cgroupRoot in every cgroup v1
 // hierarchy: the kubelet refuses a cgroupRoot that does not exist. A new
 // cpuset cgroup starts with no CPUs and no memory nodes: it gets its
-// parent's.
+// parent's. With cgroup v2 alone (untested: the machines this was written
+// on have v1) it creates the one directory.
 func (n *Node) createCgroupRoot() error {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		dir := filepath.Join("/sys/fs/cgroup", n.cgroup)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		return nil
+	}
 	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
 	for _, h := range hierarchies {
 		if filepath.Base(h) == "unified" {

@@ -77,9 +77,9 @@ func BuildAgentImage(agentBinary string) (v1.Image, error) {
 	return imageOf(l, AgentEntrypoint)
 }
 
-// BuildSleepImage builds an image whose only file is the static sleeper
+// buildSleepImage builds an image whose only file is the static sleeper
 // binary (package sleeper), its ENTRYPOINT.
-func BuildSleepImage(sleeper string) (v1.Image, error) {
+func buildSleepImage(sleeper string) (v1.Image, error) {
 	l := newLayer()
 	if err := l.file("/sleeper", sleeper); err != nil {
 		return nil, err
@@ -127,9 +127,9 @@ func writeImage(dir, ref string, img v1.Image) (string, error) {
 	return path, nil
 }
 
-// BuildSleeper builds the sleeper program, static, into dir and returns its
+// buildSleeper builds the sleeper program, static, into dir and returns its
 // path.
-func BuildSleeper(t testing.TB, dir string) string {
+func buildSleeper(t testing.TB, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "sleeper")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", path,

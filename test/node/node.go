@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/sys/mountinfo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +27,8 @@ type Options struct {
 	// Name is the node's name; default "node-e2e".
 	Name string
 	// Images are imported into containerd (namespace k8s.io) before the
-	// kubelet starts, by reference. The pause image is always imported.
+	// kubelet starts, by reference. The sleep image (SleepImageRef, also
+	// the sandbox image PauseImageRef) is always there.
 	Images map[string]Image
 	// Logf receives progress and, when the test failed, the tails of the
 	// node's logs. Defaults to t.Logf.
@@ -43,7 +44,7 @@ type Node struct {
 	root   string // unpacked Debian packages
 	logf   func(string, ...any)
 	holder *exec.Cmd
-	stdin  interface{ Close() error } // closing it ends the namespaces' init
+	stdin  io.Closer // closing it ends the namespaces' init
 	exited chan struct{}
 	init   int         // PID (in the host's PID namespace) of the namespaces' init
 	procs  []*exec.Cmd // containerd and the kubelet, through nsenter
@@ -81,19 +82,13 @@ func Start(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Node {
 	n.startNamespaces()
 
 	n.startContainerd()
-	images := map[string]Image{}
+	sleep, err := buildSleepImage(buildSleeper(t, n.dir))
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	n.importImage(PauseImageRef, sleep)
+	n.importImage(SleepImageRef, sleep)
 	for ref, img := range opts.Images {
-		images[ref] = img
-	}
-	if _, ok := images[PauseImageRef]; !ok {
-		sleeper := BuildSleeper(t, n.dir)
-		img, err := BuildSleepImage(sleeper)
-		if err != nil {
-			t.Fatalf("node: %v", err)
-		}
-		images[PauseImageRef] = img
-	}
-	for ref, img := range images {
 		n.importImage(ref, img)
 	}
 	n.startKubelet(kubelet, cp)
@@ -259,9 +254,9 @@ func (n *Node) ctr(args ...string) (string, error) {
 }
 
 // importImage writes img as a tarball and imports it under ref.
-func (n *Node) importImage(ref string, img v1.Image) {
+func (n *Node) importImage(ref string, img Image) {
 	t := n.t
-	path, err := writeImage(t.TempDir(), ref, img)
+	path, err := writeImage(n.dir, ref, img)
 	if err != nil {
 		t.Fatalf("node: %v", err)
 	}

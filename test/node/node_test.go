@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/volume-agent/volume-agent/test/controlplane"
 	"github.com/volume-agent/volume-agent/test/node"
 )
@@ -20,11 +19,7 @@ import (
 // the kubelet's registration all work.
 func TestPodRuns(t *testing.T) {
 	cp := controlplane.Start(t, controlplane.Options{ControllerManager: true, Scheduler: true})
-	sleep, err := node.BuildSleepImage(node.BuildSleeper(t, t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := node.Start(t, cp, node.Options{Images: map[string]v1.Image{node.SleepImageRef: sleep}})
+	n := node.Start(t, cp, node.Options{})
 	cp.CreateNamespace(t, "e2e")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "sleep", Namespace: "e2e"},
