@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -98,21 +99,54 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	if len(before) < 4 { // secret, projected, emptyDir and kube-api-access
 		t.Fatalf("keeper's volumes: want at least 4 tmpfs mounts, got %v", before)
 	}
+	podWatch, err := client.CoreV1().Pods("volume-agent").Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + agentPod.Name, ResourceVersion: agentPod.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer podWatch.Stop()
 	propagation := metav1.DeletePropagationBackground // kubectl's default
 	err = client.AppsV1().DaemonSets("volume-agent").Delete(ctx, "volume-agent", metav1.DeleteOptions{PropagationPolicy: &propagation})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the agent's pod gone", func() (bool, string) {
-		_, err := client.CoreV1().Pods("volume-agent").Get(ctx, agentPod.Name, metav1.GetOptions{})
-		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err)
-	})
+	last := lastStatusBeforeDeletion(t, podWatch.ResultChan(), 60*time.Second)
+	if st := last.ContainerStatuses; len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.ExitCode != 0 {
+		t.Errorf("the agent's container did not exit 0 after SIGTERM: %+v", st)
+	}
 	after := nodeMountsUnder(t, n, filepath.Join(nodeRootDir, "pods", string(keeper.UID)))
 	if strings.Join(after, "\n") != strings.Join(before, "\n") {
 		t.Errorf("keeper's mounts changed when the DaemonSet was deleted:\nbefore %v\nafter  %v", before, after)
 	}
 	waitVolumesMounted(t, n, keeper) // files still there, tmpfs still mounted
 	figure(t, "real node: whole test", time.Since(start))
+}
+
+// lastStatusBeforeDeletion follows a pod's watch until the pod is deleted
+// (the kubelet deletes it once its containers ended and it reported their
+// final state) and returns the last status it reported.
+func lastStatusBeforeDeletion(t *testing.T, events <-chan watch.Event, timeout time.Duration) v1.PodStatus {
+	t.Helper()
+	var last v1.PodStatus
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("the pod watch ended before the pod was deleted")
+			}
+			p, isPod := ev.Object.(*v1.Pod)
+			if !isPod {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				return p.Status
+			}
+			last = p.Status
+		case <-deadline:
+			t.Fatalf("the agent's pod not deleted within %v; last status %+v", timeout, last)
+		}
+	}
 }
 
 // applyDaemonSet creates every object of deploy/daemonset.yaml, changing
