@@ -22,12 +22,15 @@ import (
 func TestCachedPodsAnswerTheSameBytes(t *testing.T) {
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 2))
-	worlds := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}
+	// Each change is recorded as Run's recorder would, before the next.
+	var srv *Server
+	record := func() { srv.Notify(); srv.recordPending() }
+	worlds := Worlds{Desired: dsw.New(record), Actual: asw.New(record)}
 	// A clock that moves at every reading: an answer with a stale since
 	// differs from a fresh one.
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tick := func() time.Time { now = now.Add(time.Second); return now }
-	srv := New(Config{Worlds: worlds, Logger: zap.NewNop(), Now: tick})
+	srv = New(Config{Worlds: worlds, Logger: zap.NewNop(), Now: tick})
 	for step := range 2000 {
 		changeWorldsAtRandom(rng, worlds)
 		if rng.IntN(3) > 0 {

@@ -75,6 +75,12 @@ type Server struct {
 	// no worlds.
 	cache *podCache
 
+	// pending hands the pods Notify saw change to Run's recorder, which
+	// records since when their volumes are in their state; Notify itself
+	// only hands them over, so the populator and the operations that call
+	// it never compute a status.
+	pending pendingPods
+
 	mu      sync.Mutex
 	waiters map[string]*waiter // guarded by mu; by pod UID
 	addr    net.Addr           // guarded by mu; set once listening
@@ -110,7 +116,7 @@ func (s *Server) Notify() {
 	desired, allDesired := s.desired.Take()
 	actual, allActual := s.actual.Take()
 	changed, all := slices.Concat(desired, actual), allDesired || allActual
-	s.cfg.Worlds.clock.observe(s.cfg.Worlds, changed, all)
+	s.pending.add(changed, all)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.wakeLocked(changed, all)
@@ -172,6 +178,10 @@ func (s *Server) Run(ctx context.Context) error {
 	// A request's context ends only when its client goes away; the end of
 	// ctx reaches handlers through s.stopping, so that a request still
 	// waiting gets an answer that says so.
+	recorderDone := make(chan struct{})
+	recorderCtx, stopRecorder := context.WithCancel(ctx)
+	go func() { defer close(recorderDone); s.recordStates(recorderCtx) }()
+	defer func() { stopRecorder(); <-recorderDone }()
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	s.log.Info("status endpoint listening", zap.String("addr", ln.Addr().String()))
 	errc := make(chan error, 1)

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -20,7 +21,9 @@ type sinceFixture struct {
 
 func newSinceFixture() *sinceFixture {
 	f := &sinceFixture{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	f.w = Worlds{Desired: dsw.New(func() { f.srv.Notify() }), Actual: asw.New(func() { f.srv.Notify() })}
+	// Each change is recorded as Run's recorder would, before the next.
+	notify := func() { f.srv.Notify(); f.srv.recordPending() }
+	f.w = Worlds{Desired: dsw.New(notify), Actual: asw.New(notify)}
 	f.srv = New(Config{Worlds: f.w, Logger: zap.NewNop(), Now: func() time.Time { return f.now }})
 	return f
 }
@@ -107,5 +110,41 @@ func TestSinceForgetsWhatWent(t *testing.T) {
 	}
 	if _, since := f.since(t, "p", "a"); !since.Equal(t0) {
 		t.Errorf("volume a: since %v, want %v (unchanged)", since, t0)
+	}
+}
+
+// TestRunRecordsStatesWithoutReaders: with the server running, a change is
+// recorded by its recorder goroutine, with nobody asking the API.
+func TestRunRecordsStatesWithoutReaders(t *testing.T) {
+	var srv *Server
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := Worlds{Desired: dsw.New(func() { srv.Notify() }), Actual: asw.New(func() { srv.Notify() })}
+	srv = New(Config{Addr: "127.0.0.1:0", Worlds: w, Logger: zap.NewNop(), Now: func() time.Time { return now }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	w.Desired.SetPod(dsw.Pod{UID: "p", Namespace: "ns", Name: "web", Volumes: []dsw.Volume{wanted("a", cm, "1")}})
+	clock := srv.cfg.Worlds.clock
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		clock.mu.Lock()
+		s, ok := clock.pods["p"]["a"]
+		clock.mu.Unlock()
+		if ok {
+			if s.state != Pending || !s.at.Equal(now) {
+				t.Errorf("recorded %+v, want Pending at %v", s, now)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the change was never recorded")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
