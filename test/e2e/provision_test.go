@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -51,12 +52,20 @@ spec:
 func TestManifestDynamicProvisioning(t *testing.T) {
 	a := newAgent(t)
 	symlinkedRoot(t, a)
+	// --local-path-root reached through a symlink, as a symlinked /var/lib
+	// would: the agent resolves it once.
 	data := filepath.Join(t.TempDir(), "local")
+	if err := os.Symlink(t.TempDir(), data); err != nil {
+		t.Fatal(err)
+	}
 	a.writeManifest("classes.yaml", fmt.Sprintf(localClassManifest, "gone", "Delete", false)+"---"+
 		fmt.Sprintf(localClassManifest, "archive", "Delete", true)+"---"+fmt.Sprintf(localClassManifest, "keep", "Retain", false))
-	claims := []string{"gone", "archive", "keep"}
+	// nested is of class gone, with a bind mount nested in its directory
+	// when it is released.
+	claims := []string{"gone", "archive", "keep", "nested"}
+	class := map[string]string{"gone": "gone", "archive": "archive", "keep": "keep", "nested": "gone"}
 	for _, c := range claims {
-		a.writeManifest("claim-"+c+".yaml", fmt.Sprintf(classClaim, c, c))
+		a.writeManifest("claim-"+c+".yaml", fmt.Sprintf(classClaim, c, class[c]))
 		a.writeManifest("pod-"+c+".yaml", fmt.Sprintf(classPod, "use-"+c, c))
 	}
 	a.start("--provisioners", "local", "--local-path-root", data)
@@ -106,13 +115,43 @@ func TestManifestDynamicProvisioning(t *testing.T) {
 	waitFor(t, 20*time.Second, "the pods torn down", func() (bool, string) {
 		return len(a.pods()) == 0, fmt.Sprint(len(a.pods()), " pods")
 	})
+	// A directory of the same file system bind-mounted inside a released
+	// volume holds its deletion back: nothing below the mount, and nothing
+	// of the volume, is removed until it is gone.
+	src := disk(t, "nested-source")
+	nested := filepath.Join(dirs["nested"], "mnt")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", src, nested).CombinedOutput(); err != nil {
+		t.Fatalf("bind mount: %v: %s", err, out)
+	}
+	unmounted := false
+	t.Cleanup(func() {
+		if !unmounted {
+			_ = exec.Command("umount", "-l", nested).Run()
+		}
+	})
 	for _, c := range claims {
 		checkFile(t, filepath.Join(dirs[c], "written"), "by use-"+c)
 		a.removeManifest("claim-" + c + ".yaml")
 	}
-	waitFor(t, 20*time.Second, "the released volumes deleted or archived", func() (bool, string) {
+	held := []string{"archived-" + filepath.Base(dirs["archive"]), filepath.Base(dirs["keep"]), filepath.Base(dirs["nested"])}
+	waitFor(t, 20*time.Second, "the released volumes deleted or archived, but the one with a mount inside", func() (bool, string) {
 		got := entries(t, data)
-		return slices.Equal(got, []string{"archived-" + filepath.Base(dirs["archive"]), filepath.Base(dirs["keep"])}), fmt.Sprint(got)
+		return slices.Equal(got, held), fmt.Sprint(got)
+	})
+	time.Sleep(2 * time.Second) // deletion is retried meanwhile; it must keep refusing
+	checkFile(t, filepath.Join(dirs["nested"], "written"), "by use-nested")
+	checkFile(t, filepath.Join(nested, "label"), "nested-source")
+	if out, err := exec.Command("umount", nested).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v: %s", err, out)
+	}
+	unmounted = true
+	checkFile(t, filepath.Join(src, "label"), "nested-source")
+	waitFor(t, 60*time.Second, "the volume deleted once nothing is mounted in it", func() (bool, string) {
+		got := entries(t, data)
+		return slices.Equal(got, held[:2]), fmt.Sprint(got)
 	})
 	checkFile(t, filepath.Join(data, "archived-"+filepath.Base(dirs["archive"]), "written"), "by use-archive")
 	checkFile(t, filepath.Join(dirs["keep"], "written"), "by use-keep")
