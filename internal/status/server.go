@@ -8,7 +8,6 @@ package status
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -175,30 +174,15 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
-	// A request's context ends only when its client goes away; the end of
-	// ctx reaches handlers through s.stopping, so that a request still
-	// waiting gets an answer that says so.
 	recorderDone := make(chan struct{})
 	recorderCtx, stopRecorder := context.WithCancel(ctx)
 	go func() { defer close(recorderDone); s.recordStates(recorderCtx) }()
 	defer func() { stopRecorder(); <-recorderDone }()
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	s.log.Info("status endpoint listening", zap.String("addr", ln.Addr().String()))
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	s.stop()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	// A request's context ends only when its client goes away; the end of
+	// ctx reaches handlers through s.stopping, so that a request still
+	// waiting gets an answer that says so.
+	return Serve(ctx, ln, s.Handler(), s.stop)
 }
 
 // stop makes waiting requests answer that the agent is stopping.
