@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,11 +26,21 @@ const maxArchives = 1000
 // earlier call archived it. When neither exists the error wraps ErrGone. A file or a
 // symlink at base/rel is an error and is left as it is.
 func Archive(base, rel string) (string, error) {
+	return ArchiveAs(base, rel, filepath.Base(rel))
+}
+
+// ArchiveAs is Archive with the archive named after name instead of rel's
+// last component: for a directory moved aside under another name, archived
+// under its own.
+func ArchiveAs(base, rel, name string) (string, error) {
 	if err := ValidRel(rel); err != nil {
 		return "", fmt.Errorf("archive a directory in %s: %w", base, err)
 	}
+	if err := ValidRel(name); err != nil || strings.Contains(name, "/") {
+		return "", fmt.Errorf("archive %s as %q: want a single name", rel, name)
+	}
 	path := filepath.Join(base, rel)
-	parent, name, err := openParent(base, rel)
+	parent, from, err := openParent(base, rel)
 	if errors.Is(err, unix.ENOENT) && !errors.Is(err, errBase) {
 		return "", fmt.Errorf("archive %s: %w", path, ErrGone)
 	}
@@ -37,18 +48,18 @@ func Archive(base, rel string) (string, error) {
 		return "", fmt.Errorf("archive %s: %w", rel, err)
 	}
 	defer unix.Close(parent)
-	archived, err := archiveAt(parent, name, path)
+	archived, err := archiveAt(parent, from, name, path)
 	if err != nil {
 		return "", fmt.Errorf("archive %s: %w", rel, err)
 	}
 	return filepath.Join(filepath.Dir(path), archived), nil
 }
 
-// archiveAt renames the directory name in parent to its first free
-// archive name, or finds the archive an earlier call made. path is for
-// errors.
-func archiveAt(parent int, name, path string) (string, error) {
-	st, err := lstatAt(parent, name)
+// archiveAt renames the directory from in parent to the first free
+// archive name of name, or finds the archive an earlier call made. path is
+// for errors.
+func archiveAt(parent int, from, name, path string) (string, error) {
+	st, err := lstatAt(parent, from)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return lastArchive(parent, name, path)
@@ -59,7 +70,7 @@ func archiveAt(parent int, name, path string) (string, error) {
 	}
 	for n := 1; n <= maxArchives; n++ {
 		archived := archiveName(name, n)
-		err := renameNoReplace(parent, name, archived)
+		err := renameNoReplace(parent, from, archived)
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}

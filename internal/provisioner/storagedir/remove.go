@@ -22,7 +22,7 @@ func Remove(ctx context.Context, m mount.Mounter, base, rel string) error {
 	path := filepath.Join(base, rel)
 	exists, err := isDirBelow(base, rel)
 	if err != nil || !exists {
-		return err
+		return prefixed("remove "+rel, err)
 	}
 	return mount.RemoveAll(ctx, m, path)
 }
@@ -35,7 +35,7 @@ func isDirBelow(base, rel string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("remove %s: %w", rel, err)
+		return false, err
 	}
 	defer unix.Close(parent)
 	st, err := lstatAt(parent, name)
@@ -43,9 +43,17 @@ func isDirBelow(base, rel string) (bool, error) {
 	case errors.Is(err, unix.ENOENT):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("remove %s: %w", rel, pathError("stat", filepath.Join(base, rel), err))
+		return false, pathError("stat", filepath.Join(base, rel), err)
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return false, fmt.Errorf("remove %s: %w", rel, errNotDir(filepath.Join(base, rel), st))
+		return false, errNotDir(filepath.Join(base, rel), st)
 	}
 	return true, nil
+}
+
+// prefixed wraps a non-nil err with what.
+func prefixed(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
