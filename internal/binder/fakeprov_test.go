@@ -25,6 +25,9 @@ type fakeProvisioner struct {
 	deleteErr    error                 // guarded by mu
 	requests     []provisioner.Request // guarded by mu
 	deletes      []string              // guarded by mu; PV names
+	asides       []string              // guarded by mu; PV names
+	restores     []string              // guarded by mu; PV names
+	restoreErr   error                 // guarded by mu
 }
 
 var _ provisioner.Provisioner = (*fakeProvisioner)(nil)
@@ -51,6 +54,20 @@ func (p *fakeProvisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) e
 	defer p.mu.Unlock()
 	p.deletes = append(p.deletes, pv.Name)
 	return p.deleteErr
+}
+
+func (p *fakeProvisioner) MoveAside(ctx context.Context, pv *v1.PersistentVolume) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asides = append(p.asides, pv.Name)
+	return p.deleteErr
+}
+
+func (p *fakeProvisioner) Restore(ctx context.Context, pv *v1.PersistentVolume) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.restores = append(p.restores, pv.Name)
+	return p.restoreErr
 }
 
 // fail sets the errors of the next calls (nil: they succeed).

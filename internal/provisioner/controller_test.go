@@ -26,6 +26,8 @@ type fakeProvisioner struct {
 	mu        sync.Mutex
 	provision []string // PV names
 	deleted   []string
+	aside     []string
+	restored  []string
 	err       error
 }
 
@@ -46,6 +48,20 @@ func (f *fakeProvisioner) Delete(_ context.Context, pv *v1.PersistentVolume) err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deleted = append(f.deleted, pv.Name)
+	return nil
+}
+
+func (f *fakeProvisioner) MoveAside(_ context.Context, pv *v1.PersistentVolume) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.aside = append(f.aside, pv.Name)
+	return nil
+}
+
+func (f *fakeProvisioner) Restore(_ context.Context, pv *v1.PersistentVolume) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restored = append(f.restored, pv.Name)
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
 )
 
 // The annotations of the external provisioning protocol, as the PV
@@ -76,11 +78,30 @@ type Provisioner interface {
 	// for the same PV name made, and describes it. An error wrapping
 	// ErrReschedule says this node cannot provision at all.
 	Provision(ctx context.Context, req Request) (Volume, error)
+	// MoveAside moves the storage of pv, released, aside: within its file
+	// system, to a name no claim's storage can have, where no new pod can
+	// reach it, until Delete or Restore. Storage already aside, or gone, is
+	// not an error.
+	MoveAside(ctx context.Context, pv *v1.PersistentVolume) error
+	// Restore moves the storage of pv back from aside. Storage already in
+	// place is not an error; storage gone is (it wraps ErrGone).
+	Restore(ctx context.Context, pv *v1.PersistentVolume) error
 	// Delete removes or archives (AnnArchiveOnDelete) the storage of pv,
-	// which this provisioner made. Storage already gone is not an error.
-	// It never removes anything the PV does not point at.
+	// which this provisioner made, whether aside or in place. Storage
+	// already gone is not an error. It never removes anything the PV does
+	// not point at.
+	//
+	// MoveAside, Restore and Delete refuse, with an error wrapping
+	// ErrInUse, while a mount elsewhere on this node shows the storage.
 	Delete(ctx context.Context, pv *v1.PersistentVolume) error
 }
+
+// ErrInUse marks a refusal to move or delete storage that a mount on this
+// node shows: a pod still has it.
+var ErrInUse = storagedir.ErrInUse
+
+// ErrGone marks storage that is neither in place nor aside.
+var ErrGone = storagedir.ErrGone
 
 // PVName is the name of the PV provisioned for claim: pvc-<uid>.
 func PVName(claim *v1.PersistentVolumeClaim) string { return "pvc-" + string(claim.UID) }

@@ -13,6 +13,8 @@
 //	                               │
 //	                               └──(wanted back, not in use)──▶ restored: Released, or Bound again
 //
+// The steps:
+//
 //   - Released (Step ""): the claim is gone and the storage is in place.
 //     Nothing happens while the volume is in use.
 //   - Aside: the storage is moved aside, within its own file system, to a

@@ -15,27 +15,65 @@ import (
 	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
 )
 
-// Delete removes the directory of pv, or renames it to archived-<name>
-// when pv's AnnArchiveOnDelete is "true". It first checks that pv points
-// at a directory this provisioner could have made (see ownedName); a
-// directory already gone is not an error.
-func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
-	if pv == nil {
-		return errors.New("delete local volume: no PV")
-	}
-	name, err := p.ownedName(pv)
+// MoveAside renames the directory of pv to .pending-delete-<PV name> in
+// the root, once it has checked that pv points at a directory this
+// provisioner could have made (see ownedName) and that no mount shows it.
+// Already aside, or gone, is not an error.
+func (p *Provisioner) MoveAside(ctx context.Context, pv *v1.PersistentVolume) error {
+	name, aside, err := p.names(ctx, pv, "move aside")
 	if err != nil {
-		return fmt.Errorf("delete local volume of PV %s: refusing: %w", pv.Name, err)
+		return err
+	}
+	_, err = mount.Bounded(ctx, func() (struct{}, error) {
+		return struct{}{}, storagedir.MoveAside(p.cfg.Root, name, aside)
+	})
+	switch {
+	case errors.Is(err, storagedir.ErrGone):
+		p.log.Info("local volume to move aside is gone already", zap.String("pv", pv.Name))
+	case err != nil:
+		return fmt.Errorf("move aside local volume of PV %s: %w", pv.Name, err)
+	default:
+		p.log.Info("local volume moved aside until its deletion", zap.String("pv", pv.Name), zap.String("aside", filepath.Join(p.cfg.Root, aside)))
+	}
+	return nil
+}
+
+// Restore renames the directory of pv back from aside. Already in place is
+// not an error; gone is (it wraps provisioner.ErrGone).
+func (p *Provisioner) Restore(ctx context.Context, pv *v1.PersistentVolume) error {
+	name, aside, err := p.names(ctx, pv, "restore")
+	if err != nil {
+		return err
+	}
+	_, err = mount.Bounded(ctx, func() (struct{}, error) {
+		return struct{}{}, storagedir.Restore(p.cfg.Root, name, aside)
+	})
+	if err != nil {
+		return fmt.Errorf("restore local volume of PV %s: %w", pv.Name, err)
+	}
+	p.log.Info("local volume restored", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
+	return nil
+}
+
+// Delete removes the directory of pv, aside or in place, or renames it to
+// archived-<name> when pv's AnnArchiveOnDelete is "true", with the checks
+// of MoveAside. A directory already gone is not an error.
+func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+	name, aside, err := p.names(ctx, pv, "delete")
+	if err != nil {
+		return err
 	}
 	log := p.log.With(zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
 	if pv.Annotations[provisioner.AnnArchiveOnDelete] != "true" {
-		if err := storagedir.Remove(ctx, p.cfg.Mounter, p.cfg.Root, name); err != nil {
-			return fmt.Errorf("delete local volume of PV %s: %w", pv.Name, err)
+		for _, rel := range []string{aside, name} {
+			if err := storagedir.Remove(ctx, p.cfg.Mounter, p.cfg.Root, rel); err != nil {
+				return fmt.Errorf("delete local volume of PV %s: %w", pv.Name, err)
+			}
 		}
 		log.Info("removed local volume")
 		return nil
 	}
-	archived, err := mount.Bounded(ctx, func() (string, error) { return storagedir.Archive(p.cfg.Root, name) })
+	archived, err := mount.Bounded(ctx, func() (string, error) { return storagedir.ArchiveVolume(p.cfg.Root, name, aside) })
 	if errors.Is(err, storagedir.ErrGone) {
 		log.Info("local volume to archive is already gone")
 		return nil
@@ -45,6 +83,23 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	}
 	log.Info("archived local volume", zap.String("archive", archived))
 	return nil
+}
+
+// names checks pv (ownedName) and that no mount shows its directory, in
+// place or aside, and returns both names under the root. what is for errors.
+func (p *Provisioner) names(ctx context.Context, pv *v1.PersistentVolume, what string) (string, string, error) {
+	if pv == nil {
+		return "", "", fmt.Errorf("%s local volume: no PV", what)
+	}
+	name, err := p.ownedName(pv)
+	if err != nil {
+		return "", "", fmt.Errorf("%s local volume of PV %s: refusing: %w", what, pv.Name, err)
+	}
+	aside := storagedir.AsideRel(name, pv.Name)
+	if err := storagedir.NotMounted(ctx, p.cfg.Root, name, aside); err != nil {
+		return "", "", fmt.Errorf("%s local volume of PV %s: %w", what, pv.Name, err)
+	}
+	return name, aside, nil
 }
 
 // ownedName returns the name under the root of pv's directory, when pv

@@ -1,6 +1,8 @@
 package local
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/provisioner"
 )
 
 func TestDeleteRemoves(t *testing.T) {
@@ -164,4 +168,78 @@ func listTree(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+func TestMoveAsideRestoreAndDeleteFromAside(t *testing.T) {
+	for _, archive := range []string{"false", "true"} {
+		t.Run("archive="+archive, func(t *testing.T) {
+			root := t.TempDir()
+			p, _ := newProvisioner(t, root)
+			pv := provision(t, p, request("data", archive))
+			mustWrite(t, filepath.Join(pv.Spec.Local.Path, "file"))
+			aside := filepath.Join(root, ".pending-delete-"+pv.Name)
+			for i := range 2 { // the second finds it aside
+				if err := p.MoveAside(t.Context(), pv); err != nil {
+					t.Fatalf("MoveAside %d: %v", i, err)
+				}
+			}
+			if got := entries(t, root); !reflect.DeepEqual(got, []string{filepath.Base(aside)}) {
+				t.Fatalf("root holds %v after MoveAside, want only %s", got, filepath.Base(aside))
+			}
+			for i := range 2 {
+				if err := p.Restore(t.Context(), pv); err != nil {
+					t.Fatalf("Restore %d: %v", i, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(pv.Spec.Local.Path, "file")); err != nil {
+				t.Fatalf("after Restore: %v", err)
+			}
+			if err := p.MoveAside(t.Context(), pv); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Delete(t.Context(), pv); err != nil {
+				t.Fatal(err)
+			}
+			want := []string(nil)
+			if archive == "true" {
+				want = []string{"archived-" + filepath.Base(pv.Spec.Local.Path)}
+				if _, err := os.Stat(filepath.Join(root, want[0], "file")); err != nil {
+					t.Errorf("the archive: %v", err)
+				}
+			}
+			if got := entries(t, root); !reflect.DeepEqual(got, want) {
+				t.Errorf("root holds %v after Delete, want %v", got, want)
+			}
+			if err := p.Restore(t.Context(), pv); !errors.Is(err, provisioner.ErrGone) {
+				t.Errorf("Restore of deleted storage = %v, want ErrGone", err)
+			}
+		})
+	}
+}
+
+func TestNothingMovesWhileMounted(t *testing.T) {
+	needRoot(t)
+	root := t.TempDir()
+	p, _ := newProvisioner(t, root)
+	pv := provision(t, p, request("data", ""))
+	mustWrite(t, filepath.Join(pv.Spec.Local.Path, "sub/file"))
+	pod := filepath.Join(t.TempDir(), "pod-volume")
+	if err := os.Mkdir(pod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(filepath.Join(pv.Spec.Local.Path, "sub"), pod, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(pod, unix.MNT_DETACH) })
+	before := listTree(t, root)
+	for name, call := range map[string]func(context.Context, *v1.PersistentVolume) error{
+		"MoveAside": p.MoveAside, "Restore": p.Restore, "Delete": p.Delete,
+	} {
+		if err := call(t.Context(), pv); !errors.Is(err, provisioner.ErrInUse) || !strings.Contains(err.Error(), pod) {
+			t.Errorf("%s of a volume a pod has mounted = %v, want ErrInUse naming %s", name, err, pod)
+		}
+	}
+	if after := listTree(t, root); after != before {
+		t.Errorf("a refused call changed the root:\nbefore %s\nafter  %s", before, after)
+	}
 }

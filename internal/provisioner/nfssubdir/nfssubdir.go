@@ -139,7 +139,7 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 }
 
 // Delete implements provisioner.Provisioner: it archives or removes the
-// subdirectory pv records, after checking that pv is one this provisioner
+// subdirectory pv records, aside or in place, after checking that pv is one this provisioner
 // made and points exactly there.
 func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
 	t, err := parseTarget(pv)
@@ -153,8 +153,14 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	}
 	log := p.log.With(zap.String("pv", pv.Name), zap.String("export", t.export.String()), zap.String("path", t.rel))
+	aside := storagedir.AsideRel(t.rel, pv.Name)
+	if err := p.bounded(ctx, func(ctx context.Context) error { return storagedir.NotMounted(ctx, base, t.rel, aside) }); err != nil {
+		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+	}
 	if !t.archive {
-		err := p.bounded(ctx, func(ctx context.Context) error { return storagedir.Remove(ctx, p.mounter, base, t.rel) })
+		err := p.bounded(ctx, func(ctx context.Context) error {
+			return errors.Join(storagedir.Remove(ctx, p.mounter, base, aside), storagedir.Remove(ctx, p.mounter, base, t.rel))
+		})
 		if err != nil {
 			return fmt.Errorf("PersistentVolume %s: remove %q in export %s: %w", pv.Name, t.rel, t.export, err)
 		}
@@ -164,7 +170,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	var to string
 	err = p.bounded(ctx, func(context.Context) error {
 		var err error
-		to, err = storagedir.Archive(base, t.rel)
+		to, err = storagedir.ArchiveVolume(base, t.rel, aside)
 		return err
 	})
 	switch {

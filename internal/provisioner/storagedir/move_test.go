@@ -85,7 +85,7 @@ func TestArchiveAsNamesTheArchiveAfterTheVolume(t *testing.T) {
 	mustMkdir(t, filepath.Join(base, ".aside"))
 	mustWrite(t, filepath.Join(base, ".aside/f"))
 	mustMkdir(t, filepath.Join(base, "archived-vol")) // an older archive stays
-	for i := range 2 { // the second finds what the first made
+	for i := range 2 {                                // the second finds what the first made
 		got, err := ArchiveAs(base, ".aside", "vol")
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -99,5 +99,67 @@ func TestArchiveAsNamesTheArchiveAfterTheVolume(t *testing.T) {
 	}
 	if _, err := ArchiveAs(base, ".aside", "a/b"); err == nil {
 		t.Error("ArchiveAs with a path for a name succeeded")
+	}
+}
+
+func TestMoveAsideAndRestore(t *testing.T) {
+	base := t.TempDir()
+	rel := "ns/vol-pvc-1"
+	aside := AsideRel(rel, "pvc-1")
+	if aside != "ns/.pending-delete-pvc-1" {
+		t.Fatalf("AsideRel = %s", aside)
+	}
+	dir, err := Create(base, rel, 0o777)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(dir, "f"))
+	for i := range 2 { // the second finds it done
+		if err := MoveAside(base, rel, aside); err != nil {
+			t.Fatalf("MoveAside %d: %v", i, err)
+		}
+	}
+	if exists(dir) || !exists(filepath.Join(base, aside, "f")) {
+		t.Fatal("not moved aside")
+	}
+	for i := range 2 {
+		if err := Restore(base, rel, aside); err != nil {
+			t.Fatalf("Restore %d: %v", i, err)
+		}
+	}
+	if !exists(filepath.Join(dir, "f")) || exists(filepath.Join(base, aside)) {
+		t.Fatal("not restored")
+	}
+	mustMkdir(t, filepath.Join(base, aside))
+	if err := MoveAside(base, rel, aside); err == nil || !strings.Contains(err.Error(), "both exist") {
+		t.Errorf("MoveAside with both there = %v, want a refusal", err)
+	}
+	if err := Restore(base, rel, aside); err == nil || !strings.Contains(err.Error(), "both exist") {
+		t.Errorf("Restore with both there = %v, want a refusal", err)
+	}
+	if err := MoveAside(base, "ns/other", AsideRel("ns/other", "pvc-2")); !errors.Is(err, ErrGone) {
+		t.Errorf("MoveAside of nothing = %v, want ErrGone", err)
+	}
+	if err := MoveAside(filepath.Join(base, "unmounted"), rel, aside); err == nil || errors.Is(err, ErrGone) {
+		t.Errorf("MoveAside below a missing base = %v, want an error other than ErrGone", err)
+	}
+}
+
+func TestNotMounted(t *testing.T) {
+	needRoot(t)
+	base := t.TempDir()
+	mustMkdir(t, filepath.Join(base, "vol/sub"))
+	if err := NotMounted(t.Context(), base, "vol", ".aside-missing"); err != nil {
+		t.Fatalf("NotMounted of an unmounted tree = %v", err)
+	}
+	target := filepath.Join(t.TempDir(), "pod")
+	mustMkdir(t, target)
+	if err := unix.Mount(filepath.Join(base, "vol/sub"), target, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+	err := NotMounted(t.Context(), base, "vol")
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), target) {
+		t.Errorf("NotMounted with a bind mount of a subdirectory = %v, want ErrInUse naming %s", err, target)
 	}
 }
