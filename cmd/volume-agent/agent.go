@@ -63,7 +63,12 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	}
 	a := &agent{others: map[string]runner{}}
 	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify() })
-	a.actual = asw.New(func() { a.server.Notify() })
+	a.actual = asw.New(func() {
+		a.server.Notify()
+		if a.binder != nil {
+			a.binder.NotifyActual()
+		}
+	})
 	notify := func() { a.populator.Notify() }
 	provs, err := newProvisioners(o, root, mounter, log)
 	if err != nil {
@@ -85,7 +90,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, worlds.VolumesByState, metrics.Sources(a.sources), metrics.Uncertain(a.actual))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
-		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: notify,
+		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
 		CheckPeriod: o.checkPeriod})
 	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
 		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling})
@@ -107,7 +112,7 @@ func (a *agent) addSources(o options, root string, log *zap.Logger, c *cluster, 
 			return err
 		}
 		b, err = binder.New(binder.Config{Inner: src, StatePath: filepath.Join(root, "claims.json"), NodeName: o.nodeName, Logger: log, OnChange: notify,
-			Provisioners: provs.forBinder()})
+			Provisioners: provs.forBinder(), ReclaimDelay: o.reclaimDelay, InUse: a.inUse})
 		if err != nil {
 			return err
 		}
@@ -135,6 +140,22 @@ func (a *agent) run(ctx context.Context) error {
 	g.Go(func() error { return named("reconciler", a.reconciler.Run(ctx)) })
 	g.Go(func() error { return named("status endpoint", a.server.Run(ctx)) })
 	return g.Wait()
+}
+
+// inUse reports whether a pod on this node has the PersistentVolume pv set
+// up (claim volumes are named after their PV), or whether that is not known
+// yet: before the actual state is rebuilt from disk at start.
+func (a *agent) inUse(pv string) bool {
+	return !a.reconciler.Recovered() || a.actual.HasVolume(pv)
+}
+
+// recovered is called once the actual state is rebuilt: the populator
+// looks again, and so does the binder if it waits to know what is in use.
+func (a *agent) recovered() {
+	a.populator.Notify()
+	if a.binder != nil {
+		a.binder.NotifyActual()
+	}
 }
 
 func (a *agent) healthy() error {

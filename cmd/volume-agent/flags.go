@@ -34,6 +34,9 @@ type options struct {
 	provisioners  []string
 	localPathRoot string
 	leaseNS       string
+	// reclaimDelay is how long released storage stays restorable before it
+	// is deleted (--reclaim-delay).
+	reclaimDelay time.Duration
 }
 
 // The names --provisioners takes.
@@ -76,6 +79,7 @@ func parseFlags(args []string) (options, error) {
 	provs := fs.String("provisioners", "", "dynamic provisioners to run, comma-separated: "+provLocal+" (StorageClass provisioner volume-agent.io/local: a directory under --local-path-root per claim, WaitForFirstConsumer) and "+provNFSSubdir+" (volume-agent.io/nfs-subdir: a subdirectory of an NFS export per claim; in cluster mode one agent serves it, by leader election); default none")
 	fs.StringVar(&o.localPathRoot, "local-path-root", "/var/lib/volume-agent-local", "directory on this node holding the volumes the local provisioner makes, one subdirectory per claim; keep it outside --root-dir (the agent's state and pod mounts, which it removes from) and on the disk meant for data")
 	fs.StringVar(&o.leaseNS, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the Lease the nfs-subdir provisioner's leader holds (default $POD_NAMESPACE, else \"default\")")
+	fs.DurationVar(&o.reclaimDelay, "reclaim-delay", 10*time.Minute, "how long the storage of a released claim with reclaim policy Delete is kept aside, restorable, before it is deleted for good (from manifests: the same claim added back within it gets its data back; in a cluster: set the PersistentVolume's reclaim policy to Retain); 0s deletes as soon as nothing uses it")
 	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server (at least 1)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server (at least 1)")
 	if err := fs.Parse(args); err != nil {
@@ -118,6 +122,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--metrics-addr %s is --status-addr: give another address, or leave it empty (the status endpoint serves /metrics too)", o.metricsAddr)
 	case o.rootDir == "":
 		return errors.New("--root-dir must not be empty")
+	case o.reclaimDelay < 0:
+		return fmt.Errorf("--reclaim-delay %v: want 0s or more", o.reclaimDelay)
 	case o.checkPeriod < time.Second:
 		return fmt.Errorf("--volume-check-period %v: want at least 1s", o.checkPeriod)
 	}

@@ -36,6 +36,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "a sibling with a common prefix is fine", args: []string{"--manifests", "/m", "--provisioners", "local", "--local-path-root", "/r-data"}},
 		{name: "metrics on the status address", args: []string{"--manifests", "/m", "--metrics-addr", "127.0.0.1:9810"}, wantErr: "--metrics-addr 127.0.0.1:9810 is --status-addr"},
 		{name: "metrics on another address", args: []string{"--manifests", "/m", "--metrics-addr", "0.0.0.0:9811"}},
+		{name: "negative reclaim delay", args: []string{"--manifests", "/m", "--reclaim-delay", "-1s"}, wantErr: "--reclaim-delay -1s"},
+		{name: "no reclaim delay", args: []string{"--manifests", "/m", "--reclaim-delay", "0s"}},
 		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

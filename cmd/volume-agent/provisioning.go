@@ -28,6 +28,9 @@ type provisioners struct {
 	pause time.Duration
 	// leaseNS and identity are for the nfs-subdir provisioner's Lease.
 	leaseNS, identity string
+	// rootLock holds the local path root for this agent alone while it
+	// is open: for the life of the process.
+	rootLock *os.File
 }
 
 // newProvisioners builds the provisioners --provisioners names.
@@ -41,11 +44,18 @@ func newProvisioners(o options, root string, mounter mount.Mounter, log *zap.Log
 		p.pause = d
 	}
 	if o.provisioner(provLocal) {
-		root, err := resolveLocalPathRoot(o.localPathRoot)
+		localRoot, err := resolveLocalPathRoot(o.localPathRoot)
 		if err != nil {
 			return nil, err
 		}
-		l, err := local.New(local.Config{Root: root, NodeName: o.nodeName, Mounter: mounter, Logger: log})
+		if within(localRoot, root) || within(root, localRoot) {
+			return nil, fmt.Errorf("--local-path-root %s and --root-dir %s must not contain each other (resolved: %s and %s): "+
+				"the agent removes what it set up under --root-dir, and provisioned data must outlive it", o.localPathRoot, o.rootDir, localRoot, root)
+		}
+		if p.rootLock, err = lockRoot(localRoot, log); err != nil {
+			return nil, err
+		}
+		l, err := local.New(local.Config{Root: localRoot, NodeName: o.nodeName, Mounter: mounter, Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -127,12 +137,13 @@ func (l leadingNFS) close() {
 	}
 }
 
-// resolveLocalPathRoot creates --local-path-root when it is missing (0711:
-// the claims' directory names are not for other users to list) and
-// resolves its symlinks once, as the root dir's are: the local
-// provisioner works below a path without symlinks, and its PVs record it.
+// resolveLocalPathRoot creates --local-path-root when it is missing (0700:
+// the volumes are for root and the pods' own mounts only) and resolves its
+// symlinks once, as the root dir's are: the local provisioner works below a
+// path without symlinks, its PVs record it, and whether it is inside
+// --root-dir is decided on resolved paths.
 func resolveLocalPathRoot(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o711); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("--local-path-root: %w", err)
 	}
 	resolved, err := filepath.EvalSymlinks(dir)

@@ -183,6 +183,20 @@ func (w *World) Volumes() []Volume {
 	return out
 }
 
+// HasVolume reports whether any pod has a volume named name set up, in
+// any state: for a claim's PersistentVolume, whose volumes are named after
+// it, whether some pod on this node still has it.
+func (w *World) HasVolume(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.pods {
+		if _, ok := p.find(name); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // PodVolumes returns a snapshot of the volumes of one pod, sorted by name,
 // and the pod's Generation at that moment.
 func (w *World) PodVolumes(uid types.UID) ([]Volume, uint64) {

@@ -276,3 +276,20 @@ func TestGenerationFollowsTheSetOfVolumes(t *testing.T) {
 		t.Fatalf("PodVolumes = %+v, %d", vols, gen)
 	}
 }
+
+func TestHasVolume(t *testing.T) {
+	w := New(nil)
+	if w.HasVolume("pv-a") {
+		t.Fatal("an empty world has pv-a")
+	}
+	w.Set(Volume{PodUID: "p1", Name: "pv-a", Plugin: "kubernetes.io/local-volume", State: Uncertain})
+	w.Set(Volume{PodUID: "p2", Name: "pv-a", Plugin: "kubernetes.io/local-volume", State: Mounted})
+	w.Delete(dsw.Key{PodUID: "p1", Volume: "pv-a"})
+	if !w.HasVolume("pv-a") || w.HasVolume("pv-b") {
+		t.Errorf("HasVolume: want pv-a (pod p2) and not pv-b")
+	}
+	w.Delete(dsw.Key{PodUID: "p2", Volume: "pv-a"})
+	if w.HasVolume("pv-a") {
+		t.Error("pv-a torn down everywhere, still reported")
+	}
+}

@@ -31,29 +31,45 @@
 // Invariants:
 //
 //   - A binding is never moved to another PersistentVolume. Once recorded, a
-//     claim keeps its PV until the claim leaves the source (Released); a
-//     claim whose PV vanished is Lost and keeps its record; a smaller PV that
-//     appears later, a restart, or an edit of the claim changes nothing. A
-//     state file that exists but cannot be read stops the constructor: the
-//     binder never guesses bindings again from scratch behind the user's back.
+//     claim keeps its PV until the claim is released; a claim whose PV
+//     vanished is Lost and keeps its record; a smaller PV that appears
+//     later, a restart, or an edit of the claim changes nothing. A state
+//     file that exists but cannot be read stops the constructor: the
+//     binder never guesses bindings again from scratch behind the user's
+//     back.
+//   - Absence is not deletion. A claim is released only when the binding
+//     loop saw it in the synced source since the agent started, then saw
+//     it missing for the settle time while the source listed something
+//     (a source that lists no pods, claims, PersistentVolumes or StorageClasses releases nothing), no pod that is not terminated
+//     names it (pvc-protection), and no pod on this node has its
+//     PersistentVolume set up (Config.InUse, from the actual state). A
+//     claim missing at start stays Bound. A Released static
+//     PersistentVolume's binding is forgotten only once the PV was seen
+//     missing for the reclaim delay; until then only the claim that
+//     released it gets it back.
 //   - Nothing is bound while the inner source is not synced: the right
 //     PersistentVolume may be in a file that has not parsed yet.
 //   - Nothing is exposed as bound that is not on disk: a binding is written
 //     (atomically and durably) before any view shows it; a provisioned
 //     PersistentVolume is written with it, before any view shows the PV.
 //   - A claim is provisioned only when the inner source is synced, its class
-//     exists there and names a provisioner the binder runs: a class not
-//     known yet, or missing, makes the claim wait; it never falls back to
-//     another class or to another PersistentVolume while a provisioning for
-//     it runs. A provisioning that crashed before it was recorded is done
-//     again under the same name, so the provisioner finds what it made.
+//     exists there and names a provisioner the binder runs, and it neither
+//     names a PersistentVolume (spec.volumeName) nor has a selector: a
+//     class not known yet, or missing, makes the claim wait; it never falls
+//     back to another class or to another PersistentVolume while a
+//     provisioning for it runs. A provisioning that crashed before it was
+//     recorded is done again under the same name, so the provisioner finds
+//     what it made.
 //   - No data is ever deleted but the storage the binder provisioned, once
-//     released, with reclaim policy Delete (as recorded when provisioned):
-//     once its claim has left the synced source and no pod that is not
-//     terminated names the claim, the provisioner's Delete runs, and only
-//     after it succeeded is the record dropped. A deletion once attempted
-//     is finished, and that PersistentVolume is never bound again. Every
-//     other PersistentVolume is retained, whatever its
+//     released, with reclaim policy Delete (as recorded when provisioned),
+//     and never before the reclaim delay: package reclaim takes it from
+//     in place to aside (restorable: the same claim back gets it back) to
+//     deleting, each step recorded in the state file before the
+//     provisioner is asked to act, nothing moved or deleted while a pod on
+//     this node has it set up, and the record dropped only after the
+//     deletion succeeded. A deletion once begun is finished, whatever
+//     restarts, and that PersistentVolume is never bound again. Every other
+//     PersistentVolume is retained, whatever its
 //     persistentVolumeReclaimPolicy says, and a Released PersistentVolume
 //     is never given to another claim: only the claim that released it
 //     (same namespace, name and UID) gets it back.

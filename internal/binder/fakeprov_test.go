@@ -60,7 +60,7 @@ func (p *fakeProvisioner) MoveAside(ctx context.Context, pv *v1.PersistentVolume
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asides = append(p.asides, pv.Name)
-	return p.deleteErr
+	return nil
 }
 
 func (p *fakeProvisioner) Restore(ctx context.Context, pv *v1.PersistentVolume) error {
@@ -68,6 +68,13 @@ func (p *fakeProvisioner) Restore(ctx context.Context, pv *v1.PersistentVolume) 
 	defer p.mu.Unlock()
 	p.restores = append(p.restores, pv.Name)
 	return p.restoreErr
+}
+
+// moved returns the PV names of the MoveAside calls so far.
+func (p *fakeProvisioner) moved() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.asides)
 }
 
 // fail sets the errors of the next calls (nil: they succeed).
@@ -118,3 +125,5 @@ func provisionedPV(claim *v1.PersistentVolumeClaim, class *storagev1.StorageClas
 	vol, _ := (&fakeProvisioner{}).Provision(context.Background(), req)
 	return provisioner.NewPV(req, testProvisioner, vol)
 }
+
+var errPartlyDeleted = errors.New("operation not permitted (an immutable file)")

@@ -23,6 +23,10 @@ import (
 // within is how long a test waits for a pass.
 const within = 2 * time.Second
 
+// testSettle is how long the tests' binders wait before a claim removed
+// counts.
+const testSettle = 20 * time.Millisecond
+
 // fakeInner is an inner source whose state the test sets.
 type fakeInner struct {
 	mu     sync.Mutex
@@ -174,7 +178,7 @@ func startWith(t *testing.T, inner *fakeInner, path string, provs []provisioner.
 	core, logs := observer.New(zapcore.DebugLevel)
 	h := &harness{t: t, inner: inner, path: path, changes: make(chan struct{}, 1), logs: logs}
 	b, err := New(Config{Inner: inner, StatePath: path, NodeName: "node-1", Logger: zap.New(core), OnChange: h.notify,
-		Provisioners: provs})
+		Provisioners: provs, Settle: testSettle})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func TestProvisionsManifestClaims(t *testing.T) {
 			t.Fatalf("not bound within %v: %+v", within, b.Claims())
 		}
 	}
-	want, _ := pvNameFor(newClaim("data", "1Gi"))
+	want, _ := pvNameFor(newClaim("data", "1Gi"), "node-1")
 	c, err := b.Objects().PersistentVolumeClaim("default", "data")
 	if err != nil || c.Spec.VolumeName != want {
 		t.Fatalf("claim %+v, %v; want Bound to %s", c, err, want)

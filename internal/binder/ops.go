@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
 
 // opTimeout bounds one Provision or Delete call: storage that hangs blocks
@@ -44,7 +45,7 @@ type backoff struct {
 // opResult is the outcome of one call.
 type opResult struct {
 	pv   string
-	what string // "provision" or "delete", for logs
+	what string // "provision", or a reclaim.Action
 	// made is the PersistentVolume of a successful Provision.
 	made *v1.PersistentVolume
 	err  error
@@ -61,8 +62,8 @@ func newOperations(provs []provisioner.Provisioner, log *zap.Logger) *operations
 		timeout:      opTimeout,
 		log:          log,
 		done:         make(chan opResult),
-		st: opsState{running: map[string]bool{}, made: map[string]*v1.PersistentVolume{},
-			deleted: map[string]bool{}, failed: map[string]string{}},
+		st: opsState{running: map[string]bool{}, made: map[string]*v1.PersistentVolume{}, asided: map[string]bool{},
+			restored: map[string]bool{}, deleted: map[string]bool{}, failed: map[string]string{}},
 		backoff: map[string]backoff{},
 	}
 }
@@ -77,12 +78,23 @@ func (ops *operations) names() map[string]bool {
 }
 
 // recorded forgets the results recs now hold: provisioned PersistentVolumes
-// recorded, deleted ones whose record is dropped. It is called once recs
-// are on disk.
+// recorded, restored ones Bound again, deleted ones whose record is
+// dropped, and storage put aside whose record is no longer in step Aside.
+// It is called once recs are on disk.
 func (ops *operations) recorded(recs records) {
 	for name := range ops.st.made {
 		if recs.provisioned(name) != nil {
 			delete(ops.st.made, name)
+		}
+	}
+	for name := range ops.st.restored {
+		if r, ok := recs[name]; !ok || r.Phase == PhaseBound {
+			delete(ops.st.restored, name)
+		}
+	}
+	for name := range ops.st.asided {
+		if r, ok := recs[name]; !ok || r.Reclaim.Step != reclaim.Aside {
+			delete(ops.st.asided, name)
 		}
 	}
 	for name := range ops.st.deleted {
@@ -109,12 +121,12 @@ func (ops *operations) start(ctx context.Context, o outcome) {
 			return provisioner.NewPV(p.req, prov.Name(), vol), nil
 		})
 	}
-	for _, d := range o.deletes {
-		wanted[d.pv.Name] = true
-		prov := ops.provisioners[d.provisioner]
-		ops.launch(ctx, d.pv.Name, "delete", func(ctx context.Context) (*v1.PersistentVolume, error) {
-			if err := prov.Delete(ctx, d.pv); err != nil {
-				return nil, fmt.Errorf("delete the storage of PersistentVolume %q with %s: %w", d.pv.Name, d.provisioner, err)
+	for _, op := range o.storage {
+		wanted[op.pv.Name] = true
+		call := storageCall(ops.provisioners[op.provisioner], op.action)
+		ops.launch(ctx, op.pv.Name, string(op.action), func(ctx context.Context) (*v1.PersistentVolume, error) {
+			if err := call(ctx, op.pv); err != nil {
+				return nil, fmt.Errorf("%s the storage of PersistentVolume %q with %s: %w", op.action, op.pv.Name, op.provisioner, err)
 			}
 			return nil, nil
 		})
@@ -126,6 +138,17 @@ func (ops *operations) start(ctx context.Context, o outcome) {
 		}
 	}
 	ops.arm(wanted)
+}
+
+// storageCall is the provisioner's method for action.
+func storageCall(p provisioner.Provisioner, action reclaim.Action) func(context.Context, *v1.PersistentVolume) error {
+	switch action {
+	case reclaim.MoveAside:
+		return p.MoveAside
+	case reclaim.Restore:
+		return p.Restore
+	}
+	return p.Delete
 }
 
 // launch runs call for PV name on a goroutine, unless one is running or
@@ -163,11 +186,18 @@ func (ops *operations) finish(res opResult) {
 	}
 	delete(ops.st.failed, res.pv)
 	delete(ops.backoff, res.pv)
-	if res.made != nil {
+	switch res.what {
+	case "provision":
 		ops.st.made[res.pv] = res.made
-		return
+	case string(reclaim.MoveAside):
+		ops.st.asided[res.pv] = true
+		delete(ops.st.restored, res.pv)
+	case string(reclaim.Restore):
+		ops.st.restored[res.pv] = true
+		delete(ops.st.asided, res.pv)
+	default:
+		ops.st.deleted[res.pv] = true
 	}
-	ops.st.deleted[res.pv] = true
 }
 
 // arm sets the timer to the earliest backoff expiry among the wanted calls

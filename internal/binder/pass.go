@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"go.uber.org/zap"
 	storagev1 "k8s.io/api/storage/v1"
@@ -29,9 +30,17 @@ func (s *Source) pass(ctx context.Context) bool {
 		classes:      classesByName(s.inner.StorageClasses()),
 		provisioners: s.ops.names(),
 		ops:          s.ops.st,
+		now:          time.Now(),
+		settle:       s.settle,
+		delay:        s.delay,
+		inUse:        s.inUse,
 	}
+	s.obs = observe(s.obs, w, prev.recs)
+	w.obs = s.obs
 	o := plan(w, prev.recs)
-	next := &state{recs: prev.recs, pending: o.pending, synced: true}
+	s.due = o.due
+	s.waitsOnUse.Store(o.waitsOnUse)
+	next := &state{recs: prev.recs, pending: o.pending, held: o.held, synced: true}
 	recorded := true
 	if !maps.Equal(o.recs, prev.recs) {
 		if err := s.store.save(o.recs); err != nil {

@@ -1,7 +1,9 @@
 package binder
 
 import (
+	"fmt"
 	"maps"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -9,7 +11,8 @@ import (
 	"github.com/volume-agent/volume-agent/internal/source"
 )
 
-// world is the inner source at one moment, as one pass sees it.
+// world is the inner source at one moment, as one pass sees it, with what
+// the driver knows besides.
 type world struct {
 	pods []*v1.Pod
 	// claims are sorted by namespace and name, so passes are deterministic.
@@ -21,9 +24,32 @@ type world struct {
 	classes map[string]*storagev1.StorageClass
 	// provisioners are the names of the provisioners the binder runs.
 	provisioners map[string]bool
-	// ops is what the driver's provisioning operations report.
+	// ops is what the driver's storage operations report.
 	ops opsState
+
+	now time.Time
+	// settle is how long a claim must stay removed before it is released.
+	settle time.Duration
+	// delay is the reclaim delay: how long released storage stays aside
+	// before it is deleted, and how long a released static
+	// PersistentVolume must stay removed before its binding is forgotten.
+	delay time.Duration
+	// obs is what the driver saw of the source since start (observe).
+	obs observations
+	// inUse reports whether a pod on this node has the named
+	// PersistentVolume set up, or whether that is not known yet; nil: never.
+	inUse func(pv string) bool
 }
+
+func (w world) claimSet() map[claimKey]bool {
+	claims := make(map[claimKey]bool, len(w.claims))
+	for _, c := range w.claims {
+		claims[keyOf(c)] = true
+	}
+	return claims
+}
+
+func (w world) busy(pv string) bool { return w.inUse != nil && w.inUse(pv) }
 
 // event is a binding decision, logged once it is on disk.
 type event struct {
@@ -38,61 +64,120 @@ type outcome struct {
 	recs records
 	// pending says why a claim that a pod uses has no PersistentVolume.
 	pending map[claimKey]string
-	events  []event
-	// provisions and deletes are the operations the driver is to run once
+	// held says why a claim removed from the source, whose record is
+	// Bound, is not released yet.
+	held   map[claimKey]string
+	events []event
+	// provisions and storage are the operations the driver is to run once
 	// recs are on disk (it skips those running or backing off).
 	provisions []provisionOp
-	deletes    []deleteOp
+	storage    []storageOp
+	// due is the earliest time at which a pass would decide otherwise by
+	// the passing of time alone; zero when none.
+	due time.Time
+	// waitsOnUse is set when something waits for a PersistentVolume to be
+	// no longer set up for a pod.
+	waitsOnUse bool
 }
 
-// plan computes the records after one pass over w, in this order: records
-// whose claim or PersistentVolume left the source are released, bound again
-// or dropped; PersistentVolumes just provisioned are recorded; released
-// provisioned PersistentVolumes with reclaim policy Delete are deleted
-// (reclaim); then every claim used by a pod that is not terminated, and not
-// bound yet, is matched (WaitForFirstConsumer), or else provisioned. It
-// never changes the PersistentVolume of a Bound record. Pure: w and prev
-// are not modified; I/O is left to the driver as operations.
+// plan computes the records after one pass over w, in this order: Bound
+// records whose claim has been removed (and has stayed so) are released;
+// PersistentVolumes just provisioned are recorded; Released records are
+// bound again, restored, moved aside, deleted or dropped (reclaim); then
+// every claim used by a pod that is not terminated, and not bound yet, is
+// matched (WaitForFirstConsumer), or else provisioned. It never changes the
+// PersistentVolume of a Bound record. Pure: w and prev are not modified;
+// I/O is left to the driver as operations.
 func plan(w world, prev records) outcome {
-	o := outcome{recs: maps.Clone(prev), pending: map[claimKey]string{}}
-	o.settle(w)
+	o := outcome{recs: maps.Clone(prev), pending: map[claimKey]string{}, held: map[claimKey]string{}}
+	o.release(w)
 	o.recordMade(w)
-	o.reclaim(w)
+	o.settleReleased(w)
 	o.bindUsed(w)
 	return o
 }
 
-// settle applies what happened to the claims and PersistentVolumes of the
-// records. A Bound record whose PersistentVolume is gone stays (the claim
-// is Lost until it is back). A provisioned PersistentVolume lives in its
-// record and is never gone. A Released one whose storage is being deleted
-// is never bound again, even to the claim that released it.
-func (o *outcome) settle(w world) {
-	claims := make(map[claimKey]bool, len(w.claims))
-	for _, c := range w.claims {
-		claims[keyOf(c)] = true
-	}
-	pvs := make(map[string]bool, len(w.pvs))
-	for _, pv := range w.pvs {
-		pvs[pv.Name] = true
+// release releases every Bound record whose claim's removal counts
+// (removalPending), that no pod that is not terminated names (as
+// pvc-protection would keep the claim) and that no pod on this node has
+// set up. Until then the record stays Bound, and held says why.
+func (o *outcome) release(w world) {
+	claims := w.claimSet()
+	used := usedClaims(w.pods)
+	for _, c := range w.claims { // a pod names a claim of the same name but another UID: not this one
+		delete(used, keyOf(c).String())
 	}
 	for _, r := range o.recs.sorted() {
-		claimHere, pvHere := claims[r.claim()], pvs[r.PV] || r.Provisioned != nil
-		switch {
-		case !pvHere && !claimHere, !pvHere && r.Phase == PhaseReleased:
-			delete(o.recs, r.PV)
-			o.events = append(o.events, event{msg: "binding dropped: its PersistentVolume is gone", claim: r.claim(), pv: r.PV})
-		case r.Phase == PhaseBound && !claimHere:
-			o.set(r, PhaseReleased, "claim released: its PersistentVolume is retained for it")
-		case r.Phase == PhaseReleased && claimHere && !w.ops.deleting(r):
-			o.set(r, PhaseBound, "claim bound again to the PersistentVolume it released")
+		k := r.claim()
+		if r.Phase != PhaseBound || claims[k] {
+			continue
 		}
+		why := o.removalPending(w, k)
+		switch {
+		case why != "":
+		case used[k.String()]:
+			why = "a pod that is not terminated still names it"
+		case w.busy(r.PV):
+			why = fmt.Sprintf("PersistentVolume %q is still set up for a pod on this node", r.PV)
+			o.waitsOnUse = true
+		}
+		if why != "" {
+			o.held[k] = "removed from the manifests but not released: " + why
+			continue
+		}
+		r.ReleasedAt = w.now
+		o.set(r, PhaseReleased, "claim released")
+	}
+}
+
+// removalPending says why the removal of claim k does not count yet, or
+// "": it counts once the claim, seen since the agent started, has been
+// missing for the settle time while the source listed something.
+func (o *outcome) removalPending(w world, k claimKey) string {
+	switch {
+	case !w.obs.claimsSeen[k]:
+		return "it has not been in the manifests since the agent started, so its removal was not seen " +
+			"(add it back and delete it again to release it)"
+	case w.obs.emptied:
+		return "the manifests list no pods, claims, PersistentVolumes or StorageClasses at all, and an emptied directory never releases a claim"
+	}
+	since := w.obs.claimsGone[k]
+	if held := w.now.Sub(since); held < w.settle {
+		o.dueAt(since.Add(w.settle))
+		return fmt.Sprintf("removed %v ago, released once it has stayed removed for %v", held.Round(time.Millisecond), w.settle)
+	}
+	return ""
+}
+
+// pvRemoved reports whether the PersistentVolume name, seen since the
+// agent started, has been missing from the source for the reclaim delay.
+func (o *outcome) pvRemoved(w world, name string) bool {
+	since, gone := w.obs.pvsGone[name]
+	if !gone || !w.obs.pvsSeen[name] || w.obs.emptied {
+		return false
+	}
+	if w.now.Sub(since) < w.delay {
+		o.dueAt(since.Add(w.delay))
+		return false
+	}
+	return true
+}
+
+func (o *outcome) dueAt(t time.Time) {
+	if !t.IsZero() && (o.due.IsZero() || t.Before(o.due)) {
+		o.due = t
 	}
 }
 
 func (o *outcome) set(r record, phase Phase, msg string) {
 	r.Phase = phase
 	o.recs[r.PV] = r
+	o.events = append(o.events, event{msg: msg, claim: r.claim(), pv: r.PV})
+}
+
+// drop forgets r.
+func (o *outcome) drop(r record, msg string) {
+	delete(o.recs, r.PV)
 	o.events = append(o.events, event{msg: msg, claim: r.claim(), pv: r.PV})
 }
 

@@ -11,16 +11,23 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
 
-// opsState is what the driver's operations (provisioning and deleting
-// storage, one at a time per PersistentVolume name) report to a pass. Its
-// zero value reports nothing.
+// opsState is what the driver's operations (provisioning, moving aside,
+// restoring and deleting storage, one at a time per PersistentVolume name)
+// report to a pass. Its zero value reports nothing.
 type opsState struct {
 	// running holds the PV names with an operation in flight.
 	running map[string]bool
 	// made holds the PersistentVolumes provisioned and not recorded yet.
 	made map[string]*v1.PersistentVolume
+	// asided holds the PV names whose storage a MoveAside put aside since
+	// the agent started, while their record is in step Aside.
+	asided map[string]bool
+	// restored holds the PV names whose storage a Restore put back, until
+	// their record is Bound again.
+	restored map[string]bool
 	// deleted holds the PV names whose storage was deleted and whose
 	// record is not dropped yet.
 	deleted map[string]bool
@@ -29,21 +36,16 @@ type opsState struct {
 	failed map[string]string
 }
 
-// deleting reports whether the storage of r's PersistentVolume is being
-// deleted: a Delete is running, has succeeded, or has failed (perhaps half
-// done). Such a PersistentVolume is never given back to a claim.
-func (s opsState) deleting(r record) bool {
-	return r.deletable() && (s.running[r.PV] || s.deleted[r.PV] || s.failed[r.PV] != "")
-}
-
 // provisionOp asks the driver to call Provision of the named provisioner.
 type provisionOp struct {
 	provisioner string
 	req         provisioner.Request
 }
 
-// deleteOp asks the driver to call Delete of the named provisioner.
-type deleteOp struct {
+// storageOp asks the driver to move aside, restore or delete the storage
+// of pv with the named provisioner.
+type storageOp struct {
+	action      reclaim.Action
 	provisioner string
 	pv          *v1.PersistentVolume
 }
@@ -54,6 +56,14 @@ func (r record) deletable() bool {
 	return r.Provisioned != nil && r.Provisioned.Spec.PersistentVolumeReclaimPolicy == v1.PersistentVolumeReclaimDelete
 }
 
+// provisionedBy names the provisioner of a provisioned PersistentVolume.
+func (r record) provisionedBy() string {
+	if r.Provisioned == nil {
+		return ""
+	}
+	return r.Provisioned.Annotations[provisioner.AnnProvisionedBy]
+}
+
 // recordMade records every PersistentVolume just provisioned: Bound to its
 // claim when the claim is still in the source, else Released, so that its
 // storage is reclaimed like any other and nothing is left behind. The claim
@@ -61,10 +71,7 @@ func (r record) deletable() bool {
 // provision), but if it did, the PersistentVolume stays unrecorded rather
 // than give a claim two records.
 func (o *outcome) recordMade(w world) {
-	claims := make(map[claimKey]bool, len(w.claims))
-	for _, c := range w.claims {
-		claims[keyOf(c)] = true
-	}
+	claims := w.claimSet()
 	for _, name := range slices.Sorted(maps.Keys(w.ops.made)) {
 		pv := w.ops.made[name]
 		ref := pv.Spec.ClaimRef
@@ -75,47 +82,24 @@ func (o *outcome) recordMade(w world) {
 		r := record{Namespace: k.namespace, Name: k.name, UID: k.uid, PV: name, Phase: PhaseBound, Provisioned: pv}
 		msg := "claim bound to a provisioned PersistentVolume"
 		if !claims[k] {
-			r.Phase, msg = PhaseReleased, "provisioned PersistentVolume released: its claim left while it was provisioned"
+			r.Phase, r.ReleasedAt, msg = PhaseReleased, w.now, "provisioned PersistentVolume released: its claim left while it was provisioned"
 		}
 		o.recs[name] = r
 		o.events = append(o.events, event{msg: msg, claim: k, pv: name})
 	}
 }
 
-// reclaim deletes the storage of every Released provisioned PersistentVolume
-// with reclaim policy Delete that no pod that is not terminated still names
-// by its claim (as pvc-protection would keep the claim), and drops its
-// record once the deletion succeeded. A deletion once attempted is retried
-// until it succeeds, whoever names the claim by then: its storage may be
-// half gone. Retain keeps record and storage. A PersistentVolume whose
-// provisioner the agent does not run is kept.
-func (o *outcome) reclaim(w world) {
-	used := usedClaims(w.pods)
-	for _, r := range o.recs.sorted() {
-		if r.Phase != PhaseReleased || !r.deletable() {
-			continue
-		}
-		by := r.Provisioned.Annotations[provisioner.AnnProvisionedBy]
-		switch {
-		case w.ops.deleted[r.PV]:
-			delete(o.recs, r.PV)
-			o.events = append(o.events, event{msg: "storage of released PersistentVolume deleted; binding dropped", claim: r.claim(), pv: r.PV})
-		case w.ops.running[r.PV], used[r.Namespace+"/"+r.Name] && !w.ops.deleting(r), !w.provisioners[by]:
-		default:
-			o.deletes = append(o.deletes, deleteOp{provisioner: by, pv: r.Provisioned})
-		}
-	}
-}
-
 // waiting says why claim c, used and not bound, must wait before it is
-// matched: the PersistentVolume it released is being deleted, or a
-// PersistentVolume is being provisioned for it. "" when it need not.
+// matched: the PersistentVolume it released is being restored or deleted,
+// or a PersistentVolume is being provisioned for it. "" when it need not.
 func (o *outcome) waiting(w world, c *v1.PersistentVolumeClaim) string {
-	if r, ok := o.recs.of(keyOf(c)); ok { // settle binds again every other Released record of a claim here
-		return fmt.Sprintf("the PersistentVolume %q it released is being deleted (reclaim policy Delete); "+
-			"the claim is provisioned again once it is gone", r.PV)
+	if why := o.pending[keyOf(c)]; why != "" { // set by settleReleased
+		return why
 	}
-	if name, err := pvNameFor(c); err == nil && w.ops.running[name] {
+	if r, ok := o.recs.of(keyOf(c)); ok {
+		return fmt.Sprintf("the PersistentVolume %q it released is not given back yet", r.PV)
+	}
+	if name, err := pvNameFor(c, w.node.Name); err == nil && w.ops.running[name] {
 		return fmt.Sprintf("provisioning PersistentVolume %q", name)
 	}
 	return ""
@@ -128,8 +112,13 @@ func (o *outcome) waiting(w world, c *v1.PersistentVolumeClaim) string {
 // never falls back to another class.
 func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) string {
 	className := storagehelpers.GetPersistentVolumeClaimClass(c)
-	if className == "" {
+	switch {
+	case className == "":
 		return why
+	case c.Spec.VolumeName != "":
+		return why + "; a claim that names its PersistentVolume (spec.volumeName) is never provisioned: it waits for that PersistentVolume"
+	case c.Spec.Selector != nil:
+		return why + "; a claim with a selector is never provisioned (a provisioner cannot make a PersistentVolume match it): it waits for a PersistentVolume that matches"
 	}
 	class, ok := w.classes[className]
 	switch {
@@ -138,7 +127,7 @@ func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) st
 	case !w.provisioners[class.Provisioner]:
 		return fmt.Sprintf("%s; StorageClass %q names provisioner %q, which this agent does not run", why, className, class.Provisioner)
 	}
-	name, err := pvNameFor(c)
+	name, err := pvNameFor(c, w.node.Name)
 	if err != nil {
 		return err.Error()
 	}
@@ -154,11 +143,13 @@ func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) st
 // pvNameFor is the name of the PersistentVolume provisioned for c,
 // provisioner.PVName: pvc-<uid>, so that a retry after a crash finds the
 // same storage. A manifest claim without metadata.uid is known by its
-// namespace and name alone (see claimKey), so its UID is derived from them.
-// A UID that does not make a valid PersistentVolume name is an error.
-func pvNameFor(c *v1.PersistentVolumeClaim) (string, error) {
+// namespace and name alone (see claimKey), so its UID is derived from
+// them and from the node's name: agents of two nodes that share a storage
+// root never derive the same name for their claims of the same name. A UID
+// that does not make a valid PersistentVolume name is an error.
+func pvNameFor(c *v1.PersistentVolumeClaim, node string) (string, error) {
 	if c.UID == "" {
-		s := sha256.Sum256([]byte(c.Namespace + "/" + c.Name))
+		s := sha256.Sum256([]byte(node + "\x00" + c.Namespace + "/" + c.Name))
 		return fmt.Sprintf("pvc-%x-%x-%x-%x-%x", s[0:4], s[4:6], s[6:8], s[8:10], s[10:16]), nil
 	}
 	name := provisioner.PVName(c)

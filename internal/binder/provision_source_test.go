@@ -58,7 +58,7 @@ func TestProvisionsAClaim(t *testing.T) {
 	if pvs := h.b.PersistentVolumes(); len(pvs) != 1 || pvs[0].Name != "pvc-u1" || pvs[0].Status.Phase != v1.VolumeBound {
 		t.Errorf("PersistentVolumes() = %v", pvs)
 	}
-	if cs := h.claimStatus("data"); !slices.Equal(cs, []ClaimStatus{{Namespace: "default", Name: "data", Phase: PhaseBound, PV: "pvc-u1"}}) {
+	if cs := h.claimStatus("data"); !slices.Equal(cs, []ClaimStatus{{Namespace: "default", Name: "data", Phase: PhaseBound, PV: "pvc-u1", ReclaimPolicy: "Delete"}}) {
 		t.Errorf("Claims() = %+v", cs)
 	}
 	prov.mu.Lock()
@@ -166,8 +166,9 @@ func TestReleasedProvisionedPVIsDeleted(t *testing.T) {
 	h := startWith(t, provInner(), statePath(t), []provisioner.Provisioner{prov})
 	h.expect("bound", h.boundTo("data", "pvc-u1"))
 
-	h.update(func(f *fakeInner) { f.claims = nil }, "released", func() bool {
-		return h.pv("pvc-u1").Status.Phase == v1.VolumeReleased
+	h.update(func(f *fakeInner) { f.claims = nil }, "held while a pod names the claim", func() bool {
+		cs := h.claimStatus("data")
+		return len(cs) == 1 && strings.Contains(cs[0].Error, "a pod that is not terminated still names it")
 	})
 	// Another pass, and time for a Delete that should not run to show.
 	h.update(func(f *fakeInner) { f.pvs = []*v1.PersistentVolume{newPV("pv-x", "1Gi")} }, "another pass", func() bool {
@@ -175,12 +176,12 @@ func TestReleasedProvisionedPVIsDeleted(t *testing.T) {
 		return err == nil
 	})
 	time.Sleep(50 * time.Millisecond)
-	if _, deleted := prov.calls(); len(deleted) != 0 || h.pv("pvc-u1").Status.Phase != v1.VolumeReleased {
-		t.Errorf("deleted while pod web still names the claim: %v", deleted)
+	if _, deleted := prov.calls(); len(deleted) != 0 || h.pv("pvc-u1").Status.Phase != v1.VolumeBound {
+		t.Errorf("released or deleted while pod web still names the claim: %v", deleted)
 	}
 	h.update(func(f *fakeInner) { f.pods = nil }, "deleted and dropped", func() bool { return len(h.b.Claims()) == 0 })
-	if _, deleted := prov.calls(); !slices.Equal(deleted, []string{"pvc-u1"}) {
-		t.Errorf("Delete called for %v, want pvc-u1 once", deleted)
+	if _, deleted := prov.calls(); !slices.Equal(deleted, []string{"pvc-u1"}) || !slices.Equal(prov.moved(), []string{"pvc-u1"}) {
+		t.Errorf("Delete called for %v, MoveAside for %v; want pvc-u1 once each", deleted, prov.moved())
 	}
 	assertRecords(t, h.path, records{})
 	if _, err := h.b.Objects().PersistentVolume("pvc-u1"); !errors.Is(err, volume.ErrNotFound) {
@@ -195,7 +196,7 @@ func TestDeleteFailureKeepsTheRecord(t *testing.T) {
 	h := startWith(t, provInner(), statePath(t), []provisioner.Provisioner{prov}, fastRetry)
 	h.expect("bound", h.boundTo("data", "pvc-u1"))
 	prov.fail(nil, errors.New("device busy"))
-	h.inner.update(func(f *fakeInner) { f.claims, f.pods = nil, nil })
+	h.inner.update(func(f *fakeInner) { f.claims, f.pods = nil, []*v1.Pod{podUsing("other")} })
 	h.eventually("Delete retried", func() bool { _, deleted := prov.calls(); return len(deleted) >= 3 })
 	recs, err := newStore(h.path).load()
 	if err != nil || recs["pvc-u1"].Phase != PhaseReleased || recs.provisioned("pvc-u1") == nil {
@@ -216,7 +217,7 @@ func TestRetainedProvisionedPVIsKept(t *testing.T) {
 	h := startWith(t, provInner(classRetain), statePath(t), []provisioner.Provisioner{prov})
 	h.expect("bound", h.boundTo("data", "pvc-u1"))
 	claims := h.inner.PersistentVolumeClaims()
-	h.update(func(f *fakeInner) { f.claims, f.pods = nil, nil }, "released", func() bool {
+	h.update(func(f *fakeInner) { f.claims, f.pods = nil, []*v1.Pod{podUsing("other")} }, "released", func() bool {
 		return h.pv("pvc-u1").Status.Phase == v1.VolumeReleased
 	})
 	h.update(func(f *fakeInner) { f.claims, f.pods = claims, []*v1.Pod{podUsing("web", "data")} }, "bound again", h.boundTo("data", "pvc-u1"))

@@ -5,17 +5,21 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
 
 // provWorld is a world with the classes given, testProvisioner running, and
 // one pod ("web") using claim "data" when used is set.
 func provWorld(used bool, claims []*v1.PersistentVolumeClaim, pvs []*v1.PersistentVolume, classes ...*storagev1.StorageClass) world {
-	w := world{claims: claims, pvs: pvs, node: thisNode(nil, "node-1"),
-		classes: classesByName(classes), provisioners: map[string]bool{testProvisioner: true}}
+	w := planWorld(claims, pvs)
+	w.classes, w.provisioners = classesByName(classes), map[string]bool{testProvisioner: true}
 	if used {
 		w.pods = []*v1.Pod{podUsing("web", "data")}
 	}
@@ -61,9 +65,10 @@ func TestPlanProvisions(t *testing.T) {
 		{"made: recorded Bound with the PersistentVolume", withOps(provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil, fast),
 			opsState{made: map[string]*v1.PersistentVolume{"pvc-u1": made}}),
 			nil, "", records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseBound, Provisioned: made}}},
-		{"made, the claim gone meanwhile: recorded Released, then deleted", withOps(provWorld(false, nil, nil, fast),
+		{"made, the claim gone meanwhile: recorded Released, and moved aside", withOps(provWorld(false, nil, nil, fast),
 			opsState{made: map[string]*v1.PersistentVolume{"pvc-u1": made}}),
-			nil, "", records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseReleased, Provisioned: made}}},
+			nil, "", records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseReleased, Provisioned: made,
+				ReleasedAt: planNow, Reclaim: reclaim.State{Step: reclaim.Aside, DeleteAfter: planNow.Add(10 * time.Minute)}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,48 +101,80 @@ func TestPlanProvisions(t *testing.T) {
 func TestPlanReclaims(t *testing.T) {
 	claim := newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"))
 	deleteClass, retainClass := newClass("fast"), newClass("fast", classRetain)
-	released := func(class *storagev1.StorageClass) record {
-		return record{Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseReleased, Provisioned: provisionedPV(claim, class)}
+	released := func(class *storagev1.StorageClass, step reclaim.State) record {
+		return record{Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseReleased, ReleasedAt: planNow,
+			Provisioned: provisionedPV(claim, class), Reclaim: step}
 	}
-	bound := func(r record) record { r.Phase = PhaseBound; return r }
+	bound := func(r record) record {
+		r.Phase, r.ReleasedAt, r.Reclaim = PhaseBound, time.Time{}, reclaim.State{}
+		return r
+	}
+	inPlace := reclaim.State{}
+	aside := reclaim.State{Step: reclaim.Aside, DeleteAfter: planNow.Add(time.Minute)}
+	asideNew := reclaim.State{Step: reclaim.Aside, DeleteAfter: planNow.Add(10 * time.Minute)}
+	due := reclaim.State{Step: reclaim.Aside, DeleteAfter: planNow}
+	deleting := reclaim.State{Step: reclaim.Deleting}
+	back := []*v1.PersistentVolumeClaim{claim}
+	w := func(claims []*v1.PersistentVolumeClaim, s opsState) world {
+		w := planWorld(claims, nil)
+		w.classes, w.provisioners, w.ops = classesByName([]*storagev1.StorageClass{deleteClass}), map[string]bool{testProvisioner: true}, s
+		return w
+	}
+	none := opsState{}
+	moved := opsState{asided: map[string]bool{"pvc-u1": true}}
 	tests := []struct {
 		name    string
 		w       world
 		prev    record
-		deletes bool
+		action  reclaim.Action // on pvc-u1, "" for none
 		want    records
 		pending string // contained in claim data's pending reason
 	}{
-		{"Delete, no pod names the claim: deleted", provWorld(false, nil, nil), released(deleteClass), true,
-			records{"pvc-u1": released(deleteClass)}, ""},
-		{"Delete, a pod still names the claim: kept", provWorld(true, nil, nil), released(deleteClass), false,
-			records{"pvc-u1": released(deleteClass)}, ""},
-		{"Delete, bound: kept", provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil), bound(released(deleteClass)), false,
-			records{"pvc-u1": bound(released(deleteClass))}, ""},
-		{"Delete, the claim gone: released, and deleted", provWorld(false, nil, nil), bound(released(deleteClass)), true,
-			records{"pvc-u1": released(deleteClass)}, ""},
-		{"Retain: kept", provWorld(false, nil, nil), released(retainClass), false,
-			records{"pvc-u1": released(retainClass)}, ""},
-		{"Retain, the claim back: bound again", provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil), released(retainClass), false,
-			records{"pvc-u1": bound(released(retainClass))}, ""},
-		{"Delete, the claim back before any deletion: bound again", provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil),
-			released(deleteClass), false, records{"pvc-u1": bound(released(deleteClass))}, ""},
-		{"Delete, running: nothing more", withOps(provWorld(false, nil, nil), opsState{running: map[string]bool{"pvc-u1": true}}),
-			released(deleteClass), false, records{"pvc-u1": released(deleteClass)}, ""},
-		{"Delete, deleted: the record dropped", withOps(provWorld(false, nil, nil), opsState{deleted: map[string]bool{"pvc-u1": true}}),
-			released(deleteClass), false, records{}, ""},
-		{"Delete failed, the claim back and used: never bound again, deletion retried",
-			withOps(provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil, deleteClass), opsState{failed: map[string]string{"pvc-u1": "busy"}}),
-			released(deleteClass), true, records{"pvc-u1": released(deleteClass)}, `the PersistentVolume "pvc-u1" it released is being deleted`},
-		{"Delete, provisioner not run: kept", func() world { w := provWorld(false, nil, nil); w.provisioners = nil; return w }(),
-			released(deleteClass), false, records{"pvc-u1": released(deleteClass)}, ""},
+		{"Delete, released: moved aside until now+delay", w(nil, none), released(deleteClass, inPlace),
+			reclaim.MoveAside, records{"pvc-u1": released(deleteClass, asideNew)}, ""},
+		{"Delete, released, still set up for a pod: kept", func() world { w := w(nil, none); w.inUse = func(string) bool { return true }; return w }(),
+			released(deleteClass, inPlace), "", records{"pvc-u1": released(deleteClass, inPlace)}, ""},
+		{"Delete, released, the claim back: bound again", w(back, none), released(deleteClass, inPlace),
+			"", records{"pvc-u1": bound(released(deleteClass, inPlace))}, ""},
+		{"Delete, aside, not moved since start: moved again", w(nil, none), released(deleteClass, aside),
+			reclaim.MoveAside, records{"pvc-u1": released(deleteClass, aside)}, ""},
+		{"Delete, aside, not due: waits", w(nil, moved), released(deleteClass, aside),
+			"", records{"pvc-u1": released(deleteClass, aside)}, ""},
+		{"Delete, aside and due: deleting", w(nil, moved), released(deleteClass, due),
+			reclaim.Delete, records{"pvc-u1": released(deleteClass, deleting)}, ""},
+		{"Delete, aside, the claim back: restored", w(back, moved), released(deleteClass, due),
+			reclaim.Restore, records{"pvc-u1": released(deleteClass, due)}, `the PersistentVolume "pvc-u1" it released is being restored`},
+		{"Delete, aside, the claim back, restored: bound again", w(back, opsState{restored: map[string]bool{"pvc-u1": true}}),
+			released(deleteClass, aside), "", records{"pvc-u1": bound(released(deleteClass, aside))}, ""},
+		{"Delete, deleting, the claim back: never bound again, deletion finished", w(back, none), released(deleteClass, deleting),
+			reclaim.Delete, records{"pvc-u1": released(deleteClass, deleting)}, `the PersistentVolume "pvc-u1" it released is being deleted`},
+		{"Delete, deleted: the record dropped", w(nil, opsState{deleted: map[string]bool{"pvc-u1": true}}), released(deleteClass, deleting),
+			"", records{}, ""},
+		{"Delete, provisioner not run: kept", func() world { w := w(nil, none); w.provisioners = nil; return w }(),
+			released(deleteClass, inPlace), "", records{"pvc-u1": released(deleteClass, inPlace)}, ""},
+		{"Delete, aside, provisioner not run, the claim back: waits", func() world { w := w(back, none); w.provisioners = nil; return w }(),
+			released(deleteClass, aside), "", records{"pvc-u1": released(deleteClass, aside)}, "does not run its provisioner"},
+		{"Retain: kept", w(nil, none), released(retainClass, inPlace), "", records{"pvc-u1": released(retainClass, inPlace)}, ""},
+		{"Retain, the claim back: bound again", w(back, none), released(retainClass, inPlace),
+			"", records{"pvc-u1": bound(released(retainClass, inPlace))}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			tt.w.pods = []*v1.Pod{podUsing("web", "data")}
+			if len(tt.w.claims) == 0 {
+				tt.w.pods = nil
+			}
 			prev := records{tt.prev.PV: tt.prev}
 			o := plan(tt.w, prev)
-			if got := len(o.deletes) == 1 && o.deletes[0].pv.Name == "pvc-u1" && o.deletes[0].provisioner == testProvisioner; got != tt.deletes || len(o.deletes) > 1 {
-				t.Errorf("deletes %+v, want a deletion of pvc-u1: %v", o.deletes, tt.deletes)
+			var action reclaim.Action
+			for _, op := range o.storage {
+				if op.pv.Name != "pvc-u1" || op.provisioner != testProvisioner || action != "" {
+					t.Errorf("unexpected operation %+v", op)
+				}
+				action = op.action
+			}
+			if action != tt.action {
+				t.Errorf("action %q, want %q", action, tt.action)
 			}
 			if !equalRecords(o.recs, tt.want) {
 				t.Errorf("records %v, want %v", o.recs, tt.want)
@@ -155,16 +192,41 @@ func TestPlanReclaims(t *testing.T) {
 	}
 }
 
-// A manifest claim without metadata.uid gets a PersistentVolume name derived
-// from its namespace and name: the same at every pass and restart.
-func TestPVNameForClaimWithoutUID(t *testing.T) {
-	a, err := pvNameFor(newClaim("data", "1Gi"))
-	b, _ := pvNameFor(newClaim("data", "2Gi"))
-	c, _ := pvNameFor(newClaim("other", "1Gi"))
-	if err != nil || a != b || a == c || !strings.HasPrefix(a, "pvc-") || len(a) != len("pvc-")+36 {
-		t.Errorf("names %q, %q, %q, %v; want pvc-<uuid>, by namespace and name", a, b, c, err)
+// A claim that names its PersistentVolume, or has a selector, is never
+// provisioned: the PV controller waits for the named PV, and external
+// provisioners refuse selectors.
+func TestPlanNeverProvisionsNamedOrSelectingClaims(t *testing.T) {
+	fast := newClass("fast")
+	for name, claim := range map[string]*v1.PersistentVolumeClaim{
+		"spec.volumeName": newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"), func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-later" }),
+		"selector": newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"), func(c *v1.PersistentVolumeClaim) {
+			c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}
+		}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := plan(provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil, fast), records{})
+			if len(o.provisions) != 0 {
+				t.Errorf("provisions %+v, want none", o.provisions)
+			}
+			if why := o.pending[keyOf(claim)]; !strings.Contains(why, "never provisioned") {
+				t.Errorf("pending reason %q, want it to say why it is never provisioned", why)
+			}
+		})
 	}
-	if got, _ := pvNameFor(newClaim("data", "1Gi", claimUID("u1"))); got != "pvc-u1" {
+}
+
+// A manifest claim without metadata.uid gets a PersistentVolume name derived
+// from its namespace, its name and the node: the same at every pass and
+// restart, another on another node (which may share the storage root).
+func TestPVNameForClaimWithoutUID(t *testing.T) {
+	a, err := pvNameFor(newClaim("data", "1Gi"), "node-1")
+	b, _ := pvNameFor(newClaim("data", "2Gi"), "node-1")
+	c, _ := pvNameFor(newClaim("other", "1Gi"), "node-1")
+	d, _ := pvNameFor(newClaim("data", "1Gi"), "node-2")
+	if err != nil || a != b || a == c || a == d || !strings.HasPrefix(a, "pvc-") || len(a) != len("pvc-")+36 {
+		t.Errorf("names %q, %q, %q, %q, %v; want pvc-<uuid>, by node, namespace and name", a, b, c, d, err)
+	}
+	if got, _ := pvNameFor(newClaim("data", "1Gi", claimUID("u1")), "node-1"); got != "pvc-u1" {
 		t.Errorf("with a UID: %q, want pvc-u1", got)
 	}
 }

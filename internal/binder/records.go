@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
 
 // Phase is a claim's state as /v1/claims shows it.
@@ -35,6 +38,12 @@ type record struct {
 	// claim, named PV; nil for a PersistentVolume of the inner source. It is
 	// a read-only snapshot, shown by the views as if it were in the source.
 	Provisioned *v1.PersistentVolume `json:"provisioned,omitempty"`
+	// ReleasedAt is when a Released record's claim was released.
+	ReleasedAt time.Time `json:"releasedAt,omitzero"`
+	// Reclaim is where the storage of a Released record with reclaim
+	// policy Delete is in its lifecycle: in place, aside until a time, or
+	// being deleted (see package reclaim). Zero for every other record.
+	Reclaim reclaim.State `json:"reclaim,omitzero"`
 }
 
 func (r record) claim() claimKey {

@@ -23,6 +23,12 @@ import (
 	"github.com/volume-agent/volume-agent/internal/wakeup"
 )
 
+// DefaultSettle is Config.Settle's default: the manifest source's settle
+// time, for which content that drops an object must be unchanged before it
+// is believed. A config tool's `rm claim.yaml; cp new claim.yaml` is over
+// well within it.
+const DefaultSettle = 750 * time.Millisecond
+
 // After a failed write of the records, the loop tries again after
 // retryMin, doubling up to retryMax, until a write succeeds.
 const (
@@ -65,6 +71,22 @@ type Config struct {
 	// PersistentVolumes they made when the reclaim policy is Delete.
 	// Optional; nil provisions nothing. Names must be distinct.
 	Provisioners []provisioner.Provisioner
+	// ReclaimDelay (--reclaim-delay) is how long the storage of a released
+	// claim with reclaim policy Delete stays aside, restorable by the same
+	// claim coming back, before it is deleted; and how long a released
+	// static PersistentVolume must stay removed from the source before its
+	// binding is forgotten. Zero: as soon as the other rules allow.
+	ReclaimDelay time.Duration
+	// Settle is how long a claim must stay removed from the source before
+	// it is released; DefaultSettle when zero.
+	Settle time.Duration
+	// InUse reports whether a pod on this node has the named
+	// PersistentVolume set up (in the actual state, whatever its state),
+	// or whether that is not known yet (before the actual state is rebuilt
+	// at start). Nothing is released, moved or deleted while it says so;
+	// NotifyActual wakes the binder when it may have changed. Optional:
+	// nil reports nothing in use (for tests).
+	InUse func(pv string) bool
 	// OnChange is called after every pass that followed a Notify (the inner
 	// source's state, which the binder passes through, may have changed)
 	// and after a pass that changed bindings, errors or Status. It runs on
@@ -87,8 +109,17 @@ type Source struct {
 	retryMin time.Duration
 	// running prevents two concurrent calls of Run.
 	running atomic.Bool
-	// ops is owned by the binding loop.
+	settle  time.Duration
+	delay   time.Duration
+	inUse   func(pv string) bool
+	// ops, obs and due are owned by the binding loop: due is when a pass
+	// is due by the passing of time alone (zero: never).
 	ops *operations
+	obs observations
+	due time.Time
+	// waitsOnUse is set while a decision waits for a PersistentVolume to
+	// be torn down (see NotifyActual).
+	waitsOnUse atomic.Bool
 
 	mu sync.Mutex
 	st *state // guarded by mu; replaced, never modified
@@ -100,6 +131,8 @@ type state struct {
 	recs records
 	// pending says why a claim that a pod uses is not bound.
 	pending map[claimKey]string
+	// held says why a claim removed from the source is not released.
+	held map[claimKey]string
 	// lost holds the claims whose Bound record names a PersistentVolume
 	// that was gone at the last pass, with that PV's name, to log changes;
 	// views look the PV up at each call.
@@ -111,7 +144,7 @@ type state struct {
 }
 
 func (a *state) equal(b *state) bool {
-	return maps.Equal(a.recs, b.recs) && maps.Equal(a.pending, b.pending) && maps.Equal(a.lost, b.lost) &&
+	return maps.Equal(a.recs, b.recs) && maps.Equal(a.pending, b.pending) && maps.Equal(a.held, b.held) && maps.Equal(a.lost, b.lost) &&
 		a.writeErr == b.writeErr && a.synced == b.synced
 }
 
@@ -133,7 +166,14 @@ func New(cfg Config) (*Source, error) {
 		return nil, fmt.Errorf("binder: %w", err)
 	}
 	log := cfg.Logger.Named("binder")
+	settle := cfg.Settle
+	if settle <= 0 {
+		settle = DefaultSettle
+	}
 	return &Source{
+		settle:   settle,
+		delay:    cfg.ReclaimDelay,
+		inUse:    cfg.InUse,
 		inner:    cfg.Inner,
 		nodeName: cfg.NodeName,
 		store:    st,
@@ -156,6 +196,8 @@ func validateConfig(cfg Config) error {
 		return errors.New("binder: NodeName is required")
 	case cfg.Logger == nil:
 		return errors.New("binder: Logger is required")
+	case cfg.ReclaimDelay < 0:
+		return fmt.Errorf("binder: ReclaimDelay %v is negative", cfg.ReclaimDelay)
 	}
 	names := map[string]bool{}
 	for i, p := range cfg.Provisioners {
@@ -188,6 +230,15 @@ func (s *Source) Node() *v1.Node { return s.inner.Node() }
 // Notify asks the binding loop for a pass. The inner source's OnChange
 // must call it. It never blocks.
 func (s *Source) Notify() { s.wake.Notify() }
+
+// NotifyActual tells the binder that the actual state changed: a pass
+// follows when a decision waits for a volume to be torn down. It never
+// blocks, and costs nothing otherwise.
+func (s *Source) NotifyActual() {
+	if s.waitsOnUse.Load() {
+		s.wake.Notify()
+	}
+}
 
 // Stuck returns an error when a binding pass has been pending for longer
 // than limit (for /healthz).
@@ -225,18 +276,23 @@ func (s *Source) Run(ctx context.Context) error {
 
 // loop is the one goroutine that writes the records. It runs a pass at
 // start, after every Notify, after a failed write once its backoff
-// expires, when a provisioning operation ends, and when a failed one may
-// be retried; nothing else wakes it. It returns once the operations it
+// expires, when a storage operation ends, when a failed one may be
+// retried, and when a pass is due by the passing of time (a removal that
+// has held for the settle time, storage whose reclaim delay has passed);
+// nothing else wakes it. It returns once the operations it
 // started have returned.
 func (s *Source) loop(ctx context.Context) {
 	r := retry{min: s.retryMin}
 	defer r.stop()
 	defer s.ops.stop()
+	var due dueTimer
+	defer due.stop()
 	notified := false
 	for {
 		s.wake.Taken()
 		changed := s.pass(ctx)
 		r.update(s.current().writeErr != "")
+		due.arm(s.due)
 		if (changed || notified) && s.onChange != nil {
 			s.onChange()
 		}
@@ -246,6 +302,8 @@ func (s *Source) loop(ctx context.Context) {
 		case <-s.wake.C():
 			notified = true
 		case <-r.c():
+			notified = false
+		case <-due.c():
 			notified = false
 		case res := <-s.ops.done:
 			s.ops.finish(res)
@@ -305,5 +363,31 @@ func (r *retry) c() <-chan time.Time {
 func (r *retry) stop() {
 	if r.timer != nil {
 		r.timer.Stop()
+	}
+}
+
+// dueTimer fires at the time a pass is due by the passing of time alone.
+type dueTimer struct{ timer *time.Timer }
+
+// arm sets the timer to at, or disarms it when at is zero.
+func (d *dueTimer) arm(at time.Time) {
+	d.stop()
+	if !at.IsZero() {
+		d.timer = time.NewTimer(max(time.Until(at), 0))
+	}
+}
+
+// c fires when the pass is due; never when the timer is not armed.
+func (d *dueTimer) c() <-chan time.Time {
+	if d.timer == nil {
+		return nil
+	}
+	return d.timer.C
+}
+
+func (d *dueTimer) stop() {
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
 	}
 }

@@ -56,7 +56,7 @@ func TestBindsOnlyClaimsUsedByPods(t *testing.T) {
 	want := []ClaimStatus{
 		{Namespace: "default", Name: "done", Phase: PhasePending},
 		{Namespace: "default", Name: "idle", Phase: PhasePending},
-		{Namespace: "default", Name: "used", Phase: PhaseBound, PV: "pv-big"},
+		{Namespace: "default", Name: "used", Phase: PhaseBound, PV: "pv-big", ReclaimPolicy: "Retain"},
 	}
 	if got := h.b.Claims(); !slices.Equal(got, want) {
 		t.Errorf("Claims() = %+v, want %+v", got, want)
@@ -172,13 +172,16 @@ func TestReleaseAndBindAgain(t *testing.T) {
 
 	claims := inner.PersistentVolumeClaims()
 	h.update(func(f *fakeInner) { f.claims, f.pods = nil, nil }, "released", func() bool {
-		return slices.Equal(h.claimStatus("data"), []ClaimStatus{{Namespace: "default", Name: "data", Phase: PhaseReleased, PV: "pv-a"}})
+		return slices.Equal(h.claimStatus("data"), []ClaimStatus{{Namespace: "default", Name: "data", Phase: PhaseReleased, PV: "pv-a", ReclaimPolicy: "Retain"}})
 	})
 	pv := h.pv("pv-a")
 	if pv.Status.Phase != v1.VolumeReleased || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Name != "data" || pv.Spec.ClaimRef.UID != "u1" {
 		t.Errorf("pv-a once released: phase %s, claimRef %+v; want Released, still naming default/data (u1)", pv.Status.Phase, pv.Spec.ClaimRef)
 	}
-	assertRecords(t, h.path, records{"pv-a": {Namespace: "default", Name: "data", UID: "u1", PV: "pv-a", Phase: PhaseReleased}})
+	recs, err := newStore(h.path).load()
+	if r := recs["pv-a"]; err != nil || len(recs) != 1 || r.Phase != PhaseReleased || r.claim() != (claimKey{"default", "data", "u1"}) || r.ReleasedAt.IsZero() {
+		t.Errorf("state file: %v, %v; want pv-a Released by default/data (u1), with its time", recs, err)
+	}
 
 	h.update(func(f *fakeInner) {
 		f.pvs = append(f.pvs, newPV("pv-0", "1Gi"))
@@ -187,7 +190,7 @@ func TestReleaseAndBindAgain(t *testing.T) {
 	if h.pv("pv-a").Status.Phase != v1.VolumeBound {
 		t.Errorf("pv-a once bound again: %s", h.pv("pv-a").Status.Phase)
 	}
-	if h.logs.FilterMessage("claim released: its PersistentVolume is retained for it").Len() != 1 ||
+	if h.logs.FilterMessage("claim released").Len() != 1 ||
 		h.logs.FilterMessage("claim bound again to the PersistentVolume it released").Len() != 1 {
 		t.Errorf("release and rebinding not logged: %v", h.logs.All())
 	}
@@ -204,11 +207,11 @@ func TestNewClaimNeverGetsAReleasedPV(t *testing.T) {
 	h.expect("bound", h.boundTo("data", "pv-a"))
 
 	h.update(func(f *fakeInner) { f.claims = []*v1.PersistentVolumeClaim{newClaim("data", "1Gi", claimUID("u2"))} },
-		"the old claim released", func() bool { return len(h.claimStatus("data")) == 2 })
+		"the old claim released", func() bool { cs := h.claimStatus("data"); return len(cs) == 2 && cs[1].Phase == PhaseReleased })
 	want := []ClaimStatus{
 		{Namespace: "default", Name: "data", Phase: PhasePending,
 			Error: "no PersistentVolume fits claim default/data (1 checked: pv-a: released by default/data and retained for it)"},
-		{Namespace: "default", Name: "data", Phase: PhaseReleased, PV: "pv-a"},
+		{Namespace: "default", Name: "data", Phase: PhaseReleased, PV: "pv-a", ReclaimPolicy: "Retain"},
 	}
 	if got := h.claimStatus("data"); !slices.Equal(got, want) {
 		t.Errorf("Claims() = %+v, want %+v", got, want)

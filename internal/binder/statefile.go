@@ -7,15 +7,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
 
 // The versions of the state file's format. Version 2 adds records'
 // provisioned PersistentVolumes; it is written only when a record has one,
 // so that an agent from before provisioning refuses the file rather than
 // drop those PersistentVolumes, and leave their storage behind, unknowingly.
+// Version 3 adds the reclaim step of released storage; it is written only
+// when a record has one, so that an agent from before deferred deletion
+// refuses the file rather than take storage moved aside for gone, and
+// forget it.
 const (
 	stateVersion            = 1
 	stateVersionProvisioned = 2
+	stateVersionReclaim     = 3
 )
 
 // stateFile is the content of claims.json.
@@ -59,8 +66,11 @@ func (st store) load() (records, error) {
 func (st store) save(rs records) error {
 	version := stateVersion
 	for _, r := range rs {
-		if r.Provisioned != nil {
-			version = stateVersionProvisioned
+		switch {
+		case r.Reclaim != reclaim.State{}:
+			version = max(version, stateVersionReclaim)
+		case r.Provisioned != nil:
+			version = max(version, stateVersionProvisioned)
 		}
 	}
 	data, err := json.MarshalIndent(stateFile{Version: version, Bindings: rs.sorted()}, "", "  ")
@@ -96,9 +106,9 @@ func decode(data []byte) (records, error) {
 	switch {
 	case f.Version == 0:
 		return nil, errors.New("no version field")
-	case f.Version != stateVersion && f.Version != stateVersionProvisioned:
-		return nil, fmt.Errorf("version %d is not %d or %d (written by another version of the agent?)",
-			f.Version, stateVersion, stateVersionProvisioned)
+	case f.Version < stateVersion || f.Version > stateVersionReclaim:
+		return nil, fmt.Errorf("version %d is not %d to %d (written by another version of the agent?)",
+			f.Version, stateVersion, stateVersionReclaim)
 	}
 	return index(f.Bindings)
 }
@@ -116,6 +126,10 @@ func index(bindings []record) (records, error) {
 		case r.Provisioned != nil && r.Provisioned.Name != r.PV:
 			return nil, fmt.Errorf("binding %d (claim %s): its provisioned PersistentVolume is named %q, not %q",
 				i, r.claim(), r.Provisioned.Name, r.PV)
+		case r.Reclaim != reclaim.State{} && (r.Phase != PhaseReleased || !r.deletable()):
+			return nil, fmt.Errorf("binding %d (claim %s): a reclaim step on a record that is not a released, provisioned PersistentVolume with reclaim policy Delete", i, r.claim())
+		case reclaim.Valid(r.Reclaim) != nil:
+			return nil, fmt.Errorf("binding %d (claim %s): %w", i, r.claim(), reclaim.Valid(r.Reclaim))
 		case rs[r.PV] != record{}:
 			return nil, fmt.Errorf("PersistentVolume %q is in two bindings", r.PV)
 		case claims[r.claim()]:

@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
 
 func TestStateFileRoundTrip(t *testing.T) {
@@ -19,7 +22,8 @@ func TestStateFileRoundTrip(t *testing.T) {
 	}
 	want := records{
 		"pv-a": {Namespace: "default", Name: "data", UID: "u1", PV: "pv-a", Phase: PhaseBound},
-		"pv-b": {Namespace: "team", Name: "logs", PV: "pv-b", Phase: PhaseReleased},
+		"pv-b": {Namespace: "team", Name: "logs", PV: "pv-b", Phase: PhaseReleased,
+			ReleasedAt: time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)},
 	}
 	if err := st.save(want); err != nil {
 		t.Fatal(err)
@@ -50,13 +54,19 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		{"not JSON", "version=1\n", "invalid character"},
 		{"trailing data", `{"version": 1}{}`, "trailing data"},
 		{"no version", `{"bindings": []}`, "no version field"},
-		{"another version", `{"version": 3, "bindings": []}`, "version 3 is not 1 or 2"},
+		{"another version", `{"version": 4, "bindings": []}`, "version 4 is not 1 to 3"},
 		{"unknown phase", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Lost"}]}`, `phase "Lost"`},
 		{"no pv", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "phase": "Bound"}]}`, "lacks"},
 		{"a PV twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"data"`, `"other"`, 1) + `]}`,
 			`PersistentVolume "pv-a" is in two bindings`},
 		{"a provisioned PV of another name", `{"version": 2, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Bound",
 			"provisioned": {"metadata": {"name": "q"}}}]}`, `its provisioned PersistentVolume is named "q", not "p"`},
+		{"an unknown reclaim step", `{"version": 3, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Released",
+			"provisioned": {"metadata": {"name": "p"}, "spec": {"persistentVolumeReclaimPolicy": "Delete"}}, "reclaim": {"step": "Shredding"}}]}`,
+			`unknown reclaim step "Shredding"`},
+		{"a reclaim step on a Retain PV", `{"version": 3, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Released",
+			"provisioned": {"metadata": {"name": "p"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}, "reclaim": {"step": "Deleting"}}]}`,
+			"a reclaim step on a record that is not"},
 		{"a claim twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"pv-a"`, `"pv-b"`, 1) + `]}`,
 			"claim default/data (uid \"\") is in two bindings"},
 	}
@@ -169,5 +179,26 @@ func TestStateFileKeepsProvisionedPVs(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 1`) {
 		t.Errorf("state file without a provisioned PV is not version 1:\n%s", data)
+	}
+}
+
+// A record with a reclaim step is written as version 3, which an agent
+// from before deferred deletion refuses instead of forgetting the storage
+// set aside.
+func TestReclaimStepIsWrittenAsVersion3(t *testing.T) {
+	claim := newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"))
+	r := record{Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseReleased, Provisioned: provisionedPV(claim, newClass("fast")),
+		Reclaim: reclaim.State{Step: reclaim.Aside, DeleteAfter: time.Date(2026, 11, 26, 8, 10, 0, 0, time.UTC)}}
+	path := filepath.Join(t.TempDir(), "claims.json")
+	if err := newStore(path).save(records{r.PV: r}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), `"version": 3`) || !strings.Contains(string(data), `"step": "Aside"`) {
+		t.Errorf("state file:\n%s\nwant version 3 with the step", data)
+	}
+	got, err := newStore(path).load()
+	if err != nil || !equalRecords(got, records{r.PV: r}) {
+		t.Errorf("reloaded %v, %v", got, err)
 	}
 }

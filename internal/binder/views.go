@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
+	"github.com/volume-agent/volume-agent/internal/reclaim"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -20,8 +22,28 @@ type ClaimStatus struct {
 	Phase     Phase  `json:"phase"`
 	// PV is the PersistentVolume the claim is bound to (or released).
 	PV string `json:"pv,omitempty"`
+	// ReclaimPolicy is what happens to the PersistentVolume's data once the
+	// claim is released: Delete (provisioned with that policy) or Retain
+	// (every other PersistentVolume, whatever it says). Empty while the
+	// claim is not bound.
+	ReclaimPolicy string `json:"reclaimPolicy,omitempty"`
+	// PendingDeletion is set on a Released claim whose storage is to be
+	// deleted.
+	PendingDeletion *PendingDeletion `json:"pendingDeletion,omitempty"`
 	// Error says why a claim is not bound, or what is wrong with its binding.
 	Error string `json:"error,omitempty"`
+}
+
+// PendingDeletion is where the storage of a released claim is on its way to
+// deletion (package reclaim).
+type PendingDeletion struct {
+	// Step is Released (in place: it is moved aside once no pod on this
+	// node has it set up), Aside (moved aside, deleted after DeleteAfter
+	// unless the claim comes back) or Deleting (being removed or archived;
+	// never given back).
+	Step string `json:"step"`
+	// DeleteAfter is when storage Aside is deleted.
+	DeleteAfter *time.Time `json:"deleteAfter,omitempty"`
 }
 
 // Objects passes ConfigMaps and Secrets through, and returns claims and
@@ -31,17 +53,24 @@ type ClaimStatus struct {
 func (s *Source) Objects() volume.Objects { return objects{s: s} }
 
 // Claims returns every claim of the inner source, then the Released
-// records, sorted by namespace and name (a Released record after a current
-// claim of the same name).
+// records and the Bound records of claims removed from the source, sorted
+// by namespace and name (a record after a current claim of the same name).
 func (s *Source) Claims() []ClaimStatus {
 	st := s.current()
 	var out []ClaimStatus
+	present := map[claimKey]bool{}
 	for _, c := range s.inner.PersistentVolumeClaims() {
 		out = append(out, s.claimStatus(c, st))
+		present[keyOf(c)] = true
 	}
 	for _, r := range st.recs.sorted() {
-		if r.Phase == PhaseReleased {
-			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseReleased, PV: r.PV})
+		switch {
+		case r.Phase == PhaseReleased:
+			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseReleased, PV: r.PV,
+				ReclaimPolicy: r.reclaimPolicy(), PendingDeletion: r.pendingDeletion()})
+		case !present[r.claim()]:
+			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseBound, PV: r.PV,
+				ReclaimPolicy: r.reclaimPolicy(), Error: st.held[r.claim()]})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b ClaimStatus) int {
@@ -54,6 +83,9 @@ func (s *Source) claimStatus(c *v1.PersistentVolumeClaim, st *state) ClaimStatus
 	view := s.claimView(c, st)
 	cs := ClaimStatus{Namespace: c.Namespace, Name: c.Name, Phase: Phase(view.Status.Phase), PV: view.Spec.VolumeName,
 		Error: st.pending[keyOf(c)]}
+	if r, ok := st.recs.bound(keyOf(c)); ok {
+		cs.ReclaimPolicy = r.reclaimPolicy()
+	}
 	switch {
 	case cs.Phase == PhaseLost:
 		cs.Error = fmt.Sprintf("PersistentVolume %q no longer exists; the binding is kept until it is back or the claim is deleted", cs.PV)
@@ -172,4 +204,29 @@ func (o objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
 		return nil, err
 	}
 	return pvView(pv, st), nil
+}
+
+// reclaimPolicy is what the binder does with r's data once released.
+func (r record) reclaimPolicy() string {
+	if r.deletable() {
+		return string(v1.PersistentVolumeReclaimDelete)
+	}
+	return string(v1.PersistentVolumeReclaimRetain)
+}
+
+// pendingDeletion describes the reclaim step of a Released record whose
+// storage is to be deleted, or nil.
+func (r record) pendingDeletion() *PendingDeletion {
+	if r.Phase != PhaseReleased || !r.deletable() {
+		return nil
+	}
+	p := &PendingDeletion{Step: string(r.Reclaim.Step)}
+	switch r.Reclaim.Step {
+	case reclaim.Released:
+		p.Step = "Released"
+	case reclaim.Aside:
+		at := r.Reclaim.DeleteAfter.UTC().Add(time.Second - 1).Truncate(time.Second) // never before it
+		p.DeleteAfter = &at
+	}
+	return p
 }

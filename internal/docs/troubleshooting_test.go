@@ -21,6 +21,7 @@ var internalMessages = map[string]string{
 	"binder: Provisioners[…] is nil":                             "Config validation; main sets it",
 	"binder: two Provisioners are named …":                       "Config validation; --provisioners refuses a name given twice first",
 	"binder: Run is already running":                             "a second Run; main runs it once",
+	"binder: ReclaimDelay … is negative":                         "Config validation; --reclaim-delay refuses a negative delay first",
 	"provisioner: Config.Client is required":                     "Config validation; main sets it",
 	"provisioner: Config.Logger is required":                     "Config validation; main sets it",
 	"provisioner: Config.Provisioner is required":                "Config validation; main sets it",

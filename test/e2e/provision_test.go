@@ -68,7 +68,9 @@ func TestManifestDynamicProvisioning(t *testing.T) {
 		a.writeManifest("claim-"+c+".yaml", fmt.Sprintf(classClaim, c, class[c]))
 		a.writeManifest("pod-"+c+".yaml", fmt.Sprintf(classPod, "use-"+c, c))
 	}
-	a.start("--provisioners", "local", "--local-path-root", data)
+	// Deleted at once, with no reclaim delay (deferred deletion has its own
+	// tests).
+	a.start("--provisioners", "local", "--local-path-root", data, "--reclaim-delay", "0s")
 	dirs := map[string]string{} // claim → directory
 	for _, c := range claims {
 		p := a.waitPod("default", "use-"+c, 20*time.Second, ready)

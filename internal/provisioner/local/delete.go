@@ -96,7 +96,7 @@ func (p *Provisioner) names(ctx context.Context, pv *v1.PersistentVolume, what s
 		return "", "", fmt.Errorf("%s local volume of PV %s: refusing: %w", what, pv.Name, err)
 	}
 	aside := storagedir.AsideRel(name, pv.Name)
-	if err := storagedir.NotMounted(ctx, p.cfg.Root, name, aside); err != nil {
+	if err := storagedir.NotMounted(ctx, p.cfg.Mounter, p.cfg.Root, name, aside); err != nil {
 		return "", "", fmt.Errorf("%s local volume of PV %s: %w", what, pv.Name, err)
 	}
 	return name, aside, nil

@@ -4,11 +4,12 @@
 // path root and describes a local PV pinned to this node; for a released
 // PV it made, it removes or archives that directory.
 //
-// Permissions: the root is created 0711 and root-owned, so that other users
-// of the node can reach a volume they know the path of but cannot list the
-// claims' names (namespace and claim name are in every directory's name).
-// Each volume directory is 0777, like an emptyDir: the pods of a claim may
-// run as any UID, and nothing is chowned on their behalf.
+// Permissions: the root is root-owned and 0700, also when it existed with
+// another mode: no other user of the node can reach, list, read or delete
+// a volume, nor one pending deletion or archived. Each volume directory is
+// 0777, like an emptyDir, so that the pods of a claim may run as any UID:
+// containers reach it through their own mount, which needs no access to
+// the root. Nothing is chowned on a pod's behalf.
 //
 // Invariants:
 //

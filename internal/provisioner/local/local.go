@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,7 +22,7 @@ import (
 
 // Modes of the root and of each volume directory (see the package doc).
 const (
-	rootMode   = 0o711
+	rootMode   = 0o700
 	volumeMode = 0o777
 )
 
@@ -54,8 +56,8 @@ type Provisioner struct {
 
 var _ provisioner.Provisioner = (*Provisioner)(nil)
 
-// New checks cfg and creates the root (mode 0711, and its parents 0755)
-// when it is missing. An existing root keeps its mode.
+// New checks cfg and creates the root (mode 0700, and its parents 0755)
+// when it is missing. An existing root is given mode 0700 too.
 func New(cfg Config) (*Provisioner, error) {
 	switch {
 	case !filepath.IsAbs(cfg.Root) || filepath.Clean(cfg.Root) != cfg.Root || cfg.Root == "/":
@@ -71,8 +73,8 @@ func New(cfg Config) (*Provisioner, error) {
 	return &Provisioner{cfg: cfg, log: cfg.Logger.Named("local-provisioner")}, nil
 }
 
-// makeRoot creates root with rootMode unless it exists, and checks that it
-// is a directory reached without symlinks.
+// makeRoot creates root with rootMode unless it exists, checks that it is
+// a directory reached without symlinks, and gives it rootMode.
 func makeRoot(root string) error {
 	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
 		return fmt.Errorf("create the parent of root %s: %w", root, err)
@@ -91,8 +93,16 @@ func makeRoot(root string) error {
 	if resolved != root {
 		return fmt.Errorf("root %s: is or goes through a symlink (to %s): give the resolved path", root, resolved)
 	}
-	if st, err := os.Stat(root); err != nil || !st.IsDir() {
+	st, err := os.Stat(root)
+	if err != nil || !st.IsDir() {
 		return fmt.Errorf("root %s: not a directory", root)
+	}
+	if st.Mode().Perm() != rootMode {
+		// A read-only root cannot be given its mode; nothing can be
+		// provisioned there either (Provision asks for another node).
+		if err := os.Chmod(root, rootMode); err != nil && !errors.Is(err, unix.EROFS) {
+			return fmt.Errorf("root %s: make it reachable by root only: %w", root, err)
+		}
 	}
 	return nil
 }
@@ -147,6 +157,13 @@ func (p *Provisioner) check(req provisioner.Request) (bool, error) {
 	}
 	if c.Spec.VolumeMode != nil && *c.Spec.VolumeMode == v1.PersistentVolumeBlock {
 		return false, fmt.Errorf("provision claim %s: spec.volumeMode Block: local volumes are directories, only Filesystem is supported", key)
+	}
+	for _, param := range slices.Sorted(maps.Keys(req.Class.Parameters)) {
+		if param != provisioner.ParamArchiveOnDelete {
+			return false, fmt.Errorf("provision claim %s: StorageClass %s: unknown parameter %q: the %s provisioner takes only %s; "+
+				"nothing is provisioned from a class it does not understand (a misspelt parameter must never delete what was meant to be kept)",
+				key, req.Class.Name, param, provisioner.LocalName, provisioner.ParamArchiveOnDelete)
+		}
 	}
 	archive, err := provisioner.ArchiveOnDelete(req.Class)
 	if err != nil {

@@ -25,8 +25,24 @@ func TestNewCreatesAPrivateRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Mode() != os.ModeDir|0o711 {
-		t.Errorf("root mode = %v, want drwx--x--x", st.Mode())
+	if st.Mode() != os.ModeDir|0o700 {
+		t.Errorf("root mode = %v, want drwx------", st.Mode())
+	}
+}
+
+// A root that exists with a mode other users can pass (0755 from a
+// package, a mkdir by hand) is made root-only.
+func TestNewMakesAnExistingRootPrivate(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "local")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	newProvisioner(t, root)
+	if st, err := os.Stat(root); err != nil || st.Mode() != os.ModeDir|0o700 {
+		t.Errorf("root: %v, %v; want drwx------", st.Mode(), err)
 	}
 }
 
@@ -142,6 +158,12 @@ func TestProvisionRefuses(t *testing.T) {
 		{"bad archiveOnDelete", func(r *provisioner.Request) {
 			r.Class.Parameters = map[string]string{provisioner.ParamArchiveOnDelete: "yes"}
 		}, "StorageClass local"},
+		{"a misspelt archiveOnDelete", func(r *provisioner.Request) {
+			r.Class.Parameters = map[string]string{"archiveOnDelte": "true"}
+		}, `unknown parameter "archiveOnDelte"`},
+		{"an unknown parameter beside a good one", func(r *provisioner.Request) {
+			r.Class.Parameters = map[string]string{provisioner.ParamArchiveOnDelete: "true", "pathPattern": "x"}
+		}, `unknown parameter "pathPattern"`},
 		{"no class", func(r *provisioner.Request) { r.Class = nil }, "no class"},
 		{"slash in the PV name", func(r *provisioner.Request) { r.PVName = "../../etc" }, "PV name"},
 		{"slash in the claim name", func(r *provisioner.Request) { r.Claim.Name = "a/b" }, "metadata.name"},

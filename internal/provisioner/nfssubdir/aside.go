@@ -57,7 +57,7 @@ func (p *Provisioner) onTarget(ctx context.Context, pv *v1.PersistentVolume, fn 
 		return err
 	}
 	return p.bounded(ctx, func(ctx context.Context) error {
-		if err := storagedir.NotMounted(ctx, base, t.rel, storagedir.AsideRel(t.rel, pv.Name)); err != nil {
+		if err := storagedir.NotMounted(ctx, p.mounter, base, t.rel, storagedir.AsideRel(t.rel, pv.Name)); err != nil {
 			return err
 		}
 		return fn(ctx, base, t)

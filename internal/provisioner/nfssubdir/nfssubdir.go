@@ -154,7 +154,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	}
 	log := p.log.With(zap.String("pv", pv.Name), zap.String("export", t.export.String()), zap.String("path", t.rel))
 	aside := storagedir.AsideRel(t.rel, pv.Name)
-	if err := p.bounded(ctx, func(ctx context.Context) error { return storagedir.NotMounted(ctx, base, t.rel, aside) }); err != nil {
+	if err := p.bounded(ctx, func(ctx context.Context) error { return storagedir.NotMounted(ctx, p.mounter, base, t.rel, aside) }); err != nil {
 		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	}
 	if !t.archive {

@@ -67,16 +67,31 @@ func moveOnce(base, from, to string) error {
 }
 
 // NotMounted fails, wrapping ErrInUse, when a mount elsewhere shows one of
-// the directories base/rels or a directory below one: storage a pod has
-// mounted must not be moved or deleted under it.
-func NotMounted(ctx context.Context, base string, rels ...string) error {
+// the directories base/rels or a directory below one (a pod's bind mount
+// of the storage), or when something is mounted at or below one of them:
+// storage that is mounted, or holds a mount, is neither moved nor deleted
+// (moving it would move the mount with it). m tells the mounts below.
+func NotMounted(ctx context.Context, m mount.Mounter, base string, rels ...string) error {
 	var users []string
 	for _, rel := range rels {
-		m, err := mount.MountsOf(ctx, filepath.Join(base, rel))
+		dir := filepath.Join(base, rel)
+		shown, err := mount.MountsOf(ctx, dir)
 		if err != nil {
-			return fmt.Errorf("find the mounts of %s: %w", filepath.Join(base, rel), err)
+			return fmt.Errorf("find the mounts of %s: %w", dir, err)
 		}
-		users = append(users, m...)
+		users = append(users, shown...)
+		ok, err := Exists(base, rel)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		below, err := m.MountsUnder(ctx, dir)
+		if err != nil {
+			return fmt.Errorf("find the mounts below %s: %w", dir, err)
+		}
+		users = append(users, below...)
 	}
 	if len(users) > 0 {
 		return fmt.Errorf("%w: mounted at %s", ErrInUse, strings.Join(users, ", "))

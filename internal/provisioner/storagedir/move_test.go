@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
 )
 
 func TestMoveRenamesAndNeverReplaces(t *testing.T) {
@@ -149,7 +151,7 @@ func TestNotMounted(t *testing.T) {
 	needRoot(t)
 	base := t.TempDir()
 	mustMkdir(t, filepath.Join(base, "vol/sub"))
-	if err := NotMounted(t.Context(), base, "vol", ".aside-missing"); err != nil {
+	if err := NotMounted(t.Context(), mount.System{}, base, "vol", ".aside-missing"); err != nil {
 		t.Fatalf("NotMounted of an unmounted tree = %v", err)
 	}
 	target := filepath.Join(t.TempDir(), "pod")
@@ -158,8 +160,19 @@ func TestNotMounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
-	err := NotMounted(t.Context(), base, "vol")
+	err := NotMounted(t.Context(), mount.System{}, base, ".aside-missing", "vol")
 	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), target) {
 		t.Errorf("NotMounted with a bind mount of a subdirectory = %v, want ErrInUse naming %s", err, target)
+	}
+	if err := unix.Unmount(target, 0); err != nil {
+		t.Fatal(err)
+	}
+	inside := filepath.Join(base, "vol/sub")
+	if err := unix.Mount(t.TempDir(), inside, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(inside, unix.MNT_DETACH) })
+	if err := NotMounted(t.Context(), mount.System{}, base, "vol"); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), inside) {
+		t.Errorf("NotMounted with a mount inside = %v, want ErrInUse naming %s", err, inside)
 	}
 }

@@ -1,0 +1,81 @@
+package binder
+
+import (
+	"maps"
+	"time"
+)
+
+// observations are what the binding loop has seen of the inner source
+// since the agent started: which claims and PersistentVolumes it listed,
+// and since when those it listed once are missing. They live in memory
+// only, on purpose: a removal counts only when it was seen while the agent
+// ran (a claim missing at start may be on a disk that is not mounted yet),
+// so a restart forgets every removal in progress, which then waits for the
+// object to come back and go again.
+type observations struct {
+	claimsSeen map[claimKey]bool
+	pvsSeen    map[string]bool
+	// claimsGone and pvsGone hold, for those seen and now missing, when
+	// they were first missing; a return clears it.
+	claimsGone map[claimKey]time.Time
+	pvsGone    map[string]time.Time
+	// emptied is set while the inner source lists no pods, claims,
+	// PersistentVolumes or StorageClasses at all: a directory replaced, emptied by a tool or
+	// not mounted yet. Nothing is counted as removed meanwhile, and clocks
+	// of earlier removals start again once it lists something.
+	emptied bool
+}
+
+// observe returns what prev and the synced source w add up to, at w.now.
+// It forgets what matters no more: claims and PersistentVolumes that are
+// neither listed nor in a record of recs. Pure: prev is not modified.
+func observe(prev observations, w world, recs records) observations {
+	next := observations{
+		claimsSeen: maps.Clone(prev.claimsSeen), pvsSeen: maps.Clone(prev.pvsSeen),
+		claimsGone: map[claimKey]time.Time{}, pvsGone: map[string]time.Time{},
+		emptied: len(w.pods) == 0 && len(w.claims) == 0 && len(w.pvs) == 0 && len(w.classes) == 0,
+	}
+	if next.claimsSeen == nil {
+		next.claimsSeen, next.pvsSeen = map[claimKey]bool{}, map[string]bool{}
+	}
+	claims := w.claimSet()
+	for _, c := range w.claims {
+		next.claimsSeen[keyOf(c)] = true
+	}
+	pvs := map[string]bool{}
+	for _, pv := range w.pvs {
+		next.pvsSeen[pv.Name] = true
+		pvs[pv.Name] = true
+	}
+	for k := range next.claimsSeen {
+		if !claims[k] && !recs.has(k) {
+			delete(next.claimsSeen, k)
+		}
+	}
+	for name := range next.pvsSeen {
+		if _, ok := recs[name]; !ok && !pvs[name] {
+			delete(next.pvsSeen, name)
+		}
+	}
+	if next.emptied {
+		return next
+	}
+	for k := range next.claimsSeen {
+		if !claims[k] {
+			next.claimsGone[k] = sinceOr(prev.claimsGone[k], w.now)
+		}
+	}
+	for name := range next.pvsSeen {
+		if !pvs[name] {
+			next.pvsGone[name] = sinceOr(prev.pvsGone[name], w.now)
+		}
+	}
+	return next
+}
+
+func sinceOr(since, now time.Time) time.Time {
+	if since.IsZero() {
+		return now
+	}
+	return since
+}
