@@ -94,8 +94,8 @@ func match(claim *v1.PersistentVolumeClaim, c candidates) (*v1.PersistentVolume,
 
 // named checks the PersistentVolume the claim names in spec.volumeName: it
 // must exist, be free or already this claim's, and satisfy the claim as
-// the PV controller checks it (size, class, volumeMode, access modes), and
-// be usable on this node. The selector does not apply, as in the PV
+// the PV controller checks it (size, class, volumeAttributesClass,
+// volumeMode, access modes), and be usable on this node. The selector does not apply, as in the PV
 // controller.
 func (c candidates) named(claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume, string) {
 	name := claim.Spec.VolumeName
@@ -113,8 +113,8 @@ func (c candidates) named(claim *v1.PersistentVolumeClaim) (*v1.PersistentVolume
 }
 
 // preBound decides on a PersistentVolume whose claimRef names the claim. It
-// wins when it is free and satisfies the claim (class and selector do not
-// apply, as in the PV controller). One that is for another node leaves the
+// wins when it is free and satisfies the claim (volumeAttributesClass
+// applies, class and selector do not, as in the PV controller). One that is for another node leaves the
 // claim Pending (final), as the PV controller's matcher does; one that is
 // too small or of the wrong mode is passed over.
 func (c candidates) preBound(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) (*v1.PersistentVolume, string, bool) {
@@ -148,6 +148,8 @@ func (c candidates) taken(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolu
 }
 
 // satisfies says why pv is too small or of the wrong kind for claim, or "".
+// It applies to every PersistentVolume a claim may take: matched, pre-bound
+// or named by spec.volumeName.
 func satisfies(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) string {
 	want := claim.Spec.Resources.Requests[v1.ResourceStorage]
 	have := pv.Spec.Capacity[v1.ResourceStorage]
@@ -156,6 +158,9 @@ func satisfies(claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume) string 
 	}
 	if storagehelpers.CheckVolumeModeMismatches(&claim.Spec, &pv.Spec) {
 		return fmt.Sprintf("volumeMode %s ≠ %s", modeOf(pv.Spec.VolumeMode), modeOf(claim.Spec.VolumeMode))
+	}
+	if have, want := attributesClass(pv.Spec.VolumeAttributesClassName), attributesClass(claim.Spec.VolumeAttributesClassName); have != want {
+		return fmt.Sprintf("volumeAttributesClass %q ≠ %q", have, want)
 	}
 	if !storagehelpers.CheckAccessModes(claim, pv) {
 		return fmt.Sprintf("access modes %v lack some of %v", pv.Spec.AccessModes, claim.Spec.AccessModes)
@@ -224,6 +229,17 @@ func quantity(q resource.Quantity) string {
 		return "0"
 	}
 	return q.String()
+}
+
+// attributesClass is a volumeAttributesClassName with nil meaning "": the PV
+// controller (VolumeAttributesClass is on by default since Kubernetes 1.34)
+// binds a claim only to a PersistentVolume of the same attributes class, and
+// one without asks for a PersistentVolume without.
+func attributesClass(name *string) string {
+	if name == nil {
+		return ""
+	}
+	return *name
 }
 
 // modeOf is a volumeMode with nil meaning Filesystem.

@@ -163,6 +163,38 @@ func TestMatch(t *testing.T) {
 			pvs:         []*v1.PersistentVolume{newPV("pv-a", "1Gi")},
 			unavailable: map[string]holder{"pv-a": {claim: claimKey{namespace: "default", name: "data"}, why: "named by ..."}},
 			want:        "pv-a"},
+		{name: "volumeAttributesClass: a claim asking for one never takes a PV without one",
+			claim:  newClaim("data", "1Gi", claimVAC("silver")),
+			pvs:    []*v1.PersistentVolume{newPV("pv-a", "1Gi")},
+			reason: []string{`pv-a: volumeAttributesClass "" ≠ "silver"`}},
+		{name: "volumeAttributesClass: a claim without one never takes a PV with one",
+			claim:  newClaim("data", "1Gi"),
+			pvs:    []*v1.PersistentVolume{newPV("pv-a", "1Gi", pvVAC("gold"))},
+			reason: []string{`pv-a: volumeAttributesClass "gold" ≠ ""`}},
+		{name: "volumeAttributesClass: the claim's must equal the PV's, even against a smaller PV",
+			claim: newClaim("data", "1Gi", claimVAC("silver")),
+			pvs:   []*v1.PersistentVolume{newPV("pv-a", "1Gi", pvVAC("gold")), newPV("pv-b", "2Gi"), newPV("pv-c", "5Gi", pvVAC("silver"))},
+			want:  "pv-c"},
+		{name: "volumeAttributesClass: unset and empty are the same",
+			claim: newClaim("data", "1Gi", claimVAC("")),
+			pvs:   []*v1.PersistentVolume{newPV("pv-a", "1Gi")},
+			want:  "pv-a"},
+		{name: "volumeAttributesClass: pre-bound to this claim but of another one: passed over, as in the PV controller",
+			claim: newClaim("data", "1Gi", claimVAC("silver")),
+			pvs:   []*v1.PersistentVolume{newPV("pv-a", "1Gi", pvClaimRef("default", "data", ""), pvVAC("gold")), newPV("pv-b", "5Gi", pvVAC("silver"))},
+			want:  "pv-b"},
+		{name: "volumeAttributesClass: volumeName names a PV of another one",
+			claim:  newClaim("data", "1Gi", claimVolumeName("pv-a"), claimVAC("silver")),
+			pvs:    []*v1.PersistentVolume{newPV("pv-a", "1Gi", pvVAC("gold")), newPV("pv-b", "1Gi", pvVAC("silver"))},
+			reason: []string{`PersistentVolume "pv-a" named by spec.volumeName of claim default/data`, `volumeAttributesClass "gold" ≠ "silver"`}},
+		{name: "volumeAttributesClass: volumeName names a PV without one",
+			claim:  newClaim("data", "1Gi", claimVolumeName("pv-a"), claimVAC("silver")),
+			pvs:    []*v1.PersistentVolume{newPV("pv-a", "1Gi")},
+			reason: []string{`volumeAttributesClass "" ≠ "silver"`}},
+		{name: "volumeAttributesClass: volumeName names a PV of the same one",
+			claim: newClaim("data", "1Gi", claimVolumeName("pv-a"), claimVAC("silver")),
+			pvs:   []*v1.PersistentVolume{newPV("pv-a", "1Gi", pvVAC("silver"))},
+			want:  "pv-a"},
 		{name: "no fit: Pending, saying why each PV was refused",
 			claim: newClaim("data", "5Gi"),
 			pvs:   []*v1.PersistentVolume{newPV("pv-a", "1Gi"), newPV("pv-b", "9Gi", pvClass("fast"))},
@@ -223,4 +255,12 @@ func TestThisNode(t *testing.T) {
 	if len(obj.Labels) != 2 {
 		t.Errorf("thisNode modified the Node object: %v", obj.Labels)
 	}
+}
+
+func claimVAC(name string) func(*v1.PersistentVolumeClaim) {
+	return func(c *v1.PersistentVolumeClaim) { c.Spec.VolumeAttributesClassName = &name }
+}
+
+func pvVAC(name string) func(*v1.PersistentVolume) {
+	return func(pv *v1.PersistentVolume) { pv.Spec.VolumeAttributesClassName = &name }
 }

@@ -41,6 +41,12 @@ type Volume struct {
 	Problem string
 	// Unsupported marks a Problem caused by a volume type the agent lacks.
 	Unsupported bool
+	// Conflict marks a volume that may not have the directory Name names,
+	// which another volume of the pod wants too (one claim read-only in one
+	// volume and not in the other, or a claim whose PersistentVolume is
+	// named like another volume), with a Problem saying why. It is never
+	// set up, and never shown with what is set up in that directory.
+	Conflict bool
 	// Kept marks a volume that is set up (or was found on disk) but is not
 	// in the pod's spec: it stays until the pod goes, with a Problem saying
 	// why, and does not count for the pod's readiness.

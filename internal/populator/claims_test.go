@@ -1,6 +1,7 @@
 package populator
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/plugins/local"
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
@@ -157,5 +159,155 @@ func TestTwoVolumesOfOneClaim(t *testing.T) {
 	}
 	if len(pod.Volumes) != 2 || len(problems) != 1 || problems[0].SpecName != "b" || !strings.Contains(problems[0].Problem, "share the directory") {
 		t.Fatalf("volumes = %+v; want b refused for sharing pv-1's directory with a", pod.Volumes)
+	}
+}
+
+func readOnlyClaimVolume(name, claim string) v1.Volume {
+	v := claimVolume(name, claim)
+	v.PersistentVolumeClaim.ReadOnly = true
+	return v
+}
+
+// bySpecName returns the desired volumes of pod u1 by their names in the
+// spec.
+func bySpecName(t *testing.T, h *harness) map[string]dsw.Volume {
+	t.Helper()
+	pod, ok := h.desired.Pod("u1")
+	if !ok {
+		t.Fatal("pod u1 is not desired")
+	}
+	out := map[string]dsw.Volume{}
+	for _, v := range pod.Volumes {
+		name := v.SpecName
+		if name == "" {
+			name = v.Name
+		}
+		if _, dup := out[name]; dup {
+			t.Fatalf("two desired volumes of the spec's volume %q: %+v", name, pod.Volumes)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// oneClaimObjects holds claim ns/data bound to the local PV pv-1.
+func oneClaimObjects() plugintest.Objects {
+	return plugintest.Objects{
+		Claims: map[string]*v1.PersistentVolumeClaim{"ns/data": boundClaim("data", "pv-1")},
+		PVs:    map[string]*v1.PersistentVolume{"pv-1": localPV("pv-1", "data")},
+	}
+}
+
+// A PersistentVolume is mounted once per pod, in the directory named after
+// it. Two volumes of one claim with the same readOnly share it, as before.
+// Volumes of one claim that differ in readOnly cannot: each would be shown
+// at the one mount, and a readOnly volume at a writable one. They all fail,
+// in whatever order the spec lists them, with an error naming them, the
+// claim and why; so does a claim whose PV is named like another volume.
+func TestClaimUsedTwice(t *testing.T) {
+	const readOnlyConflict = `both use claim ns/data, and only "b" is readOnly`
+	tests := []struct {
+		name     string
+		vols     []v1.Volume
+		served   []string          // volumes set up, without a problem
+		problems map[string]string // volume → a substring of its problem
+		conflict bool              // whether every volume with a problem is a Conflict
+	}{
+		{name: "read-write twice: the second shares the first's directory, as before",
+			vols:     []v1.Volume{claimVolume("a", "data"), claimVolume("b", "data")},
+			served:   []string{"a"},
+			problems: map[string]string{"b": `volume "b" would share the directory "pv-1" with volume "a"`}},
+		{name: "read-only twice: the second shares the first's directory, as before",
+			vols:     []v1.Volume{readOnlyClaimVolume("a", "data"), readOnlyClaimVolume("b", "data")},
+			served:   []string{"a"},
+			problems: map[string]string{"b": `volume "b" would share the directory "pv-1" with volume "a"`}},
+		{name: "read-write, then read-only: both fail",
+			vols:     []v1.Volume{claimVolume("a", "data"), readOnlyClaimVolume("b", "data")},
+			problems: map[string]string{"a": `volumes "a" and "b" ` + readOnlyConflict, "b": `volumes "a" and "b" ` + readOnlyConflict},
+			conflict: true},
+		{name: "read-only, then read-write: both fail",
+			vols:     []v1.Volume{readOnlyClaimVolume("b", "data"), claimVolume("a", "data")},
+			problems: map[string]string{"a": `volumes "b" and "a" ` + readOnlyConflict, "b": `volumes "b" and "a" ` + readOnlyConflict},
+			conflict: true},
+		{name: "three volumes, one read-only: all fail, each naming one that differs",
+			vols: []v1.Volume{claimVolume("a", "data"), readOnlyClaimVolume("b", "data"), claimVolume("c", "data")},
+			problems: map[string]string{"a": `volumes "a" and "b" ` + readOnlyConflict, "b": `volumes "a" and "b" ` + readOnlyConflict,
+				"c": `volumes "b" and "c" both use claim ns/data, and only "b" is readOnly`},
+			conflict: true},
+		{name: "a claim whose PV is named like an emptyDir of the pod: both fail",
+			vols: []v1.Volume{emptyDirVolume("pv-1"), claimVolume("a", "data")},
+			problems: map[string]string{"pv-1": `volumes "pv-1" and "a" would share the directory "pv-1"`,
+				"a": `volumes "pv-1" and "a" would share the directory "pv-1"`},
+			conflict: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := newSource("manifests", true, testPod("u1", "web", tt.vols...))
+			src.objects = oneClaimObjects()
+			h := newHarness(t, src)
+			h.p.Populate()
+			got := bySpecName(t, h)
+			if len(got) != len(tt.vols) {
+				t.Fatalf("volumes = %+v; want one per volume of the spec", got)
+			}
+			for _, name := range tt.served {
+				if v := got[name]; v.Problem != "" || v.Plugin == "" || v.Conflict {
+					t.Errorf("volume %s = %+v; want it set up", name, v)
+				}
+			}
+			for name, problem := range tt.problems {
+				v := got[name]
+				if !strings.Contains(v.Problem, problem) || v.Plugin != "" || v.Spec != nil || v.Conflict != tt.conflict {
+					t.Errorf("volume %s = %+v; want problem %q, no plugin, conflict %v", name, v, problem, tt.conflict)
+				}
+			}
+		})
+	}
+}
+
+// What the pod's earlier spec set up in the directory of two volumes of one
+// claim that differ in readOnly — before an edit, or found on disk after a
+// restart — changes nothing: both fail, neither is shown with it, and it is
+// not kept as a volume of its own (which would show it, and count it ready).
+func TestClaimUsedTwiceOverAVolumeSetUpBefore(t *testing.T) {
+	for _, reconstructed := range []bool{false, true} {
+		src := newSource("manifests", true, testPod("u1", "web", readOnlyClaimVolume("b", "data"), claimVolume("a", "data")))
+		src.objects = oneClaimObjects()
+		h, actual := withActual(t, src)
+		state := asw.Mounted
+		if reconstructed {
+			state = asw.Uncertain
+		}
+		actual.Set(asw.Volume{PodUID: "u1", Name: "pv-1", Plugin: local.Name, State: state, Reconstructed: reconstructed})
+		h.p.Populate()
+		got := bySpecName(t, h)
+		if len(got) != 2 || !got["a"].Conflict || !got["b"].Conflict || got["a"].Plugin != "" || got["b"].Plugin != "" {
+			t.Fatalf("(reconstructed %v) volumes = %+v; want a and b in conflict, nothing kept", reconstructed, got)
+		}
+	}
+}
+
+// Each volume's problem is reported once, though volumes of the spec with
+// one directory have one key in the desired state, and the two volumes of a
+// conflict have the same problem.
+func TestProblemsOfOneDirectoryReportedOncePerVolume(t *testing.T) {
+	src := newSource("api", true,
+		testPod("u1", "conflict", claimVolume("a", "data"), readOnlyClaimVolume("b", "data")),
+		testPod("u2", "shared", claimVolume("a", "data"), claimVolume("b", "data")),
+		testPod("u3", "duplicate", emptyDirVolume("a"), configMapVolume("a", "app")))
+	src.objects = oneClaimObjects()
+	rec := &problems{}
+	h := newHarness(t, src)
+	h.p.cfg.Recorder = rec
+	for range 3 {
+		h.p.PopulateAll()
+	}
+	got := map[string]int{}
+	for _, msg := range rec.msgs {
+		got[msg[:strings.Index(msg, ": ")]]++
+	}
+	want := map[string]int{"conflict/a": 1, "conflict/b": 1, "shared/b": 1, "duplicate/a": 2}
+	if !maps.Equal(got, want) {
+		t.Fatalf("events = %q; want one per volume with a problem", rec.msgs)
 	}
 }

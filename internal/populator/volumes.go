@@ -1,7 +1,6 @@
 package populator
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +8,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
@@ -26,30 +26,10 @@ func (p *Populator) desiredPod(in podInputs, vols []cachedVolume, setUp map[stri
 	for i, v := range vols {
 		d.Volumes[i] = v.desired
 	}
-	refuseSharedDirectories(&d)
+	refuseSharedDirectories(&d, pod)
 	keepSetUpVolumes(&d, setUp)
 	p.reportNewProblems(in.src, pod, d)
 	return d
-}
-
-// refuseSharedDirectories fails a volume whose directory another volume of
-// the pod already has: two volumes of one claim, or a claim whose PV is
-// named like another volume of the pod.
-func refuseSharedDirectories(d *dsw.Pod) {
-	owner := map[string]string{}
-	for i, v := range d.Volumes {
-		if v.Problem != "" {
-			continue // never set up: it takes no directory
-		}
-		specName := cmp.Or(v.SpecName, v.Name)
-		first, taken := owner[v.Name]
-		if !taken {
-			owner[v.Name] = specName
-			continue
-		}
-		d.Volumes[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Problem: fmt.Sprintf(
-			"volume %q would share the directory %q with volume %q; use one volume of the pod for it", specName, v.Name, first)}
-	}
 }
 
 // reportNewProblems reports, once, each spec problem that is new since the
@@ -58,16 +38,32 @@ func (p *Populator) reportNewProblems(src source.Source, pod *v1.Pod, d dsw.Pod)
 	if p.cfg.Recorder == nil {
 		return
 	}
+	var before map[[2]string]bool
 	for _, v := range d.Volumes {
 		if v.Problem == "" || v.Kept {
 			continue
 		}
-		if prev, ok := p.cfg.Desired.Volume(dsw.Key{PodUID: d.UID, Volume: v.Name}); ok && prev.Problem == v.Problem {
+		if before == nil {
+			before = p.problemsBefore(d.UID)
+		}
+		if before[[2]string{specName(v), v.Problem}] {
 			continue
 		}
-		spec := &volume.Spec{Pod: pod, Volume: &v1.Volume{Name: cmp.Or(v.SpecName, v.Name)}, Source: src.Name()}
+		spec := &volume.Spec{Pod: pod, Volume: &v1.Volume{Name: specName(v)}, Source: src.Name()}
 		p.cfg.Recorder.SetUpFailed(spec, errors.New(v.Problem))
 	}
+}
+
+// problemsBefore returns the problems the desired state holds for pod uid,
+// each with the name in the spec of its volume: several volumes of the spec
+// can have one key in the desired state (one directory).
+func (p *Populator) problemsBefore(uid types.UID) map[[2]string]bool {
+	prev, _ := p.cfg.Desired.Pod(uid)
+	out := make(map[[2]string]bool, len(prev.Volumes))
+	for _, v := range prev.Volumes {
+		out[[2]string{specName(v), v.Problem}] = true
+	}
+	return out
 }
 
 // desiredVolume finds the plugin, validates the spec and computes the

@@ -100,8 +100,10 @@ func (w Worlds) pod(p dsw.Pod, actual []asw.Volume) Pod {
 	return out
 }
 
-// volumeStatus: Mounted for a kept volume that left the spec; Unsupported
-// and Failed for spec problems; Mounted once set
+// volumeStatus: Mounted for a kept volume that left the spec; Failed for a
+// volume in conflict with another over its directory, whatever is set up
+// there (it belongs to neither); Unsupported and Failed for spec problems;
+// Mounted once set
 // up with the desired plugin (an error then is a failed refresh: the old
 // content stays); Failed after a failed set-up; Pending otherwise.
 func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
@@ -112,6 +114,8 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 		// the pod goes (after a restart its state is Uncertain, but no
 		// container uses it, so it is not set up again).
 		v.State, v.Path, v.Plugin, v.Error = Mounted, a.Path, a.Plugin, d.Problem
+	case d.Conflict:
+		v.State, v.Error = Failed, d.Problem
 	case d.Unsupported:
 		v.State, v.Error = Unsupported, d.Problem
 	case d.Problem != "" && !(have && a.State == asw.Mounted):

@@ -28,6 +28,8 @@ func TestVolumeStates(t *testing.T) {
 	problem := dsw.Volume{Name: "v", Problem: "configMap.items[0].path: must be relative"}
 	unsupported := dsw.Volume{Name: "v", Problem: "csi volumes are not supported by volume-agent", Unsupported: true}
 	mounted := setUp("p", "v", cm, "1", asw.Mounted)
+	conflict := dsw.Volume{Name: "v", SpecName: "b", Claim: "data", PV: "v", Conflict: true,
+		Problem: `volumes "a" and "b" both use claim ns/data, and only "b" is readOnly: …`}
 	kept := dsw.Volume{Name: "v", Kept: true, Problem: `volume "v" is set up but not in the pod's spec: … kept until the pod is deleted`}
 	tests := []struct {
 		name    string
@@ -62,6 +64,12 @@ func TestVolumeStates(t *testing.T) {
 			Volume{Name: "v", State: Failed, Error: problem.Problem}},
 		{"problem after the volume was mounted keeps Mounted and shows the problem", problem, &mounted, "",
 			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted, Error: problem.Problem}},
+		{"conflict over a directory: Failed, never shown with what is mounted there", conflict, &mounted, "",
+			Volume{Name: "b", State: Failed, Error: conflict.Problem, Claim: "data", PV: "v"}},
+		{"conflict over a directory found on disk after a restart", conflict, ptr(setUp("p", "v", cm, "", asw.Uncertain)), "",
+			Volume{Name: "b", State: Failed, Error: conflict.Problem, Claim: "data", PV: "v"}},
+		{"conflict with an operation error of the directory's volume shows the conflict", conflict, &mounted, "refresh failed",
+			Volume{Name: "b", State: Failed, Error: conflict.Problem, Claim: "data", PV: "v"}},
 		{"kept after it left the spec", kept, &mounted, "",
 			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted, Error: kept.Problem}},
 		{"kept after it left the spec, found on disk after a restart", kept, ptr(setUp("p", "v", cm, "", asw.Uncertain)), "",
