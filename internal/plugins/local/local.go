@@ -141,8 +141,13 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string, o
 	}
 	if g := fsGroup(spec); g != nil && !spec.ReadOnly() && mount.Privileged(p.Mounter) {
 		report := ownershipReporter(p.Logger, spec, *g)
-		if _, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, setOwnership(dir, *g, policy(spec.Pod), report) }); err != nil {
+		linked, err := mount.Bounded(ctx, func() (int, error) { return setOwnership(ctx, dir, *g, policy(spec.Pod), report) })
+		if err != nil {
 			return res, fmt.Errorf("give fsGroup %d the volume: %w", *g, err)
+		}
+		if linked > 0 && p.Logger != nil {
+			p.Logger.Warn("fsGroup not given to files with hard links outside the volume", zap.String("pod", spec.Pod.Namespace+"/"+spec.Pod.Name),
+				zap.String("volume", spec.Volume.Name), zap.Int64("fsGroup", *g), zap.Int("files", linked))
 		}
 	}
 	return volume.Result{Path: dir}, nil
