@@ -288,22 +288,25 @@ func gidOf(t *testing.T, p string) uint32 {
 	return st.Gid
 }
 
-func mkdir(t *testing.T, p string, mode os.FileMode) {
+// mkdir makes the directory p and its parents, and gives p mode (with
+// setuid, setgid and sticky bits as chmod(2) takes them).
+func mkdir(t *testing.T, p string, mode uint32) {
 	t.Helper()
-	if err := os.MkdirAll(p, mode); err != nil {
+	if err := os.MkdirAll(p, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(p, mode); err != nil {
+	if err := unix.Chmod(p, mode); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func writeMode(t *testing.T, p string, mode os.FileMode) {
+// writeMode writes the file p and gives it mode, as mkdir does.
+func writeMode(t *testing.T, p string, mode uint32) {
 	t.Helper()
-	if err := os.WriteFile(p, []byte("x"), mode); err != nil {
+	if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(p, mode); err != nil {
+	if err := unix.Chmod(p, mode); err != nil {
 		t.Fatal(err)
 	}
 }
