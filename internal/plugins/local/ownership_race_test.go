@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 )
@@ -38,13 +39,15 @@ type swapRun struct {
 func newSwapRun(t *testing.T, kind swapKind) *swapRun {
 	t.Helper()
 	plugintest.NeedRoot(t, "changes groups and bind-mounts")
+	base := scratchFS(t)
 	r := &swapRun{
-		vol:       filepath.Join(t.TempDir(), "vol"),
-		outside:   t.TempDir(),
-		graveyard: t.TempDir(),
+		vol:       filepath.Join(base, "vol"),
+		outside:   filepath.Join(base, "outside"),
+		graveyard: filepath.Join(base, "graveyard"),
 		kind:      kind,
 		swapped:   map[string]bool{},
 	}
+	mkdir(t, r.graveyard, 0o700)
 	mkdir(t, filepath.Join(r.outside, "secret"), 0o700)
 	writeMode(t, filepath.Join(r.outside, "secret", "key"), 0o600)
 	writeMode(t, filepath.Join(r.outside, "shadow"), 0o600)
@@ -58,13 +61,6 @@ func newSwapRun(t *testing.T, kind swapKind) *swapRun {
 			}
 		}
 	}
-	t.Cleanup(func() { // before the temporary directories go
-		for p := range r.swapped {
-			if kind == dirToBind {
-				_ = unix.Unmount(p, unix.MNT_DETACH)
-			}
-		}
-	})
 	return r
 }
 
@@ -176,26 +172,50 @@ func TestOwnershipNeverFollowsASwappedEntry(t *testing.T) {
 		{"file to symlink", fileToSymlink},
 		{"directory to bind mount", dirToBind},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newSwapRun(t, tc.kind)
-			before := owners(t, r.outside)
-			after, err := r.walk(t, 97)
-			if err != nil {
-				t.Fatalf("walk: %v", err)
-			}
-			t.Logf("%d swaps during the walk, %d entries visited after the last", len(r.swapped), after)
-			if len(r.swapped) < 10 || after == 0 {
-				t.Fatalf("%d swaps, %d entries visited after the last; want swaps repeated in mid-walk", len(r.swapped), after)
-			}
-			checkSameOwners(t, before, owners(t, r.outside))
-			for p := range r.swapped {
-				if r.kind != dirToBind && gidOf(t, p) != testGID {
-					t.Errorf("swapped %s: not re-owned, so the walk never reached it after the swap", p)
-				}
-			}
-			checkVolumeOwned(t, r.vol, r.swapped)
+		t.Run(tc.name, func(t *testing.T) { checkSwaps(t, tc.kind) })
+		t.Run(tc.name+", chmod through /proc", func(t *testing.T) {
+			defer func(was bool) { noFchmodat2.Store(was) }(noFchmodat2.Load())
+			noFchmodat2.Store(true)
+			checkSwaps(t, tc.kind)
 		})
 	}
+}
+
+// checkSwaps walks a volume while entries of kind are swapped in it, and
+// checks the walk and everything around it.
+func checkSwaps(t *testing.T, kind swapKind) {
+	r := newSwapRun(t, kind)
+	before := owners(t, r.outside)
+	after, err := r.walk(t, 97)
+	if err != nil {
+		t.Fatalf("walk: %v", err)
+	}
+	t.Logf("%d swaps during the walk, %d entries visited after the last", len(r.swapped), after)
+	if len(r.swapped) < 10 || after == 0 {
+		t.Fatalf("%d swaps, %d entries visited after the last; want swaps repeated in mid-walk", len(r.swapped), after)
+	}
+	checkSameOwners(t, before, owners(t, r.outside))
+	for p := range r.swapped {
+		if r.kind != dirToBind && gidOf(t, p) != testGID {
+			t.Errorf("swapped %s: not re-owned, so the walk never reached it after the swap", p)
+		}
+	}
+	checkVolumeOwned(t, r.vol, r.swapped)
+}
+
+// scratchFS returns a fresh directory on a tmpfs of its own, mounted for
+// the test: building trees of thousands of entries there takes
+// milliseconds, not seconds. Everything in it is on one file system, so
+// a bind mount there has the same device number as its source.
+func scratchFS(t *testing.T) string {
+	t.Helper()
+	plugintest.NeedRoot(t, "mounts a tmpfs")
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { plugintest.UnmountAll(t, dir) })
+	return dir
 }
 
 // testGID is the fsGroup the tests give volumes.
@@ -308,5 +328,52 @@ func writeMode(t *testing.T, p string, mode uint32) {
 	}
 	if err := unix.Chmod(p, mode); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOwnershipUnderConstantSwaps: while the walk runs, again and again
+// with a new group each time, a goroutine swaps a directory and a file of
+// the volume for symlinks to root-only entries outside, and back, as fast
+// as it can; nothing outside the volume ever changes. (Timing decides where
+// the swaps land; TestOwnershipNeverFollowsASwappedEntry places them.)
+func TestOwnershipUnderConstantSwaps(t *testing.T) {
+	r := newSwapRun(t, dirToSymlink)
+	before := owners(t, r.outside)
+	stop := make(chan struct{})
+	flips := 0
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		dir, file := filepath.Join(r.vol, "d7"), filepath.Join(r.vol, "d3", "s3", "f3")
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			flip(t, dir, filepath.Join(r.outside, "secret"))
+			flip(t, file, filepath.Join(r.outside, "shadow"))
+			flips++
+		}
+	}()
+	for i := range 5 {
+		if _, err := setOwnership(t.Context(), r.vol, int64(testGID+i), v1.FSGroupChangeAlways, nil); err != nil {
+			t.Errorf("walk %d: %v", i, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d flips during 5 walks", flips)
+	checkSameOwners(t, before, owners(t, r.outside))
+}
+
+// flip swaps p for a symlink to target and back.
+func flip(t *testing.T, p, target string) {
+	away := p + ".away"
+	for _, err := range []error{os.Rename(p, away), os.Symlink(target, p), os.Remove(p), os.Rename(away, p)} {
+		if err != nil {
+			t.Errorf("flip %s: %v", p, err)
+		}
 	}
 }

@@ -47,7 +47,7 @@ func TestOwnershipDeepTree(t *testing.T) {
 		t.Skip("chown to another group needs root")
 	}
 	const depth = 2100 // "d/" × 2100 is longer than PATH_MAX
-	vol := t.TempDir()
+	vol := scratchFS(t)
 	fd := openDeep(t, vol, depth, true)
 	unix.Close(fd)
 	defer func(d time.Duration) { progressEvery = d }(progressEvery)
