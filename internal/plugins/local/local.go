@@ -7,6 +7,11 @@
 //
 // Teardown unmounts and removes the empty mount point: nothing else, ever.
 // The data lives on the node's storage and outlives every pod.
+//
+// A writable volume of a pod with an fsGroup is given to the group. The pod
+// may change the volume while that runs, so the walk (setOwnership) never
+// acts on a path: it must never follow a symlink, cross a mount, or change
+// a file that has a hard link outside the volume.
 package local
 
 import (

@@ -59,7 +59,8 @@ const (
 //   - A file with more than one link is changed only once the walk has
 //     found all its links in the volume: a hard link to a file outside
 //     does not give the pod that file. It returns how many were left so.
-//   - It keeps at most four descriptors open, however deep the tree.
+//   - It keeps at most three descriptors open (the directory it is in,
+//     an entry, a subdirectory opened to go down), however deep the tree.
 //
 // dir must be an absolute path without symlinks. The walk stops when ctx
 // ends. report, when not nil, is called every progressEvery while the

@@ -57,8 +57,8 @@ func TestOwnershipDeepTree(t *testing.T) {
 	if err != nil {
 		t.Fatalf("walk: %v", err)
 	}
-	if most-base > 4 {
-		t.Errorf("%d descriptors open during the walk, %d before; want at most 4 more", most, base)
+	if most-base > 3 { // a descriptor per level would be thousands
+		t.Errorf("%d descriptors open during the walk, %d before; want at most 3 more", most, base)
 	}
 	fd = openDeep(t, vol, depth, false)
 	defer unix.Close(fd)
