@@ -171,6 +171,9 @@ func (w *walker) run(top int, st unix.Statx_t) error {
 		names, err := readNames(child, w.buf)
 		if err != nil {
 			unix.Close(child)
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed since it was opened
+			}
 			return fmt.Errorf("%s: read directory: %w", where(path, name), err)
 		}
 		unix.Close(cur)
@@ -191,8 +194,11 @@ func (w *walker) visit(dirfd int, name string) (int, unix.Statx_t, error) {
 	}
 	defer unix.Close(fd)
 	st, err := statFd(fd)
-	if err != nil || st.Mnt_id != w.mnt {
-		return -1, st, err // another mount, should RESOLVE_NO_XDEV have let one through
+	switch {
+	case err != nil:
+		return -1, st, fmt.Errorf("stat: %w", err)
+	case st.Mnt_id != w.mnt:
+		return -1, st, nil // another mount, should RESOLVE_NO_XDEV have let one through
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if st.Nlink > 1 && !w.lastLink(st.Ino, st.Nlink) {

@@ -306,3 +306,35 @@ func TestOwnershipStopsWithTheContext(t *testing.T) {
 		t.Errorf("walk = %v after %d entries; want it cancelled after 6 at most", err, last)
 	}
 }
+
+// A directory removed after the walk opened it can still be opened for
+// reading, but reading it fails with ENOENT, which the walk takes as gone.
+func TestReadNamesOfARemovedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	mkdir(t, filepath.Join(dir, "gone"), 0o755)
+	top, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(top)
+	fd, err := openEntry(top, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	st, err := statFd(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	child, err := openDirAgain(fd, st)
+	if err != nil {
+		t.Fatalf("openDirAgain of a removed directory: %v", err)
+	}
+	defer unix.Close(child)
+	if names, err := readNames(child, make([]byte, 4096)); !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("readNames of a removed directory = %q, %v; want ENOENT", names, err)
+	}
+}
