@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,4 +284,65 @@ func TestCrashDuringTeardownDeletesNothing(t *testing.T) {
 	if m := mountsUnder(t, a.root); len(m) > 0 {
 		t.Fatalf("left mounted: %v", m)
 	}
+}
+
+// TestLocalPVFSGroupStaysInTheVolume: a pod with an fsGroup gets its local
+// PV's files and directories (group read-write, setgid directories), while
+// what the volume's symlinks and hard links reach outside it — a root-only
+// directory and a root-only file — keeps its modes and group, and the agent
+// warns about the file it left.
+func TestLocalPVFSGroupStaysInTheVolume(t *testing.T) {
+	a := newAgent(t)
+	vol, outside := disk(t, "d"), t.TempDir()
+	secret, shadow := filepath.Join(outside, "secret"), filepath.Join(outside, "shadow")
+	if err := os.Mkdir(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	plugintest.WriteFile(t, filepath.Join(secret, "key"), "k")
+	plugintest.WriteFile(t, shadow, "s")
+	plugintest.WriteFile(t, filepath.Join(vol, "sub", "f"), "f")
+	for _, err := range []error{
+		os.Chmod(filepath.Join(secret, "key"), 0o600), os.Chmod(shadow, 0o600), os.Chmod(filepath.Join(vol, "sub", "f"), 0o600),
+		os.Symlink(secret, filepath.Join(vol, "sub", "escape")), os.Link(shadow, filepath.Join(vol, "linked")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := fmt.Sprint(ownersUnder(t, outside))
+	a.writeManifest("pv.yaml", fmt.Sprintf(localPV, "pv-1", "1Gi", vol))
+	a.writeManifest("claim.yaml", dataClaim)
+	a.writeManifest("pod.yaml", strings.Replace(fmt.Sprintf(claimPod, "db"), "spec:\n", "spec:\n  securityContext: {fsGroup: 2000}\n", 1))
+	a.start()
+	a.waitPod("default", "db", 10*time.Second, ready)
+	for rel, want := range map[string]os.FileMode{
+		".": os.ModeDir | os.ModeSetgid | 0o775, "sub": os.ModeDir | os.ModeSetgid | 0o775, "sub/f": 0o660, "label": 0o664,
+	} {
+		if got := ownersUnder(t, filepath.Join(vol, rel))[filepath.Join(vol, rel)]; got != fmt.Sprintf("%v gid 2000", want) {
+			t.Errorf("%s: %s; want %v gid 2000", rel, got, want)
+		}
+	}
+	if after := fmt.Sprint(ownersUnder(t, outside)); after != before {
+		t.Errorf("outside the volume:\n%s\nwas\n%s", after, before)
+	}
+	if !strings.Contains(a.logs.String(), "fsGroup not given to files with hard links outside the volume") {
+		t.Error("no warning about the file linked outside the volume")
+	}
+}
+
+// ownersUnder maps every entry at and below dir to its mode and group.
+func ownersUnder(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		m[p] = fmt.Sprintf("%v gid %d", fi.Mode(), fi.Sys().(*syscall.Stat_t).Gid)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -7,6 +7,11 @@
 //
 // Teardown unmounts and removes the empty mount point: nothing else, ever.
 // The data lives on the node's storage and outlives every pod.
+//
+// A writable volume of a pod with an fsGroup is given to the group. The pod
+// may change the volume while that runs, so the walk (setOwnership) never
+// acts on a path: it must never follow a symlink, cross a mount, or change
+// a file that has a hard link outside the volume.
 package local
 
 import (
@@ -141,8 +146,13 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string, o
 	}
 	if g := fsGroup(spec); g != nil && !spec.ReadOnly() && mount.Privileged(p.Mounter) {
 		report := ownershipReporter(p.Logger, spec, *g)
-		if _, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, setOwnership(dir, *g, policy(spec.Pod), report) }); err != nil {
+		linked, err := mount.Bounded(ctx, func() (int, error) { return setOwnership(ctx, dir, *g, policy(spec.Pod), report) })
+		if err != nil {
 			return res, fmt.Errorf("give fsGroup %d the volume: %w", *g, err)
+		}
+		if linked > 0 && p.Logger != nil {
+			p.Logger.Warn("fsGroup not given to files with hard links outside the volume", zap.String("pod", spec.Pod.Namespace+"/"+spec.Pod.Name),
+				zap.String("volume", spec.Volume.Name), zap.Int64("fsGroup", *g), zap.Int("files", linked))
 		}
 	}
 	return volume.Result{Path: dir}, nil

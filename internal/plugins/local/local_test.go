@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	zapobserver "go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mountutils "k8s.io/mount-utils"
@@ -175,6 +177,38 @@ func TestFSGroupOwnership(t *testing.T) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(outside, &st); err != nil || st.Gid == 4321 || st.Mode&0o777 != 0o644 {
 		t.Errorf("the target of a symlink in the volume was changed: gid %d mode %o", st.Gid, st.Mode&0o777)
+	}
+}
+
+// A file of the volume with a hard link outside it keeps its group and
+// modes (the pod would get the file outside too), and SetUp warns.
+func TestFSGroupLeavesFilesLinkedOutside(t *testing.T) {
+	plugintest.NeedRoot(t, "bind-mounts a directory and changes owners")
+	ctx := context.Background()
+	src, outside := t.TempDir(), filepath.Join(t.TempDir(), "outside")
+	plugintest.WriteFile(t, outside, "not ours")
+	if err := os.Chmod(outside, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(src, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := zapobserver.New(zap.InfoLevel)
+	p := &local.Plugin{Mounter: mount.System{}, Logger: zap.New(core)}
+	s := pvSpec(src)
+	s.Pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr[int64](4321)}
+	dir := plugintest.VolumeDir(t)
+	if _, err := p.SetUp(ctx, s, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.TearDown(ctx, dir) })
+	var st syscall.Stat_t
+	if err := syscall.Stat(outside, &st); err != nil || st.Gid == 4321 || st.Mode&0o777 != 0o600 {
+		t.Errorf("a file linked into the volume was changed: gid %d mode %o", st.Gid, st.Mode&0o777)
+	}
+	warned := logs.FilterMessage("fsGroup not given to files with hard links outside the volume").All()
+	if len(warned) != 1 || warned[0].Level != zap.WarnLevel || warned[0].ContextMap()["files"] != int64(1) {
+		t.Errorf("warnings = %+v; want one naming 1 file", warned)
 	}
 }
 

@@ -1,10 +1,11 @@
 package local
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,89 +45,245 @@ const (
 // for a writable volume with an fsGroup: every file and directory belongs
 // to the group and is group read-write, and directories are setgid so new
 // files inherit the group. With policy OnRootMismatch nothing is walked
-// when dir already looks done. Symlinks are re-owned, never followed, and
-// the walk never crosses into another mount.
+// when dir already looks done.
 //
-// report, when not nil, is called every progressEvery while the walk runs,
-// and once at its end if it ran that long, with the entries changed so far.
-func setOwnership(dir string, gid int64, policy v1.PodFSGroupChangePolicy, report func(entries int, elapsed time.Duration, done bool)) error {
-	if policy == v1.FSGroupChangeOnRootMismatch && ownedBy(dir, gid) {
-		return nil
-	}
-	top, err := mountID(dir)
+// The volume belongs to the pod, which may change it while the walk runs,
+// so the walk never acts on a path (see walker):
+//
+//   - Every entry is opened by its name relative to its directory's
+//     descriptor, with no symlink followed and no mount crossed, and is
+//     changed through that descriptor after its type has been read from
+//     it. A symlink gets the group itself and is never followed or
+//     chmodded; a mount point below dir, found by mount ID (a bind mount
+//     of the same file system has the same device), is left alone.
+//   - A file with more than one link is changed only once the walk has
+//     found all its links in the volume: a hard link to a file outside
+//     does not give the pod that file. It returns how many were left so.
+//   - It keeps at most three descriptors open (the directory it is in,
+//     an entry, a subdirectory opened to go down), however deep the tree.
+//
+// dir must be an absolute path without symlinks. The walk stops when ctx
+// ends. report, when not nil, is called every progressEvery while the
+// walk runs, and once at its end if it ran that long, with the entries
+// visited so far.
+func setOwnership(ctx context.Context, dir string, gid int64, policy v1.PodFSGroupChangePolicy, report func(entries int, elapsed time.Duration, done bool)) (linkedOutside int, err error) {
+	top, err := openat2(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, unix.RESOLVE_NO_SYMLINKS)
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("open %s: %w", dir, err)
 	}
-	start, next, entries := time.Now(), progressEvery, 0
+	st, err := statFd(top)
+	if err != nil {
+		unix.Close(top)
+		return 0, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if policy == v1.FSGroupChangeOnRootMismatch && ownedBy(st, gid) {
+		unix.Close(top)
+		return 0, nil
+	}
+	w := &walker{ctx: ctx, gid: int(gid), mnt: st.Mnt_id, report: report, start: time.Now(), next: progressEvery,
+		links: map[uint64]uint32{}, buf: make([]byte, 32<<10)}
 	if report != nil {
 		defer func() {
-			if elapsed := time.Since(start); elapsed >= progressEvery {
-				report(entries, elapsed, true)
+			if elapsed := time.Since(w.start); elapsed >= progressEvery {
+				report(w.entries, elapsed, true)
 			}
 		}()
 	}
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		entries++
-		if elapsed := time.Since(start); report != nil && elapsed >= next {
-			report(entries, elapsed, false)
-			next += progressEvery
-		}
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != dir {
-			id, err := mountID(p)
-			if err != nil {
-				return err
-			}
-			if id != top {
-				return fs.SkipDir // a mount below: not ours to change
-			}
-		}
-		return ownOne(p, d, gid)
-	})
+	if err := w.run(top, st); err != nil {
+		return 0, fmt.Errorf("in %s: %w", dir, err)
+	}
+	return len(w.links), nil
 }
 
-// ownOne gives one entry the group and the modes.
-func ownOne(p string, d fs.DirEntry, gid int64) error {
-	if err := os.Lchown(p, -1, int(gid)); err != nil {
-		return fmt.Errorf("chown %s: %w", p, err)
-	}
-	if d.Type()&fs.ModeSymlink != 0 {
-		return nil // chmod would follow it
-	}
-	info, err := d.Info()
-	if err != nil {
+// ownedBy reports whether the volume's top directory already belongs to
+// gid with the modes set.
+func ownedBy(st unix.Statx_t, gid int64) bool {
+	want := uint16(groupRW | groupExec | unix.S_ISGID)
+	return int64(st.Gid) == gid && st.Mode&want == want
+}
+
+// walker changes one volume, depth first, keeping only the directory it
+// is in open: it goes down by opening a child from that directory's
+// descriptor and back up through "..", checking that ".." is the
+// directory it came from. What each directory still has to visit is kept
+// as names, read once when the walk enters it.
+type walker struct {
+	ctx     context.Context
+	gid     int
+	mnt     uint64 // the volume's mount ID
+	report  func(int, time.Duration, bool)
+	start   time.Time
+	next    time.Duration // elapsed time of the next report
+	entries int
+	// links counts, by inode, the links found so far of files with more
+	// than one that have not been changed yet.
+	links map[uint64]uint32
+	buf   []byte // for readNames
+}
+
+// level is a directory the walk is in.
+type level struct {
+	name string // in its parent; "" for the top
+	ino  uint64
+	todo []string // entries not visited yet
+}
+
+// run changes the directory top (st) and everything below it; it closes
+// top.
+func (w *walker) run(top int, st unix.Statx_t) error {
+	cur := top // the one directory held open between steps
+	defer func() { unix.Close(cur) }()
+	w.count()
+	if err := w.change(cur, st); err != nil {
 		return err
 	}
-	mode := info.Mode() | groupRW
-	if d.IsDir() {
-		mode |= groupExec | fs.ModeSetgid
+	names, err := readNames(cur, w.buf)
+	if err != nil {
+		return fmt.Errorf("read directory: %w", err)
 	}
-	if mode == info.Mode() {
+	path := []level{{ino: st.Ino, todo: names}}
+	for {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		here := &path[len(path)-1]
+		if len(here.todo) == 0 {
+			if len(path) == 1 {
+				return nil
+			}
+			up, err := openParent(cur, path[len(path)-2].ino, w.mnt)
+			if err != nil {
+				return fmt.Errorf("%s: back up: %w", where(path, ""), err)
+			}
+			unix.Close(cur)
+			cur, path = up, path[:len(path)-1]
+			continue
+		}
+		name := here.todo[0]
+		here.todo = here.todo[1:]
+		child, st, err := w.visit(cur, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where(path, name), err)
+		}
+		if child < 0 {
+			continue
+		}
+		names, err := readNames(child, w.buf)
+		if err != nil {
+			unix.Close(child)
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed since it was opened
+			}
+			return fmt.Errorf("%s: read directory: %w", where(path, name), err)
+		}
+		unix.Close(cur)
+		cur, path = child, append(path, level{name: name, ino: st.Ino, todo: names})
+	}
+}
+
+// visit changes the entry name of the directory dirfd. For a directory to
+// go down into, it returns the directory opened for reading, else -1.
+func (w *walker) visit(dirfd int, name string) (int, unix.Statx_t, error) {
+	w.count()
+	fd, err := openEntry(dirfd, name)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EXDEV):
+		return -1, unix.Statx_t{}, nil // gone since it was listed; a mount point: not ours
+	case err != nil:
+		return -1, unix.Statx_t{}, fmt.Errorf("open: %w", err)
+	}
+	defer unix.Close(fd)
+	st, err := statFd(fd)
+	switch {
+	case err != nil:
+		return -1, st, fmt.Errorf("stat: %w", err)
+	case st.Mnt_id != w.mnt:
+		return -1, st, nil // another mount, should RESOLVE_NO_XDEV have let one through
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if st.Nlink > 1 && !w.lastLink(st.Ino, st.Nlink) {
+			return -1, st, nil
+		}
+		return -1, st, w.change(fd, st)
+	}
+	if err := w.change(fd, st); err != nil {
+		return -1, st, err
+	}
+	child, err := openDirAgain(fd, st)
+	if err != nil {
+		return -1, st, fmt.Errorf("open directory: %w", err)
+	}
+	return child, st, nil
+}
+
+// lastLink counts one more link of the file ino found in the volume and
+// reports whether the walk has now found all nlink of them.
+func (w *walker) lastLink(ino uint64, nlink uint32) bool {
+	w.links[ino]++
+	if w.links[ino] < nlink {
+		return false
+	}
+	delete(w.links, ino)
+	return true
+}
+
+// change gives what fd refers to (st) the group, and the modes unless it
+// is a symlink.
+func (w *walker) change(fd int, st unix.Statx_t) error {
+	typ := st.Mode & unix.S_IFMT
+	if int(st.Gid) != w.gid {
+		if err := chownFd(fd, w.gid); err != nil {
+			return fmt.Errorf("chown: %w", err)
+		}
+		if typ != unix.S_IFDIR && st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+			// The kernel may have cleared them; keep what it left.
+			var err error
+			if st, err = statFd(fd); err != nil {
+				return err
+			}
+		}
+	}
+	if typ == unix.S_IFLNK {
+		return nil // Linux has no modes for symlinks
+	}
+	mode := uint32(st.Mode) & 0o7777
+	want := mode | groupRW
+	if typ == unix.S_IFDIR {
+		want |= groupExec | unix.S_ISGID
+	}
+	if want == mode {
 		return nil
 	}
-	if err := os.Chmod(p, mode); err != nil {
-		return fmt.Errorf("chmod %s: %w", p, err)
+	if err := chmodFd(fd, want); err != nil {
+		return fmt.Errorf("chmod: %w", err)
 	}
 	return nil
 }
 
-// ownedBy reports whether dir already belongs to gid with the modes set.
-func ownedBy(dir string, gid int64) bool {
-	var st unix.Stat_t
-	if unix.Lstat(dir, &st) != nil {
-		return false
+// count counts one entry and reports progress when it is time to.
+func (w *walker) count() {
+	w.entries++
+	if w.report == nil {
+		return
 	}
-	want := uint32(groupRW | groupExec | unix.S_ISGID)
-	return int64(st.Gid) == gid && st.Mode&want == want
+	if elapsed := time.Since(w.start); elapsed >= w.next {
+		w.report(w.entries, elapsed, false)
+		w.next += progressEvery
+	}
 }
 
-// mountID returns the mount ID of p, without following a symlink.
-func mountID(p string) (uint64, error) {
-	var st unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
-		return 0, fmt.Errorf("stat %s: %w", p, err)
+// where names the entry name of the directory at the end of path, by its
+// path in the volume; below 16 levels by its depth and last names only.
+func where(path []level, name string) string {
+	names := make([]string, 0, len(path))
+	for _, l := range path[1:] {
+		names = append(names, l.name)
 	}
-	return st.Mnt_id, nil
+	if name != "" {
+		names = append(names, name)
+	}
+	if len(names) <= 16 {
+		return filepath.Join(names...)
+	}
+	return fmt.Sprintf("at depth %d: .../%s", len(names), strings.Join(names[len(names)-8:], "/"))
 }
