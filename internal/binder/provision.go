@@ -119,6 +119,8 @@ func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) st
 		return why + "; a claim that names its PersistentVolume (spec.volumeName) is never provisioned: it waits for that PersistentVolume"
 	case c.Spec.Selector != nil:
 		return why + "; a claim with a selector is never provisioned (a provisioner cannot make a PersistentVolume match it): it waits for a PersistentVolume that matches"
+	case c.Spec.VolumeAttributesClassName != nil && *c.Spec.VolumeAttributesClassName != "":
+		return why + "; a claim with a volumeAttributesClassName is never provisioned (the agent's provisioners make no volumes of an attributes class): it waits for a PersistentVolume of that class"
 	}
 	class, ok := w.classes[className]
 	switch {

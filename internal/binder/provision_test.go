@@ -202,6 +202,10 @@ func TestPlanNeverProvisionsNamedOrSelectingClaims(t *testing.T) {
 		"selector": newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"), func(c *v1.PersistentVolumeClaim) {
 			c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}
 		}),
+		"volumeAttributesClassName": newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"), func(c *v1.PersistentVolumeClaim) {
+			gold := "gold"
+			c.Spec.VolumeAttributesClassName = &gold
+		}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := plan(provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil, fast), records{})
