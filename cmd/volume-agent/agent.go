@@ -47,6 +47,8 @@ type agent struct {
 	sources    []source.Source
 	// binder binds the manifests' claims; nil without --manifests.
 	binder *binder.Source
+	// provs are the dynamic provisioners (set before anything runs).
+	provs *provisioners
 	// others run beside the loops (token manager, event recorder).
 	others map[string]runner
 }
@@ -65,15 +67,14 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify() })
 	a.actual = asw.New(func() {
 		a.server.Notify()
-		if a.binder != nil {
-			a.binder.NotifyActual()
-		}
+		a.notifyActual()
 	})
 	notify := func() { a.populator.Notify() }
-	provs, err := newProvisioners(o, root, mounter, log)
+	provs, err := newProvisioners(o, root, mounter, a.inUse, log)
 	if err != nil {
 		return err
 	}
+	a.provs = provs
 	cluster, err := newCluster(o, log, notify, provs)
 	if err != nil {
 		return err
@@ -150,11 +151,21 @@ func (a *agent) inUse(pv string) bool {
 }
 
 // recovered is called once the actual state is rebuilt: the populator
-// looks again, and so does the binder if it waits to know what is in use.
+// looks again, and so do the binder and the provisioners if they wait to
+// know what is in use.
 func (a *agent) recovered() {
 	a.populator.Notify()
+	a.notifyActual()
+}
+
+// notifyActual tells those who wait for a PV to be torn down that the
+// actual state changed.
+func (a *agent) notifyActual() {
 	if a.binder != nil {
 		a.binder.NotifyActual()
+	}
+	if a.provs != nil {
+		a.provs.notifyActual()
 	}
 }
 

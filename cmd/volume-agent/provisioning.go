@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,11 +32,22 @@ type provisioners struct {
 	// rootLock holds the local path root for this agent alone while it
 	// is open: for the life of the process.
 	rootLock *os.File
+	// inUse and delay are the cluster controllers' Config.InUse and
+	// Config.ReclaimDelay.
+	inUse func(pv string) bool
+	delay time.Duration
+
+	mu sync.Mutex
+	// live are the cluster controllers running, told of changes of the
+	// actual state (notifyActual).
+	live map[*provisioner.Controller]bool // guarded by mu
 }
 
-// newProvisioners builds the provisioners --provisioners names.
-func newProvisioners(o options, root string, mounter mount.Mounter, log *zap.Logger) (*provisioners, error) {
-	p := &provisioners{leaseNS: o.leaseNS, identity: o.nodeName}
+// newProvisioners builds the provisioners --provisioners names. inUse says
+// whether a pod on this node has a PV set up (or whether that is unknown).
+func newProvisioners(o options, root string, mounter mount.Mounter, inUse func(string) bool, log *zap.Logger) (*provisioners, error) {
+	p := &provisioners{leaseNS: o.leaseNS, identity: o.nodeName, inUse: inUse, delay: o.reclaimDelay,
+		live: map[*provisioner.Controller]bool{}}
 	if v := os.Getenv(pauseEnv); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -89,16 +101,53 @@ func (p *provisioners) forBinder() []provisioner.Provisioner {
 func (p *provisioners) runners(client kubernetes.Interface, o options, log *zap.Logger) (map[string]runner, error) {
 	r := map[string]runner{}
 	if p.local != nil {
-		c, err := provisioner.New(provisioner.Config{Client: client, Provisioner: p.local, Node: o.nodeName, Logger: log, PauseAfterStorage: p.pause})
+		c, err := provisioner.New(p.config(provisioner.Config{Client: client, Provisioner: p.local, Node: o.nodeName, Logger: log}))
 		if err != nil {
 			return nil, err
 		}
-		r["local provisioner"] = c
+		r["local provisioner"] = p.tracked(c)
 	}
 	if p.nfs != nil {
 		r["nfs-subdir provisioner"] = leadingNFS{p: p, client: client, log: log}
 	}
 	return r, nil
+}
+
+// config adds what every cluster controller shares to cfg.
+func (p *provisioners) config(cfg provisioner.Config) provisioner.Config {
+	cfg.PauseAfterStorage, cfg.ReclaimDelay, cfg.InUse = p.pause, p.delay, p.inUse
+	return cfg
+}
+
+// tracked returns a runner of c that is told of changes of the actual
+// state while it runs.
+func (p *provisioners) tracked(c *provisioner.Controller) runner { return trackedController{p: p, c: c} }
+
+type trackedController struct {
+	p *provisioners
+	c *provisioner.Controller
+}
+
+func (t trackedController) Run(ctx context.Context) error {
+	t.p.mu.Lock()
+	t.p.live[t.c] = true
+	t.p.mu.Unlock()
+	defer func() {
+		t.p.mu.Lock()
+		delete(t.p.live, t.c)
+		t.p.mu.Unlock()
+	}()
+	return t.c.Run(ctx)
+}
+
+// notifyActual tells the running controllers that the actual state
+// changed. It never blocks.
+func (p *provisioners) notifyActual() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.live {
+		c.NotifyActual()
+	}
 }
 
 // closeWait bounds taking the export mounts down when leadership ends.
@@ -119,11 +168,11 @@ func (l leadingNFS) Run(ctx context.Context) error {
 	e := provisioner.Election{Client: l.client, Namespace: l.p.leaseNS, Identity: l.p.identity, Logger: l.log}
 	return provisioner.RunLeading(ctx, e, provisioner.NFSSubdirName, func(term context.Context) error {
 		defer l.close()
-		c, err := provisioner.New(provisioner.Config{Client: l.client, Provisioner: l.p.nfs, Logger: l.log, PauseAfterStorage: l.p.pause})
+		c, err := provisioner.New(l.p.config(provisioner.Config{Client: l.client, Provisioner: l.p.nfs, Logger: l.log}))
 		if err != nil {
 			return err
 		}
-		return c.Run(term)
+		return l.p.tracked(c).Run(term)
 	})
 }
 

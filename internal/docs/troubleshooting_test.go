@@ -24,6 +24,7 @@ var internalMessages = map[string]string{
 	"binder: ReclaimDelay … is negative":                         "Config validation; --reclaim-delay refuses a negative delay first",
 	"provisioner: Config.Client is required":                     "Config validation; main sets it",
 	"provisioner: Config.Logger is required":                     "Config validation; main sets it",
+	"provisioner: Config.ReclaimDelay is negative":               "Config validation; --reclaim-delay refuses a negative delay first",
 	"provisioner: Config.Provisioner is required":                "Config validation; main sets it",
 	"local provisioner: a mounter and a logger are required":     "Config validation; main sets them",
 	"local provisioner: node name is required":                   "Config validation; flags refuse an empty node name first",

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -52,6 +53,15 @@ type Config struct {
 	OpTimeout time.Duration
 	// Workers is how many keys are worked on at once; 4 when zero.
 	Workers int
+	// ReclaimDelay (--reclaim-delay) is how long the storage of a released
+	// PV with policy Delete stays aside, restorable, before it is deleted
+	// with the PV. Zero: as soon as nothing uses it.
+	ReclaimDelay time.Duration
+	// InUse reports whether a pod on this node has the named PV set up, or
+	// whether that is not known yet; nothing is moved, restored or deleted
+	// meanwhile, and NotifyActual looks again. Optional: nil reports
+	// nothing in use (for tests).
+	InUse func(pv string) bool
 	// PauseAfterStorage, for fault tests only, waits this long between
 	// making the storage and creating the PV (the agent reads it from
 	// $VOLUME_AGENT_TEST_PROVISION_PAUSE). Zero in production.
@@ -73,6 +83,15 @@ type Controller struct {
 
 	mu       sync.Mutex
 	recorder record.EventRecorder // guarded by mu; set while Run runs
+	// asided holds the PVs whose storage a MoveAside put aside since the
+	// controller started (after a restart it is run again: a rename at
+	// most); waiting holds those whose reclaiming waits for a teardown.
+	asided  map[string]bool // guarded by mu
+	waiting map[string]bool // guarded by mu
+	// deleted holds, by name, the UID of each PV this controller deleted
+	// until its cache sees it gone, so that a stale copy is not deleted
+	// again.
+	deleted map[string]types.UID // guarded by mu
 }
 
 // key is one unit of work: a claim (namespace and name) or a PV (name).
@@ -97,6 +116,8 @@ func New(cfg Config) (*Controller, error) {
 		return nil, errors.New("provisioner: Config.Provisioner is required")
 	case cfg.Logger == nil:
 		return nil, errors.New("provisioner: Config.Logger is required")
+	case cfg.ReclaimDelay < 0:
+		return nil, errors.New("provisioner: Config.ReclaimDelay is negative")
 	}
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = defaultOpTimeout
@@ -113,6 +134,9 @@ func New(cfg Config) (*Controller, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](backoffMin, backoffMax),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "provisioner " + cfg.Provisioner.Name()}),
 		factory: informers.NewSharedInformerFactory(cfg.Client, resync),
+		asided:  map[string]bool{},
+		waiting: map[string]bool{},
+		deleted: map[string]types.UID{},
 	}
 	c.claims = c.factory.Core().V1().PersistentVolumeClaims().Lister()
 	c.pvs = c.factory.Core().V1().PersistentVolumes().Lister()

@@ -65,6 +65,12 @@ func (f *fakeProvisioner) Restore(_ context.Context, pv *v1.PersistentVolume) er
 	return nil
 }
 
+func (f *fakeProvisioner) reclaims() (aside, restored []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.aside...), append([]string(nil), f.restored...)
+}
+
 func (f *fakeProvisioner) calls() (provision, deleted []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -101,8 +107,17 @@ func claim(name, class, provisioner, node string) *v1.PersistentVolumeClaim {
 // run starts a controller for node over objs and returns its client.
 func run(t *testing.T, p Provisioner, node string, objs ...runtime.Object) *fake.Clientset {
 	t.Helper()
+	client, _ := runWith(t, Config{Provisioner: p, Node: node}, objs...)
+	return client
+}
+
+// runWith starts a controller of cfg (its Client and Logger set here) over
+// objs and returns its client and the controller.
+func runWith(t *testing.T, cfg Config, objs ...runtime.Object) (*fake.Clientset, *Controller) {
+	t.Helper()
 	client := fake.NewClientset(objs...)
-	c, err := New(Config{Client: client, Provisioner: p, Node: node, Logger: zap.NewNop()})
+	cfg.Client, cfg.Logger = client, zap.NewNop()
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +130,7 @@ func run(t *testing.T, p Provisioner, node string, objs ...runtime.Object) *fake
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return client
+	return client, c
 }
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
