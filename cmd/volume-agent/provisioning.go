@@ -121,7 +121,9 @@ func (p *provisioners) config(cfg provisioner.Config) provisioner.Config {
 
 // tracked returns a runner of c that is told of changes of the actual
 // state while it runs.
-func (p *provisioners) tracked(c *provisioner.Controller) runner { return trackedController{p: p, c: c} }
+func (p *provisioners) tracked(c *provisioner.Controller) runner {
+	return trackedController{p: p, c: c}
+}
 
 type trackedController struct {
 	p *provisioners
