@@ -50,7 +50,9 @@ func (env *clusterEnv) startProvAgents(t *testing.T, env2 []string, nodes ...str
 		env.schedulableNode(t, n)
 		a := &provAgent{agent: newAgent(t), node: n, data: filepath.Join(t.TempDir(), "local")}
 		a.env = env2
-		a.start("--kubeconfig", env.agentKubeconfig, "--node-name", n, "--provisioners", "local", "--local-path-root", a.data)
+		// No reclaim delay: these tests check what deletion does
+		// (TestClusterReclaimDelay checks the delay).
+		a.start("--kubeconfig", env.agentKubeconfig, "--node-name", n, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
 		out = append(out, a)
 	}
 	return out
@@ -355,7 +357,7 @@ func (env *clusterEnv) testLocalReschedule(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
 	env.schedulableNode(t, node)
 	a := newAgent(t)
-	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", data)
+	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", data, "--reclaim-delay", "0s")
 	env.localClass(t, "va-local-resched", v1.PersistentVolumeReclaimDelete, nil)
 
 	claim := env.dynamicClaim(t, ns, "data", "va-local-resched")
