@@ -95,7 +95,7 @@ func (s *Source) note(c *changes, evs []event) {
 	}
 }
 
-// armRecheck sets t to fire when a held-back file is due (see holdBack).
+// armRecheck sets t to fire when a held-back file is due (see settle.go).
 func (s *Source) armRecheck(t *time.Timer) {
 	if due := s.scanner.recheck; !due.IsZero() {
 		t.Reset(max(time.Until(due), time.Millisecond))

@@ -69,8 +69,10 @@ type scanner struct {
 	now func() time.Time
 	// recheck, when set, is when the held-back files must be looked at again.
 	recheck time.Time
-	// held are the files whose content waits to settle (see holdBack).
+	// held are the files part of whose content waits to settle (see settle.go).
 	held []string
+	// inForce is what the last merge put in force, by key.
+	inForce map[key]object
 }
 
 func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
