@@ -194,3 +194,107 @@ func TestManifestTwoFileRenameKeepsData(t *testing.T) {
 		})
 	}
 }
+
+// The manifest directory replaced by another one: `mv m m.old; mkdir m;
+// cp … m/`. The new content is served within seconds, not at the resync,
+// and a pod in both is never touched.
+func TestManifestDirectoryReplaced(t *testing.T) {
+	a := newAgent(t)
+	parent := t.TempDir()
+	a.manifests = filepath.Join(parent, "m")
+	if err := os.Mkdir(a.manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.writeManifest("web.yaml", scratchPod("web"))
+	a.writeManifest("old.yaml", scratchPod("old"))
+	a.start()
+	web, marker := a.marked("web")
+	old := a.waitPod("default", "old", 10*time.Second, ready)
+
+	w := a.watchPods(web)
+	// Each step takes a moment, as a script or a person at a shell would:
+	// meanwhile the directory is missing, then empty.
+	if err := os.Rename(a.manifests, filepath.Join(parent, "m.old")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := os.Mkdir(a.manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for name, content := range map[string]string{"web.yaml": scratchPod("web"), "new.yaml": scratchPod("new")} {
+		if err := os.WriteFile(filepath.Join(a.manifests, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := waitFor(t, 10*time.Second, "the new directory's pod", func() (bool, string) {
+		p, ok := a.pod("default", "new")
+		return ok && p.Ready, fmt.Sprint(a.pods())
+	})
+	figure(t, "replaced manifest directory to new pod ready", took)
+	a.waitPodDirGone(old.UID)
+	w.end()
+	a.untouched(web, marker)
+}
+
+// A git-sync style deploy: --manifests names a symlink that is swapped to
+// a new directory with `ln -sfn v2 current.tmp && mv -T current.tmp
+// current`. Every swap is followed within seconds, and a pod in both
+// versions is never touched.
+func TestManifestSymlinkSwap(t *testing.T) {
+	a := newAgent(t)
+	parent := t.TempDir()
+	version := func(v string, names ...string) {
+		dir := filepath.Join(parent, v)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(scratchPod(name)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	swap := func(v string) {
+		tmp := filepath.Join(parent, "current.tmp")
+		if err := os.Symlink(v, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(parent, "current")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("v1", "web", "old")
+	swap("v1")
+	a.manifests = filepath.Join(parent, "current")
+	a.start()
+	web, marker := a.marked("web")
+	old := a.waitPod("default", "old", 10*time.Second, ready)
+
+	w := a.watchPods(web)
+	for i, v := range []string{"v2", "v3"} {
+		name := "new-" + v
+		version(v, "web", name)
+		swap(v)
+		took := waitFor(t, 10*time.Second, "pod "+name+" of "+v, func() (bool, string) {
+			p, ok := a.pod("default", name)
+			return ok && p.Ready, fmt.Sprint(a.pods())
+		})
+		figure(t, fmt.Sprintf("symlink swap %d to new pod ready", i+1), took)
+		if i == 0 {
+			a.waitPodDirGone(old.UID)
+		}
+		// git-sync removes the worktree it swapped away from.
+		prev := map[string]string{"v2": "v1", "v3": "v2"}[v]
+		if err := os.RemoveAll(filepath.Join(parent, prev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	w.end()
+	a.untouched(web, marker)
+	waitFor(t, 10*time.Second, "pod new-v2, in v2 only, gone after the swap to v3", func() (bool, string) {
+		_, ok := a.pod("default", "new-v2")
+		return !ok, fmt.Sprint(a.pods())
+	})
+}

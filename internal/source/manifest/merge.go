@@ -267,14 +267,18 @@ func markMoving(moving map[int]bool, i int) map[int]bool {
 }
 
 // defines returns what file's latest content defines: its latest parse, or
-// its content in force when that parse failed.
+// its content in force when that parse failed; nothing for a file going
+// with the directory it was in.
 func (m *merger) defines(file string) index {
 	if ix, ok := m.latest[file]; ok {
 		return ix
 	}
 	f := m.sc.files[file]
 	objs := f.good
-	if f.parsedOK() {
+	switch {
+	case f.orphaned && !f.missingSince.IsZero():
+		objs = nil // its directory was replaced by one without it (see refresh)
+	case f.parsedOK():
 		objs = f.parsed
 	}
 	ix := index{keys: make(map[key]bool, len(objs)), uids: map[types.UID]bool{}}

@@ -245,13 +245,15 @@ func TestDirectoryRemovedKeepsState(t *testing.T) {
 		t.Errorf("status %+v, pods %v", st, podNames(h.src.Pods()))
 	}
 
-	// A directory created anew is found by the resync, and watched again.
+	// A directory created anew is followed at once, and watched; web, not
+	// in it, goes once it settles.
 	h.drain()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, dir, "api.yaml", pod("api", "v1"))
-	h.expect("directory back", h.havePods("default/api"))
+	h.expect("directory back", h.havePods("default/api", "default/web"))
+	h.expect("web gone once the new directory settles", h.havePods("default/api"))
 	if st := h.src.Status(); len(st.Errors) > 0 || !st.Synced {
 		t.Errorf("status %+v", st)
 	}
