@@ -170,12 +170,13 @@ func (sc *scanner) merge() []object {
 // remembers them for the next merge.
 func (sc *scanner) inForceNow(names []string, c *claims) []object {
 	out := make([]object, 0, len(c.keys))
-	sc.inForce = make(map[key]object, len(c.keys))
+	sc.inForce = make(map[key]*object, len(c.keys))
 	for _, name := range names {
-		for _, o := range sc.files[name].good {
+		good := sc.files[name].good
+		for i, o := range good {
 			if c.owns(name, o) {
 				out = append(out, o)
-				sc.inForce[o.key] = o
+				sc.inForce[o.key] = &good[i] // content is replaced, never modified
 			}
 		}
 	}

@@ -54,7 +54,7 @@ func unchanged(f *fileState) bool {
 // an object whose new version drops part of the version in force (inForce)
 // keeps that version, and the objects f holds that the parse lacks stay.
 // When nothing differs it returns f.parsed itself.
-func keep(f *fileState, moving map[int]bool, settles bool, inForce map[key]object) (next []object, held bool) {
+func keep(f *fileState, moving map[int]bool, settles bool, inForce map[key]*object) (next []object, held bool) {
 	next = make([]object, 0, len(f.parsed)+len(f.good))
 	defined := make(map[key]bool, len(f.parsed))
 	for i, o := range f.parsed {
@@ -63,8 +63,9 @@ func keep(f *fileState, moving map[int]bool, settles bool, inForce map[key]objec
 			continue
 		}
 		if prev, ok := inForce[o.key]; settles && ok && dropsParts(prev.obj, o.obj) {
-			prev.at, held = o.at, true
-			o = prev
+			at := o.at
+			o, held = *prev, true
+			o.at = at
 		}
 		next = append(next, o)
 	}
