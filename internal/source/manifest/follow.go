@@ -19,7 +19,8 @@ import (
 // So the follower also watches every point where the path can change — the
 // name of each symlink followed, in its directory, and the directory's own
 // name, in its parent — and, when one of them changes, resolves the path
-// again and moves the directory's watch to what it names now.
+// again and moves the directory's watch to what it names now. It is used
+// by Run's goroutine only.
 type follower struct {
 	path string // absolute, as given
 	w    *watcher
