@@ -187,7 +187,8 @@ func (sc *scanner) result() *snapshot {
 // list returns the candidate manifest files in the directory, and which
 // directory it listed.
 func (sc *scanner) list() ([]entry, dirID, error) {
-	d, err := os.Open(sc.dir)
+	// O_DIRECTORY: a FIFO put in the directory's place must not block the scan.
+	d, err := os.OpenFile(sc.dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, dirID{}, fmt.Errorf("read manifest directory: %w", err)
 	}
