@@ -4,7 +4,9 @@
 // JSON files directly inside one directory, and keeps them current with
 // inotify and a slow, jittered resync. A file
 // renamed into place is read at once; other changes once the directory has
-// been quiet for 50 ms (see changes.go).
+// been quiet for 50 ms (see changes.go). The directory is followed as a
+// path: replaced by another one, or reached through a symlink that is
+// swapped, it is read anew at once (see follow.go).
 //
 // It owns the file cache (the bytes of every file it read, the objects each
 // file defined last time it was good) and the snapshot it hands out. It never
@@ -15,6 +17,13 @@
 //   - A file with any problem is rejected whole and the last good content of
 //     that file stays in force: a typo never makes a pod disappear. Only
 //     deleting a file removes its objects.
+//   - An object is its kind, namespace and name, whichever file defines it:
+//     moving it to another file, in one step or two, tears nothing down, and
+//     a file that still defines an object in force keeps it against any
+//     other file (see merge.go). What a file's content drops waits for the
+//     file to settle (see settle.go).
+//   - A replaced directory that is missing, or has no objects yet, makes
+//     nothing look deleted (see replaced.go).
 //   - The source is not synced until the first full scan is done and every
 //     file present has parsed at least once since start, so the agent tears
 //     down nothing it found on disk that might belong to a pod in a broken

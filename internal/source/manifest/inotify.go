@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,15 +19,27 @@ import (
 const watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_DELETE |
 	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
-// event is one inotify event on the watched directory.
+// pathMask is what the watch of a directory on the way to the manifest
+// directory reports: names that appear, go or are renamed there, and the
+// directory itself going (see follower).
+const pathMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+
+// selfMask marks the events that say a watched directory itself is gone,
+// moved away or no longer watched.
+const selfMask = unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_IGNORED | unix.IN_UNMOUNT
+
+// event is one inotify event.
 type event struct {
+	wd     int    // the watch it came from; -1 for a queue overflow
 	name   string // the entry's name; "" for the directory itself
 	mask   uint32
 	cookie uint32 // pairs the IN_MOVED_FROM and IN_MOVED_TO of one rename
 }
 
-// watcher reads the inotify events of one directory. Its goroutine hands
-// them over in batches, one per read(2), and is joined by close.
+// watcher reads the inotify events of the directories it watches. Its
+// goroutine hands them over in batches, one per read(2), and is joined by
+// close.
 type watcher struct {
 	file    *os.File // the inotify instance, non-blocking, in Go's poller
 	batches chan []event
@@ -38,8 +49,8 @@ type watcher struct {
 	err error
 }
 
-// newWatcher starts watching dir.
-func newWatcher(dir string) (*watcher, error) {
+// newWatcher starts an inotify instance that watches nothing yet.
+func newWatcher() (*watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("create inotify instance: %w", err)
@@ -50,31 +61,46 @@ func newWatcher(dir string) (*watcher, error) {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	if err := w.add(dir); err != nil {
-		_ = w.file.Close()
-		return nil, err
-	}
 	go w.read()
 	return w, nil
 }
 
-// add (re)watches dir: a directory removed and created anew is another
-// inode, which the old watch does not follow. Adding a directory already
-// watched changes nothing.
-func (w *watcher) add(dir string) error {
-	// Through the raw connection: File.Fd would put the descriptor back in
-	// blocking mode, and close could then no longer wake the reader.
-	var addErr error
+// add watches dir for mask, on top of what its watch already reports, and
+// returns the watch descriptor: the same for a directory already watched,
+// another for a directory removed and created anew, which is another inode.
+func (w *watcher) add(dir string, mask uint32) (wd int, err error) {
+	err = w.control(func(fd int) (err error) {
+		wd, err = unix.InotifyAddWatch(fd, dir, mask|unix.IN_MASK_ADD)
+		return err
+	})
+	if err != nil {
+		return -1, fmt.Errorf("add inotify watch of %s: %w", dir, err)
+	}
+	return wd, nil
+}
+
+// remove stops the watch wd. A watch the kernel already dropped (its
+// directory was deleted) is no error.
+func (w *watcher) remove(wd int) {
+	_ = w.control(func(fd int) error {
+		_, err := unix.InotifyRmWatch(fd, uint32(wd))
+		return err
+	})
+}
+
+// control runs f on the instance's descriptor through the raw connection:
+// File.Fd would put the descriptor back in blocking mode, and close could
+// then no longer wake the reader.
+func (w *watcher) control(f func(fd int) error) error {
 	conn, err := w.file.SyscallConn()
-	if err == nil {
-		err = conn.Control(func(fd uintptr) {
-			_, addErr = unix.InotifyAddWatch(int(fd), dir, watchMask)
-		})
+	if err != nil {
+		return err
 	}
-	if err = cmp.Or(err, addErr); err != nil {
-		return fmt.Errorf("add inotify watch: %w", err)
+	var ferr error
+	if err := conn.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+		return err
 	}
-	return nil
+	return ferr
 }
 
 // close stops the reader and waits for it.
@@ -123,6 +149,7 @@ func parseEvents(buf []byte) []event {
 			name = name[:i]
 		}
 		evs = append(evs, event{
+			wd:     int(int32(binary.NativeEndian.Uint32(buf[0:4]))),
 			name:   string(name),
 			mask:   binary.NativeEndian.Uint32(buf[4:8]),
 			cookie: binary.NativeEndian.Uint32(buf[8:12]),

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -36,19 +35,24 @@ func newClaims(n int) *claims {
 }
 
 // conflict says why o cannot be added, or returns "" when it can.
-func (c *claims) conflict(o object) string { return c.conflictOutside(o, "\x00") }
-
-// conflictOutside is conflict, ignoring the claims of file itself.
-func (c *claims) conflictOutside(o object, file string) string {
-	if prev, ok := c.keys[o.key]; ok && prev.file != file {
-		return fmt.Sprintf("duplicate %s: already defined in %s", o.key, prev)
+func (c *claims) conflict(o object) string {
+	if prev, ok := c.keys[o.key]; ok {
+		return duplicateKey(o.key, prev)
 	}
 	if pod, ok := o.obj.(*v1.Pod); ok {
-		if prev, ok := c.uids[pod.UID]; ok && prev.file != file {
-			return fmt.Sprintf("pod uid %q is already used by the pod in %s", pod.UID, prev)
+		if prev, ok := c.uids[pod.UID]; ok {
+			return duplicateUID(pod.UID, prev)
 		}
 	}
 	return ""
+}
+
+func duplicateKey(k key, prev origin) string {
+	return fmt.Sprintf("duplicate %s: already defined in %s", k, prev)
+}
+
+func duplicateUID(uid types.UID, prev origin) string {
+	return fmt.Sprintf("pod uid %q is already used by the pod in %s", uid, prev)
 }
 
 // release drops the claims file holds on objs. A file only ever claims
@@ -78,18 +82,6 @@ func (c *claims) add(file string, o object) {
 	}
 }
 
-// check returns a fatal problem for every object of file's objs that
-// conflicts with another file's claims, claiming nothing.
-func (c *claims) check(file string, objs []object) []problem {
-	var ps []problem
-	for _, o := range objs {
-		if msg := c.conflictOutside(o, file); msg != "" {
-			ps = append(ps, problem{msg: msg, at: o.at})
-		}
-	}
-	return ps
-}
-
 // duplicatesWithin finds the objects of one file that repeat an earlier one.
 func duplicatesWithin(objs []object) []problem {
 	c := newClaims(len(objs))
@@ -104,152 +96,199 @@ func duplicatesWithin(objs []object) []problem {
 	return ps
 }
 
-// settleDelay is how long a file must stay unchanged before content that
-// drops something its last good content had is believed.
-const settleDelay = 750 * time.Millisecond
-
-// holdBack reports whether f's new content must wait until the file has
-// been unchanged for settleDelay. A file written in place (scp, curl > f, a
-// slow pipe, a writer that crashed) can be read half-written: truncated
-// YAML usually still parses, with fewer pods, fewer volumes or fewer keys,
-// and believing it would tear volumes down, delete emptyDir data or empty a
-// configMap volume. So content that drops an object, a key of a ConfigMap
-// or Secret, or a volume of a pod waits; additions and edits take effect at
-// once; deleting the file still takes effect at once. At start the last
-// good content is unknown — the volumes on disk may hold more than the file
-// now says — so the first content of a file that was present at start
-// waits too, if the file changed less than settleDelay ago.
-//
-// A file renamed into place is read at once (see changes), yet its drops
-// wait all the same, though such a file is most likely complete. The
-// rename only shows that someone moved the file in, not that its writer
-// was done: `curl -o x.tmp … & mv x.tmp x.yaml`, or a writer that keeps
-// the file open, goes on writing into the name renamed in, and a drop
-// believed early deletes data for good. Deleting the file is the prompt
-// way to remove its objects; a drop written by rename costs settleDelay,
-// while additions and edits, the common case, apply at once. The scanner
-// does not track how a file arrived, so the rule is the same for all.
-func (sc *scanner) holdBack(f *fileState) bool {
-	switch {
-	case f.accepted && unchanged(f):
-		return false
-	case f.accepted && !dropsContent(f.good, f.parsed):
-		return false
-	case !f.accepted && !f.initial:
-		return false // a file new since start: nothing to drop
-	}
-	due := f.changedAt.Add(settleDelay)
-	if !sc.now().Before(due) {
-		return false
-	}
-	if sc.recheck.IsZero() || due.Before(sc.recheck) {
-		sc.recheck = due
-	}
-	return true
-}
-
-// unchanged reports whether f's content is the one in force: not read
-// again with other bytes since it was accepted.
-func unchanged(f *fileState) bool {
-	return len(f.parsed) == len(f.good) && (len(f.good) == 0 || &f.parsed[0] == &f.good[0])
-}
-
-// dropsContent reports whether next lacks an object that prev has, or a
-// part of one (see dropsParts).
-func dropsContent(prev, next []object) bool {
-	have := make(map[key]runtime.Object, len(next))
+// replace makes file hold next instead of prev, and reports whether it let
+// go of a key or pod UID that prev held.
+func (c *claims) replace(file string, prev, next []object) (freed bool) {
+	c.release(file, prev)
 	for _, o := range next {
-		have[o.key] = o.obj
+		c.add(file, o)
 	}
 	for _, o := range prev {
-		n, ok := have[o.key]
-		if !ok || dropsParts(o.obj, n) {
+		pod, isPod := o.obj.(*v1.Pod)
+		if c.keys[o.key].file != file || (isPod && c.uids[pod.UID].file != file) {
 			return true
 		}
 	}
 	return false
 }
 
-// dropsParts reports whether next lacks a key of a ConfigMap or Secret, or a
-// volume of a Pod, that prev has.
-func dropsParts(prev, next runtime.Object) bool {
-	switch p := prev.(type) {
-	case *v1.ConfigMap:
-		n, ok := next.(*v1.ConfigMap)
-		return !ok || lacksKey(p.Data, n.Data) || lacksKey(p.BinaryData, n.BinaryData)
-	case *v1.Secret:
-		n, ok := next.(*v1.Secret)
-		return !ok || lacksKey(p.Data, n.Data)
-	case *v1.Pod:
-		n, ok := next.(*v1.Pod)
-		if !ok {
-			return true
-		}
-		names := make(map[string]bool, len(n.Spec.Volumes))
-		for _, v := range n.Spec.Volumes {
-			names[v.Name] = true
-		}
-		for _, v := range p.Spec.Volumes {
-			if !names[v.Name] {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func lacksKey[V any](prev, next map[string]V) bool {
-	for k := range prev {
-		if _, ok := next[k]; !ok {
-			return true
-		}
-	}
-	return false
-}
-
-// merge decides which content of each file is in force. What is in force
-// keeps its claims: a file whose new content defines an object (or pod UID)
-// that another file already defines is rejected — whichever sorts first —
-// and keeps its last good content, so a copy of a manifest dropped next to
-// it can never take a running pod over and tear its volumes down. Among
-// files that are new at once, the lexically first wins. It returns the
+// merge decides what of each file's content is in force, and returns the
 // objects in force.
+//
+// A pod is its namespace and name, whichever file holds it. What is in
+// force keeps its claim: a file whose new content defines an object (or pod
+// UID) that another file holds and still defines is a duplicate, rejected
+// whole whichever sorts first, and keeps its last good content, so a draft
+// copy of a manifest dropped next to it can never take a running pod over.
+// An object that the file holding it no longer defines is moving: it stays
+// with that file until the file lets it go (its drop settled, or the file
+// deleted), and passes to its new file in the same merge, so that a move
+// between files, in either order, is one step that tears nothing down.
+// Among files that are new at once, the lexically first wins.
+//
+// A file that lets a claim go can resolve a duplicate or a move of a file
+// looked at before it, so merge looks again at the files left waiting until
+// a pass lets nothing go. A file never takes back, in one merge, a claim it
+// let go (it lets go only what its latest content lacks), so the passes
+// end.
 func (sc *scanner) merge() []object {
 	names := slices.Sorted(maps.Keys(sc.files))
-	c := newClaims(len(names))
-	for _, name := range names {
-		for _, o := range sc.files[name].good {
-			if c.conflict(o) == "" {
-				c.add(name, o)
-			}
-		}
-	}
-	sc.recheck, sc.held = time.Time{}, nil
+	m := &merger{sc: sc, c: newClaims(len(names)), now: sc.now(), latest: map[string]index{}, held: map[string]bool{}}
+	var todo []string
 	for _, name := range names {
 		f := sc.files[name]
 		f.conflicts = nil
-		if !f.parsedOK() {
-			continue
-		}
-		if sc.holdBack(f) {
-			sc.held = append(sc.held, name)
-			continue
-		}
-		if f.conflicts = c.check(name, f.parsed); f.conflicts == nil {
-			c.release(name, f.good)
-			f.good, f.accepted = f.parsed, true
-			for _, o := range f.good {
-				c.add(name, o)
+		for _, o := range f.good {
+			if m.c.conflict(o) == "" {
+				m.c.add(name, o)
 			}
 		}
+		if f.parsedOK() && !unchanged(f) {
+			todo = append(todo, name)
+		}
 	}
+	for len(todo) > 0 {
+		var waiting []string
+		freed := false
+		for _, name := range todo {
+			decided, lets := m.take(name, sc.files[name])
+			freed = freed || lets
+			if !decided {
+				waiting = append(waiting, name)
+			}
+		}
+		if !freed {
+			break
+		}
+		todo = waiting
+	}
+	sc.held, sc.recheck = slices.Sorted(maps.Keys(m.held)), m.recheck
+	return sc.inForceNow(names, m.c)
+}
+
+// inForceNow returns the objects the files hold, in file order, and
+// remembers them for the next merge.
+func (sc *scanner) inForceNow(names []string, c *claims) []object {
 	out := make([]object, 0, len(c.keys))
+	sc.inForce = make(map[key]*object, len(c.keys))
 	for _, name := range names {
-		for _, o := range sc.files[name].good {
+		good := sc.files[name].good
+		for i, o := range good {
 			if c.owns(name, o) {
 				out = append(out, o)
+				sc.inForce[o.key] = &good[i] // content is replaced, never modified
 			}
 		}
 	}
 	return out
+}
+
+// merger is the state of one merge.
+type merger struct {
+	sc  *scanner
+	c   *claims
+	now time.Time
+	// latest indexes, by file, what the file's latest content defines.
+	latest map[string]index
+	// held are the files part of whose content waits to settle; recheck is
+	// the earliest time one of them is due.
+	held    map[string]bool
+	recheck time.Time
+}
+
+// index is the keys and pod UIDs one file's content defines.
+type index struct {
+	keys map[key]bool
+	uids map[types.UID]bool
+}
+
+// take decides what of f's latest parse is in force. It reports whether
+// that is decided for this merge (no object of it waits for another file
+// to let it go) and whether f let go of a claim.
+func (m *merger) take(name string, f *fileState) (decided, freed bool) {
+	settles := settling(f, m.now)
+	if settles && f.initial && !f.accepted {
+		m.hold(name, f) // the first content of a file present at start waits whole
+		return true, false
+	}
+	dups, moving := m.classify(name, f.parsed)
+	if f.conflicts = dups; dups != nil {
+		return false, false
+	}
+	next, held := keep(f, moving, settles, m.sc.inForce)
+	if held {
+		m.hold(name, f)
+	}
+	freed = m.c.replace(name, f.good, next)
+	f.good, f.accepted = next, true
+	return len(moving) == 0, freed
+}
+
+// hold records that part of f's content waits for f to settle.
+func (m *merger) hold(name string, f *fileState) {
+	m.held[name] = true
+	if due := f.changedAt.Add(settleDelay); m.recheck.IsZero() || due.Before(m.recheck) {
+		m.recheck = due
+	}
+}
+
+// classify finds the objects of file name's objs whose key or pod UID
+// another file holds: duplicates, when that file still defines them, and
+// otherwise moving ones, by index in objs.
+func (m *merger) classify(name string, objs []object) (dups []problem, moving map[int]bool) {
+	for i, o := range objs {
+		if prev, ok := m.c.keys[o.key]; ok && prev.file != name {
+			if m.defines(prev.file).keys[o.key] {
+				dups = append(dups, problem{msg: duplicateKey(o.key, prev), at: o.at})
+				continue
+			}
+			moving = markMoving(moving, i)
+		}
+		pod, ok := o.obj.(*v1.Pod)
+		if !ok {
+			continue
+		}
+		if prev, ok := m.c.uids[pod.UID]; ok && prev.file != name {
+			if m.defines(prev.file).uids[pod.UID] {
+				dups = append(dups, problem{msg: duplicateUID(pod.UID, prev), at: o.at})
+				continue
+			}
+			moving = markMoving(moving, i)
+		}
+	}
+	return dups, moving
+}
+
+func markMoving(moving map[int]bool, i int) map[int]bool {
+	if moving == nil {
+		moving = map[int]bool{}
+	}
+	moving[i] = true
+	return moving
+}
+
+// defines returns what file's latest content defines: its latest parse, or
+// its content in force when that parse failed; nothing for a file going
+// with the directory it was in.
+func (m *merger) defines(file string) index {
+	if ix, ok := m.latest[file]; ok {
+		return ix
+	}
+	f := m.sc.files[file]
+	objs := f.good
+	switch {
+	case f.orphaned && !f.missingSince.IsZero():
+		objs = nil // its directory was replaced by one without it (see refresh)
+	case f.parsedOK():
+		objs = f.parsed
+	}
+	ix := index{keys: make(map[key]bool, len(objs)), uids: map[types.UID]bool{}}
+	for _, o := range objs {
+		ix.keys[o.key] = true
+		if pod, ok := o.obj.(*v1.Pod); ok {
+			ix.uids[pod.UID] = true
+		}
+	}
+	m.latest[file] = ix
+	return ix
 }

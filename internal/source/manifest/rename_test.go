@@ -102,7 +102,7 @@ func TestMoveToAnotherManifestNameIsOneStep(t *testing.T) {
 }
 
 // A file renamed into place is complete, but content that drops something
-// still waits for it to settle (see holdBack): a file can also be renamed
+// still waits for it to settle (see settle.go): a file can also be renamed
 // in while a writer still has it open, and a drop read too early deletes
 // data.
 func TestRenamedContentThatDropsStillSettles(t *testing.T) {

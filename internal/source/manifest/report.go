@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"encoding/hex"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -16,6 +17,9 @@ func (sc *scanner) status(dirErr error) source.Status {
 	st := source.Status{Name: sourceName}
 	if dirErr != nil {
 		st.Errors = append(st.Errors, dirErr.Error())
+	}
+	if sc.emptied {
+		st.Errors = append(st.Errors, errEmptied.Error())
 	}
 	var pending []string
 	for _, name := range slices.Sorted(maps.Keys(sc.files)) {
@@ -47,10 +51,20 @@ func (sc *scanner) logChanges(dirErr error) {
 			sc.logger.Info("manifest directory cannot be read", zap.Error(dirErr))
 		}
 	}
+	if sc.emptied != sc.loggedEmptied {
+		sc.loggedEmptied = sc.emptied
+		if sc.emptied {
+			sc.logger.Info("manifest directory replaced by one without objects yet, keeping what the old one defined")
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(sc.files)) {
 		sc.logFile(name, sc.files[name])
 	}
 }
+
+// errEmptied is the status error of a replaced directory no file of which
+// has objects yet (see refresh).
+var errEmptied = errors.New("manifest directory was replaced by one with no objects yet: keeping what the old one defined until a file of the new one has some")
 
 func (sc *scanner) logFile(name string, f *fileState) {
 	var msgs []string

@@ -21,30 +21,38 @@ const (
 )
 
 // Run scans the directory, then reads what changed as its events say (see
-// changes), and rescans all of it on a jittered resync, until ctx ends. It
-// returns nil then, and an error only when the directory cannot be watched
-// at all. The watcher's goroutine is the only one started, and it is joined
-// before Run returns.
+// changes), follows the path to another directory as soon as it names one
+// (see follower), and rescans all of it on a jittered resync, until ctx
+// ends. It returns nil then, and an error only when the directory cannot be
+// watched at all. The watcher's goroutine is the only one started, and it
+// is joined before Run returns.
 func (s *Source) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("manifest source is already running")
 	}
 	defer s.running.Store(false)
-	w, err := newWatcher(s.dir)
+	w, err := newWatcher()
 	if err != nil {
 		return fmt.Errorf("watch manifest directory %q: %w", s.dir, err)
 	}
 	defer w.close()
+	fl := newFollower(s.path, w)
+	if _, err := fl.follow(); fl.content < 0 {
+		return fmt.Errorf("watch manifest directory %q: %w", s.dir, err)
+	} else if err != nil {
+		s.logger.Debug("cannot watch the whole path of the manifest directory", zap.Error(err))
+	}
 	s.logger.Info("manifest source started", zap.Duration("resync", s.resync))
 	s.rescan()
-	return s.loop(ctx, w)
+	return s.loop(ctx, w, fl)
 }
 
 // loop is the event loop: a manifest renamed into place is read at once;
-// other events (re)arm the debounce timer, which reads what they named; the
-// recheck timer looks at held-back files again; the resync timer rescans
-// regardless.
-func (s *Source) loop(ctx context.Context, w *watcher) error {
+// other events (re)arm the debounce timer, which reads what they named; a
+// change on the path is followed, and a new directory read, at once; the
+// recheck timer looks at held-back files again; the resync timer follows
+// the path and rescans regardless.
+func (s *Source) loop(ctx context.Context, w *watcher, fl *follower) error {
 	d := newDebouncer(s.debounce)
 	defer d.timer.Stop()
 	resync := time.NewTimer(jitter(s.resync))
@@ -62,7 +70,9 @@ func (s *Source) loop(ctx context.Context, w *watcher) error {
 			if !ok {
 				return fmt.Errorf("manifest directory watch stopped: %w", w.err)
 			}
-			s.note(c, evs)
+			if s.note(c, fl, evs) && s.follow(fl) {
+				s.rescan()
+			}
 			if in, away := c.takeNow(); len(in)+len(away) > 0 {
 				c.wait(s.readRenamed(in, away))
 			}
@@ -79,23 +89,49 @@ func (s *Source) loop(ctx context.Context, w *watcher) error {
 		case <-recheck.C:
 			s.reread(s.scanner.held)
 		case <-resync.C:
-			s.rewatch(w)
+			s.follow(fl)
 			s.rescan()
 			resync.Reset(jitter(s.resync))
 		}
 	}
 }
 
-// note records a batch of events in c.
-func (s *Source) note(c *changes, evs []event) {
+// note records a batch of events in c, and reports whether the path may
+// name another directory now.
+func (s *Source) note(c *changes, fl *follower, evs []event) (moved bool) {
 	links := s.scanner.links()
 	for _, ev := range evs {
-		s.logger.Debug("manifest directory event", zap.String("file", ev.name), zap.Uint32("mask", ev.mask))
-		c.add(ev, links)
+		s.logger.Debug("manifest directory event", zap.Int("watch", ev.wd), zap.String("file", ev.name), zap.Uint32("mask", ev.mask))
+		switch fl.kind(ev) {
+		case contentEvent:
+			c.add(ev, links)
+		case pathEvent:
+			moved = true
+		case lostEvents:
+			c.add(ev, links)
+			moved = true
+		}
 	}
+	return moved
 }
 
-// armRecheck sets t to fire when a held-back file is due (see holdBack).
+// follow resolves the path again and reports whether it names another
+// directory than before.
+func (s *Source) follow(fl *follower) bool {
+	moved, err := fl.follow()
+	if err != nil {
+		s.logger.Debug("cannot watch the whole path of the manifest directory", zap.Error(err))
+	}
+	if moved {
+		s.scanner.moved = true
+	}
+	if moved && fl.content >= 0 {
+		s.logger.Info("manifest directory path names a new directory", zap.String("target", fl.dir))
+	}
+	return moved
+}
+
+// armRecheck sets t to fire when a held-back file is due (see settle.go).
 func (s *Source) armRecheck(t *time.Timer) {
 	if due := s.scanner.recheck; !due.IsZero() {
 		t.Reset(max(time.Until(due), time.Millisecond))
@@ -125,15 +161,6 @@ func (s *Source) reread(names []string) {
 	start := time.Now()
 	s.publish(s.scanner.reread(names))
 	s.logger.Debug("manifest directory scanned", zap.Strings("files", names), zap.Duration("took", time.Since(start)))
-}
-
-// rewatch adds the directory to the watcher again, in case it was removed
-// and created anew (a watch follows the old directory). It is a no-op for a
-// directory that is still watched.
-func (s *Source) rewatch(w *watcher) {
-	if err := w.add(s.dir); err != nil {
-		s.logger.Debug("cannot watch manifest directory", zap.Error(err))
-	}
 }
 
 // jitter returns d ±10%.

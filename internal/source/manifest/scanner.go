@@ -42,6 +42,11 @@ type fileState struct {
 	// link is set when the name is a symlink, or a file with more than
 	// one name: its content may change through other names (see changes).
 	link bool
+	// orphaned is set for a file of a directory that was replaced, until
+	// the new directory lists it; missingSince is when a listing of the new
+	// directory with objects in it first lacked it (see refresh).
+	orphaned     bool
+	missingSince time.Time
 }
 
 // parsedOK reports whether the bytes last read parsed without a fatal problem.
@@ -61,6 +66,18 @@ type scanner struct {
 	files    map[string]*fileState
 	// listed is set once a directory listing succeeded: the first full scan is done.
 	listed bool
+	// dirID is the directory listed last: a listing of another one means
+	// that the directory was replaced. moved is set when the path was seen
+	// to name another directory since (see follower), which tells it too
+	// when the new directory reuses the inode number of a deleted one.
+	dirID dirID
+	moved bool
+	// orphans counts the orphaned files; emptied is set while no file of
+	// the directory, replaced, has objects, and loggedEmptied once that was
+	// logged.
+	orphans       int
+	emptied       bool
+	loggedEmptied bool
 	// dirErr is why the directory could not be listed at the last full scan.
 	dirErr error
 	// loggedDirErr is the directory error last logged.
@@ -69,8 +86,10 @@ type scanner struct {
 	now func() time.Time
 	// recheck, when set, is when the held-back files must be looked at again.
 	recheck time.Time
-	// held are the files whose content waits to settle (see holdBack).
+	// held are the files part of whose content waits to settle (see settle.go).
 	held []string
+	// inForce is what the last merge put in force, by key.
+	inForce map[key]*object
 }
 
 func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
@@ -93,12 +112,15 @@ type entry struct {
 // scan rereads the directory and every file in it, reparses the files whose
 // bytes changed and returns the resulting snapshot.
 func (sc *scanner) scan() *snapshot {
-	entries, err := sc.list()
+	entries, id, err := sc.list()
 	sc.dirErr = err
 	if err == nil {
-		first := !sc.listed
-		sc.listed = true
-		sc.refresh(entries, first)
+		first, replaced := !sc.listed, sc.listed && (id != sc.dirID || sc.moved)
+		sc.listed, sc.dirID, sc.moved = true, id, false
+		if replaced {
+			sc.logger.Info("manifest directory replaced")
+		}
+		sc.refresh(entries, first, replaced)
 	}
 	return sc.result()
 }
@@ -107,7 +129,7 @@ func (sc *scanner) scan() *snapshot {
 // and returns the resulting snapshot; a name that is gone is forgotten.
 // The other files keep what was last read: their own events bring them in.
 func (sc *scanner) reread(names []string) *snapshot {
-	if !sc.listed || sc.dirErr != nil || !sc.forget(sc.update(names)) {
+	if !sc.listed || sc.dirErr != nil || sc.orphans > 0 || !sc.forget(sc.update(names)) {
 		return sc.scan()
 	}
 	return sc.result()
@@ -118,7 +140,7 @@ func (sc *scanner) reread(names []string) *snapshot {
 // that is gone has changed again since its rename, in a way that must wait
 // for the directory to be quiet: it is not forgotten but returned.
 func (sc *scanner) readRenamed(in, away []string) (snap *snapshot, gone []string) {
-	if !sc.listed || sc.dirErr != nil {
+	if !sc.listed || sc.dirErr != nil || sc.orphans > 0 {
 		return sc.scan(), nil
 	}
 	gone = sc.update(in)
@@ -157,15 +179,29 @@ func (sc *scanner) forget(names []string) bool {
 // result merges what the files hold, logs what changed, and returns the snapshot.
 func (sc *scanner) result() *snapshot {
 	objs := sc.merge()
+	sc.recheckOrphans()
 	sc.logChanges(sc.dirErr)
 	return newSnapshot(objs, sc.nodeName, sc.status(sc.dirErr))
 }
 
-// list returns the candidate manifest files in the directory.
-func (sc *scanner) list() ([]entry, error) {
-	dirents, err := os.ReadDir(sc.dir)
+// list returns the candidate manifest files in the directory, and which
+// directory it listed.
+func (sc *scanner) list() ([]entry, dirID, error) {
+	// O_DIRECTORY: a FIFO put in the directory's place must not block the scan.
+	d, err := os.OpenFile(sc.dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest directory: %w", err)
+		return nil, dirID{}, fmt.Errorf("read manifest directory: %w", err)
+	}
+	defer d.Close()
+	var id dirID
+	if info, err := d.Stat(); err == nil {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			id = dirID{dev: st.Dev, ino: st.Ino}
+		}
+	}
+	dirents, err := d.ReadDir(-1)
+	if err != nil {
+		return nil, dirID{}, fmt.Errorf("read manifest directory: %w", err)
 	}
 	var entries []entry
 	for _, e := range dirents {
@@ -173,7 +209,7 @@ func (sc *scanner) list() ([]entry, error) {
 			entries = append(entries, entry{name: e.Name(), link: e.Type()&fs.ModeSymlink != 0})
 		}
 	}
-	return entries, nil
+	return entries, id, nil
 }
 
 // stat returns the entry of one name, whether or not it exists.
@@ -211,21 +247,6 @@ func isManifestName(name string) bool {
 		return true
 	}
 	return false
-}
-
-// refresh forgets files that are gone and loads the others; first says
-// that this is the first listing since start.
-func (sc *scanner) refresh(entries []entry, first bool) {
-	present := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		present[e.name] = sc.load(e, first)
-	}
-	for name := range sc.files {
-		if !present[name] {
-			delete(sc.files, name)
-			sc.logger.Info("manifest file removed", zap.String("file", name))
-		}
-	}
 }
 
 // load reads one file and reparses it when its bytes changed. It returns

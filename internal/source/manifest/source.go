@@ -28,7 +28,10 @@ const defaultResync = time.Minute
 
 // Config configures a manifest Source.
 type Config struct {
-	// Dir is the directory of manifests. Required; must exist and be a directory.
+	// Dir is the directory of manifests. Required; must exist and be a
+	// directory. It is followed as a path: a directory replaced by another
+	// one of the same name, or a symlink on the way to it swapped to another
+	// target, is read anew at once (see follower).
 	Dir string
 	// NodeName is this node's name. Required.
 	NodeName string
@@ -48,6 +51,7 @@ type Config struct {
 // manifests. Create it with New.
 type Source struct {
 	dir      string
+	path     string // dir, absolute
 	nodeName string
 	resync   time.Duration
 	debounce debounce
@@ -76,9 +80,14 @@ func New(cfg Config) (*Source, error) {
 		resync = defaultResync
 	}
 	dir := filepath.Clean(cfg.Dir)
+	path, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("manifest source: manifest directory: %w", err)
+	}
 	logger := cfg.Logger.Named(sourceName).With(zap.String("dir", dir))
 	return &Source{
 		dir:      dir,
+		path:     path,
 		nodeName: cfg.NodeName,
 		resync:   resync,
 		debounce: debounce{delay: debounceDelay, max: debounceMax},
