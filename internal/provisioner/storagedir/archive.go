@@ -104,11 +104,15 @@ func archiveName(name string, n int) string {
 	return fmt.Sprintf("archived-%s-%d", name, n)
 }
 
+// renameat2 is unix.Renameat2; tests replace it to answer as file systems
+// this machine does not have answer.
+var renameat2 = unix.Renameat2
+
 // renameNoReplace renames old to new in dirfd, failing with EEXIST when
 // new exists. File systems without RENAME_NOREPLACE (NFS answers EINVAL)
 // get renameOverReservation.
 func renameNoReplace(dirfd int, old, new string) error {
-	err := unix.Renameat2(dirfd, old, dirfd, new, unix.RENAME_NOREPLACE)
+	err := renameat2(dirfd, old, dirfd, new, unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EINVAL) {
 		return renameOverReservation(dirfd, old, new)
 	}
