@@ -109,11 +109,14 @@ func archiveName(name string, n int) string {
 var renameat2 = unix.Renameat2
 
 // renameNoReplace renames old to new in dirfd, failing with EEXIST when
-// new exists. File systems without RENAME_NOREPLACE (NFS answers EINVAL)
-// get renameOverReservation.
+// new exists. File systems without RENAME_NOREPLACE get
+// renameOverReservation: NFS answers EINVAL, some FUSE file systems
+// EOPNOTSUPP (which is ENOTSUP on Linux), and a kernel without renameat2
+// ENOSYS. Retrying the flag on such a file system would fail forever, and
+// the PV would never be deleted.
 func renameNoReplace(dirfd int, old, new string) error {
 	err := renameat2(dirfd, old, dirfd, new, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) {
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		return renameOverReservation(dirfd, old, new)
 	}
 	return err
