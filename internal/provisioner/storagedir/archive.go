@@ -95,13 +95,16 @@ func lastArchive(parent int, name, path string) (string, error) {
 	return found, nil
 }
 
+// ArchivePrefix starts the name of every archive Archive makes.
+const ArchivePrefix = "archived-"
+
 // archiveName is the n-th archive name of name: archived-<name>, then
 // archived-<name>-2 and so on.
 func archiveName(name string, n int) string {
 	if n == 1 {
-		return "archived-" + name
+		return ArchivePrefix + name
 	}
-	return fmt.Sprintf("archived-%s-%d", name, n)
+	return fmt.Sprintf("%s%s-%d", ArchivePrefix, name, n)
 }
 
 // renameat2 is unix.Renameat2; tests replace it to answer as file systems
