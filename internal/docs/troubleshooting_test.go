@@ -40,6 +40,7 @@ var internalMessages = map[string]string{
 	"unsupported projection source":                              "validation refuses such a source before set-up",
 	"… …: unexpected type …":                                     "an informer cache holding a type it was not made for",
 	"base directory":                                             "a sentinel joined to storagedir errors that are documented",
+	"remove …: no owner given":                                   "storagedir.RemoveMarked's argument check; nfssubdir always passes the PV name",
 	"no MemTotal in /proc/meminfo":                               "never shown: the machine's memory is then left out of the defaults",
 }
 

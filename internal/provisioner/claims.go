@@ -19,6 +19,9 @@ const (
 	ReasonProvisioning          = "Provisioning"
 	ReasonProvisioningSucceeded = "ProvisioningSucceeded"
 	ReasonProvisioningFailed    = "ProvisioningFailed"
+	// ReasonProvisioningAbandoned says that a claim was deleted while it
+	// was provisioned, and its storage kept (a Settler says why).
+	ReasonProvisioningAbandoned = "ProvisioningAbandoned"
 )
 
 // syncClaim provisions a PV for the claim when it is this controller's to
@@ -36,27 +39,35 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 		return err
 	}
 	pvName := PVName(claim)
-	if made, err := c.pvExists(ctx, pvName); made || err != nil {
-		return err // made before: the PV controller binds it
+	pv, err := c.existingPV(ctx, pvName)
+	if err != nil {
+		return err
+	}
+	if pv != nil {
+		// Made before: the PV controller binds it. A Commit that failed, or
+		// that a crash cut off, is done again while the claim waits.
+		opCtx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
+		defer cancel()
+		return c.commit(opCtx, pv)
 	}
 	return c.provision(ctx, Request{Claim: claim, Class: class, PVName: pvName, SelectedNode: claim.Annotations[AnnSelectedNode]})
 }
 
-// pvExists reports whether the PV named name exists: in the cache, else
-// by a read from the API server, as the cache may not have seen a PV this
-// controller created a moment ago for the same claim.
-func (c *Controller) pvExists(ctx context.Context, name string) (bool, error) {
-	if _, err := c.pvs.Get(name); err == nil {
-		return true, nil
+// existingPV returns the PV named name, or nil when it does not exist: from
+// the cache, else read from the API server, as the cache may not have seen
+// a PV this controller created a moment ago for the same claim.
+func (c *Controller) existingPV(ctx context.Context, name string) (*v1.PersistentVolume, error) {
+	if pv, err := c.pvs.Get(name); err == nil {
+		return pv, nil
 	}
-	_, err := c.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	pv, err := c.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		return true, nil
+		return pv, nil
 	case apierrors.IsNotFound(err):
-		return false, nil
+		return nil, nil
 	}
-	return false, fmt.Errorf("read PersistentVolume %s: %w", name, err)
+	return nil, fmt.Errorf("read PersistentVolume %s: %w", name, err)
 }
 
 // wants reports whether claim is to be provisioned here, and its class.
@@ -85,10 +96,12 @@ func (c *Controller) wants(claim *v1.PersistentVolumeClaim) (*storagev1.StorageC
 
 // provision makes the storage and the PV. The PV is created only while the
 // claim still exists with the same UID, read from the API server, not the
-// cache; storage made for a claim that went away is deleted again.
+// cache; storage made for a claim that went away is abandoned (see
+// abandon).
 func (c *Controller) provision(ctx context.Context, req Request) error {
 	log := c.log.With(zap.String("claim", req.Claim.Namespace+"/"+req.Claim.Name), zap.String("pv", req.PVName))
 	c.event(req.Claim, v1.EventTypeNormal, ReasonProvisioning, fmt.Sprintf("External provisioner is provisioning volume for claim %q", req.Claim.Namespace+"/"+req.Claim.Name))
+	req.PVs, req.Tentative = c.existingPVs, true
 	opCtx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	defer cancel()
 	vol, err := c.cfg.Provisioner.Provision(opCtx, req)
@@ -108,22 +121,58 @@ func (c *Controller) provision(ctx context.Context, req Request) error {
 		if err != nil {
 			return err
 		}
-		log.Info("claim deleted while provisioning; deleting its storage")
-		return c.cfg.Provisioner.Delete(opCtx, neverUsed(pv))
+		return c.abandon(opCtx, log, req, pv)
 	}
 	_, err = c.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		c.event(req.Claim, v1.EventTypeWarning, ReasonProvisioningFailed, fmt.Sprintf("create PersistentVolume %s: %v", pv.Name, err))
 		return fmt.Errorf("create PersistentVolume %s: %w", pv.Name, err)
 	}
+	c.noteCreated(pv)
 	if gone, err := c.claimGone(ctx, req.Claim); err == nil && gone {
 		// Deleted between the check and the create: the PV was never
 		// bound and holds no data.
-		log.Info("claim deleted while provisioning; deleting its PV and storage")
-		return c.deleteUnbound(opCtx, pv)
+		return c.deleteUnbound(opCtx, log, req, pv)
 	}
 	log.Info("provisioned", zap.String("node", req.SelectedNode))
 	c.event(req.Claim, v1.EventTypeNormal, ReasonProvisioningSucceeded, fmt.Sprintf("Successfully provisioned volume %s", pv.Name))
+	return c.commit(opCtx, pv)
+}
+
+// commit tells a Settler that pv, which this controller provisioned,
+// exists.
+func (c *Controller) commit(ctx context.Context, pv *v1.PersistentVolume) error {
+	s, ok := c.cfg.Provisioner.(Settler)
+	if !ok || pv.Annotations[AnnProvisionedBy] != c.name {
+		return nil
+	}
+	if err := s.Commit(ctx, pv); err != nil {
+		return fmt.Errorf("PersistentVolume %s exists; settle its storage: %w", pv.Name, err)
+	}
+	return nil
+}
+
+// abandon takes back the storage Provision made for req, whose claim went
+// away before pv was used. A Settler removes only what this provisioning
+// made and nothing has written to, and says why it keeps anything else;
+// another provisioner's storage, named after the PV and so never there
+// before, is deleted as a PV's that never held data.
+func (c *Controller) abandon(ctx context.Context, log *zap.Logger, req Request, pv *v1.PersistentVolume) error {
+	s, ok := c.cfg.Provisioner.(Settler)
+	if !ok {
+		log.Info("claim deleted while provisioning; deleting its storage")
+		return c.cfg.Provisioner.Delete(ctx, neverUsed(pv))
+	}
+	kept, err := s.Abandon(ctx, req, pv)
+	switch {
+	case err != nil:
+		return err
+	case kept != "":
+		log.Info("claim deleted while provisioning; its storage is kept", zap.String("reason", kept))
+		c.event(req.Claim, v1.EventTypeNormal, ReasonProvisioningAbandoned, "Claim deleted while provisioning; "+kept)
+	default:
+		log.Info("claim deleted while provisioning; its storage is taken back")
+	}
 	return nil
 }
 
@@ -164,12 +213,17 @@ func (c *Controller) claimGone(ctx context.Context, claim *v1.PersistentVolumeCl
 	return got.UID != claim.UID || got.DeletionTimestamp != nil, nil
 }
 
-// deleteUnbound deletes a PV this controller just made, and its storage.
-func (c *Controller) deleteUnbound(ctx context.Context, pv *v1.PersistentVolume) error {
-	if err := c.cfg.Provisioner.Delete(ctx, neverUsed(pv)); err != nil {
+// deleteUnbound abandons the storage of a PV this controller just made for
+// req, whose claim is gone, and deletes the PV.
+func (c *Controller) deleteUnbound(ctx context.Context, log *zap.Logger, req Request, pv *v1.PersistentVolume) error {
+	if err := c.abandon(ctx, log, req, pv); err != nil {
 		return err
 	}
-	return c.deletePV(ctx, pv.Name, "")
+	if err := c.deletePV(ctx, pv.Name, ""); err != nil {
+		return err
+	}
+	c.forgetCreated(pv.Name) // the informer may never have shown it
+	return nil
 }
 
 // deletePV deletes the PV named name, only while its UID is uid (any when

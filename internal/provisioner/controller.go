@@ -92,6 +92,10 @@ type Controller struct {
 	// until its cache sees it gone, so that a stale copy is not deleted
 	// again.
 	deleted map[string]types.UID // guarded by mu
+	// created holds, by name, the PVs this controller created that its
+	// informer may not show yet: Request.PVs lists them too, so that a
+	// claim provisioned a moment later sees them.
+	created map[string]*v1.PersistentVolume // guarded by mu
 }
 
 // key is one unit of work: a claim (namespace and name) or a PV (name).
@@ -158,9 +162,40 @@ func (c *Controller) handle(inf cache.SharedIndexInformer, pv bool) {
 		case *v1.PersistentVolumeClaim:
 			c.queue.Add(key{namespace: o.Namespace, name: o.Name})
 		case *v1.PersistentVolume:
+			c.forgetCreated(o.Name) // the informer shows it, or its deletion
 			c.queue.Add(key{pv: true, name: o.Name})
 		}
 	})
+}
+
+// noteCreated records pv, just created, until the informer shows it.
+func (c *Controller) noteCreated(pv *v1.PersistentVolume) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.created == nil {
+		c.created = map[string]*v1.PersistentVolume{}
+	}
+	c.created[pv.Name] = pv
+}
+
+func (c *Controller) forgetCreated(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.created, name)
+}
+
+// existingPVs lists the PVs the informer shows and those this controller
+// created that it does not show yet (Request.PVs).
+func (c *Controller) existingPVs() []*v1.PersistentVolume {
+	pvs, _ := c.pvs.List(labels.Everything())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, pv := range c.created {
+		if _, err := c.pvs.Get(name); err != nil {
+			pvs = append(pvs, pv)
+		}
+	}
+	return pvs
 }
 
 func (c *Controller) onAny(inf cache.SharedIndexInformer, f func(any)) {

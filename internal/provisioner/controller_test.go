@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -247,4 +248,110 @@ func TestArchiveOnDelete(t *testing.T) {
 			t.Errorf("ArchiveOnDelete(%q) = %v, %v", tc.value, got, err)
 		}
 	}
+}
+
+// fakeSettler is a fakeProvisioner that settles: it records Commit and
+// Abandon, and Abandon keeps the storage, saying why.
+type fakeSettler struct {
+	fakeProvisioner
+	settled chan string // "commit <pv>", "abandon <pv>"
+	pvs     chan []string
+}
+
+func (f *fakeSettler) Commit(_ context.Context, pv *v1.PersistentVolume) error {
+	f.settled <- "commit " + pv.Name
+	return nil
+}
+
+func (f *fakeSettler) Abandon(_ context.Context, req Request, pv *v1.PersistentVolume) (string, error) {
+	var names []string
+	for _, p := range req.PVs() {
+		names = append(names, p.Name)
+	}
+	f.pvs <- names
+	f.settled <- "abandon " + pv.Name
+	return "it was there before", nil
+}
+
+// receive waits for a value from ch, up to 10 s.
+func receive[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing received in 10 s")
+	}
+	var zero T
+	return zero
+}
+
+func newSettler() *fakeSettler {
+	return &fakeSettler{settled: make(chan string, 10), pvs: make(chan []string, 10)}
+}
+
+func TestSettlerCommitsOnceThePVExists(t *testing.T) {
+	p := newSettler()
+	client := run(t, p, "node-a", class("local", LocalName), claim("c", "local", LocalName, "node-a"))
+	if got := receive(t, p.settled); got != "commit pvc-uid-c" {
+		t.Fatalf("settled %q, want a commit of pvc-uid-c", got)
+	}
+	if _, err := client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-uid-c", metav1.GetOptions{}); err != nil {
+		t.Fatalf("committed before the PV existed: %v", err)
+	}
+	if _, deleted := p.calls(); len(deleted) != 0 {
+		t.Errorf("storage deleted for %v", deleted)
+	}
+}
+
+// TestClaimDeletedWhileProvisioningIsAbandoned deletes the claim while the
+// controller pauses between the storage and the PV: a Settler is asked to
+// abandon the storage (it may keep it), never to Delete it, no PV is made,
+// and the event says why the storage stays.
+func TestClaimDeletedWhileProvisioningIsAbandoned(t *testing.T) {
+	p := newSettler()
+	c := claim("c", "local", LocalName, "node-a")
+	other := releasedPV("other", LocalName, "node-b", v1.PersistentVolumeReclaimRetain)
+	client := fake.NewClientset(class("local", LocalName), c, other)
+	ctrl, err := New(Config{Client: client, Provisioner: p, Node: "node-a", Logger: zap.NewNop(), PauseAfterStorage: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- ctrl.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	eventually(t, "Provision called", func() (bool, string) {
+		got, _ := p.calls()
+		return len(got) == 1, fmt.Sprint(got)
+	})
+	if err := client.CoreV1().PersistentVolumeClaims("ns").Delete(context.Background(), "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, p.settled); got != "abandon pvc-uid-c" {
+		t.Fatalf("settled %q, want an abandon of pvc-uid-c", got)
+	}
+	if got := receive(t, p.pvs); len(got) != 1 || got[0] != "other" {
+		t.Errorf("Abandon was given the PVs %v, want other", got)
+	}
+	if _, deleted := p.calls(); len(deleted) != 0 {
+		t.Errorf("storage deleted for %v, want it abandoned only", deleted)
+	}
+	if _, err := client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-uid-c", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("PV of the deleted claim: %v, want not found", err)
+	}
+	eventually(t, "a ProvisioningAbandoned event", func() (bool, string) {
+		list, _ := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+		for _, e := range list.Items {
+			if e.Reason == ReasonProvisioningAbandoned && strings.Contains(e.Message, "it was there before") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(len(list.Items), " events")
+	})
 }

@@ -17,6 +17,13 @@
 //   - Only storage this agent provisioned is deleted: a PV must carry
 //     pv.kubernetes.io/provisioned-by with a provisioner it runs, and the
 //     provisioner checks that the PV points where it provisions.
+//   - Storage made for a claim that is deleted before its PV is created
+//     (or right after, unbound) is taken back, never archived. A Settler
+//     (nfs-subdir) is asked to Abandon it, and keeps what the provisioning
+//     did not make, what was written to since and what another PV uses;
+//     once the PV exists it is told to Commit. The provisioner is given
+//     the PVs that exist (Request.PVs: the informer's and those just
+//     created that it does not show yet).
 //   - A class's archiveOnDelete is recorded on the PV when it is made
 //     (volume-agent.io/archive-on-delete); an edited or deleted class never
 //     changes what happens to existing data.

@@ -60,6 +60,17 @@ type Request struct {
 	PVName string
 	// SelectedNode is the claim's AnnSelectedNode ("" when it has none).
 	SelectedNode string
+	// PVs, when set, lists the PersistentVolumes that exist now, as the
+	// caller knows them (with those it created a moment ago). A provisioner
+	// whose storage could overlap another PV's (nfs-subdir's pathPattern)
+	// refuses a volume that would. Manifest mode's binder leaves it nil.
+	PVs func() []*v1.PersistentVolume
+	// Tentative says that the caller creates the PV only after it has read
+	// the claim again, and then tells a Settler how it went: Commit once
+	// the PV exists, Abandon when the claim went away first. Until then a
+	// Settler may keep a record, in the storage, of what this call made, so
+	// that a restart can tell it from storage that was there before.
+	Tentative bool
 }
 
 // Volume is what a provisioner made for a Request: the PV's source, its
@@ -102,6 +113,22 @@ var ErrInUse = storagedir.ErrInUse
 
 // ErrGone marks storage that is neither in place nor aside.
 var ErrGone = storagedir.ErrGone
+
+// Settler is a Provisioner whose storage may exist before Provision, and
+// belong to someone else: an nfs-subdir pathPattern can name any directory
+// of an export. Storage provisioned for a claim that went away before its
+// PV was used must then not simply be deleted, as Delete would. After a
+// Tentative Provision, the cluster controller calls one of:
+type Settler interface {
+	// Commit says pv, made for what Provision returned, exists: the record
+	// of the unfinished storage goes, the storage stays. It is idempotent.
+	Commit(ctx context.Context, pv *v1.PersistentVolume) error
+	// Abandon says pv will never be used: it was not created, or was
+	// created for a claim that is gone. It removes the storage only when
+	// Provision made it for pv and nothing was written in it since, and no
+	// other PV of req.PVs uses it. Otherwise it keeps it, and kept says why.
+	Abandon(ctx context.Context, req Request, pv *v1.PersistentVolume) (kept string, err error)
+}
 
 // PVName is the name of the PV provisioned for claim: pvc-<uid>.
 func PVName(claim *v1.PersistentVolumeClaim) string { return "pvc-" + string(claim.UID) }

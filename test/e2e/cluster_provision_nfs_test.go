@@ -12,6 +12,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -141,4 +143,169 @@ func (env *clusterEnv) waitBound(t *testing.T, claim *v1.PersistentVolumeClaim) 
 		return err == nil, fmt.Sprint(err)
 	})
 	return pv
+}
+
+// testNFSSubdirPatternSafety: a class whose pathPattern is a claim's label
+// lets the claim's author choose the directory of the export. One agent
+// leads, with the test hook pausing 3 s between the storage and the PV.
+//   - A second claim whose label names the directory of a bound claim is
+//     refused with an event naming the first claim's PV; the first claim's
+//     data stays.
+//   - A claim whose label names archived-x is refused; nothing is made.
+//   - A claim whose directory holds the data of an earlier claim (Retain,
+//     its PV deleted by hand) is deleted while it is provisioned: the data
+//     stays, an event says why, and no PV is left.
+func (env *clusterEnv) testNFSSubdirPatternSafety(t *testing.T) {
+	ctx := context.Background()
+	ns := "prov-nfs-pattern"
+	env.cp.CreateNamespace(t, ns)
+	export := disk(t, "export")
+	srv := nfstest.Start(t, export)
+	node := "node-nfs-pattern"
+	env.schedulableNode(t, node)
+	a := newAgent(t)
+	a.ns = nfstest.NewNamespace(t, nfsHelper)
+	a.env = []string{"VOLUME_AGENT_TEST_PROVISION_PAUSE=3s"}
+	t.Cleanup(func() {
+		if err := a.stop(); err != nil {
+			t.Errorf("agent exit: %v", err)
+		}
+	})
+	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "nfs-subdir",
+		"--leader-election-namespace", "volume-agent")
+	env.leaderIs(t, node)
+	immediate := storagev1.VolumeBindingImmediate
+	if _, err := env.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "va-nfs-pattern"}, Provisioner: "volume-agent.io/nfs-subdir",
+		VolumeBindingMode: &immediate, ReclaimPolicy: ptr.To(v1.PersistentVolumeReclaimRetain),
+		Parameters:   map[string]string{"server": "127.0.0.1", "path": "/", "pathPattern": "${.PVC.labels.dir}"},
+		MountOptions: strings.Split(srv.MountOptions("soft", "timeo=10", "retrans=1"), ","),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("CollidingPathIsRefused", func(t *testing.T) {
+		one := env.patternClaim(t, ns, "one", "shared")
+		pv := env.waitBound(t, one)
+		if pv.Spec.NFS == nil || pv.Spec.NFS.Path != "/shared" {
+			t.Fatalf("PV source %+v, want nfs 127.0.0.1:/shared", pv.Spec.PersistentVolumeSource)
+		}
+		writeFile(t, filepath.Join(export, "shared", "data"), "one's")
+		two := env.patternClaim(t, ns, "two", "shared")
+		env.waitRefused(t, two, pv.Name)
+		checkFile(t, filepath.Join(export, "shared", "data"), "one's")
+	})
+
+	t.Run("ArchivePathIsRefused", func(t *testing.T) {
+		c := env.patternClaim(t, ns, "three", "archived-x")
+		env.waitRefused(t, c, "archived-")
+		if got := entries(t, export); slices.Contains(got, "archived-x") {
+			t.Errorf("the export holds archived-x: %v", got)
+		}
+	})
+
+	t.Run("ClaimDeletedWhileProvisioningKeepsOthersData", func(t *testing.T) {
+		// An earlier claim's data, in a directory no PV references any more.
+		old := env.patternClaim(t, ns, "old", "legacy")
+		oldPV := env.waitBound(t, old)
+		writeFile(t, filepath.Join(export, "legacy", "data"), "old's")
+		env.deletePodAndClaim(t, ns, "", "old")
+		if err := env.client.CoreV1().PersistentVolumes().Delete(ctx, oldPV.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.waitPVGone(t, oldPV.Name)
+
+		late := env.patternClaim(t, ns, "late", "legacy")
+		waitLog(t, a, 60*time.Second, "pausing between storage and PV", ns+"/late")
+		env.deletePodAndClaim(t, ns, "", "late")
+		waitLog(t, a, 30*time.Second, "claim deleted while provisioning", ns+"/late")
+		kept := false
+		for _, e := range claimEvents(t, env, late, "ProvisioningAbandoned") {
+			kept = kept || strings.Contains(e.Message, "there before")
+		}
+		if !kept {
+			t.Errorf("no ProvisioningAbandoned event on %s says its directory was there before", late.Name)
+		}
+		time.Sleep(time.Second) // a removal, or a PV created late, would show now
+		checkFile(t, filepath.Join(export, "legacy", "data"), "old's")
+		if _, err := env.client.CoreV1().PersistentVolumes().Get(ctx, "pvc-"+string(late.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("PV of the deleted claim: %v, want not found", err)
+		}
+	})
+}
+
+// leaderIs waits for node's agent to hold the nfs-subdir Lease.
+func (env *clusterEnv) leaderIs(t *testing.T, node string) {
+	waitFor(t, 60*time.Second, node+" leading nfs-subdir", func() (bool, string) {
+		l, err := env.client.CoordinationV1().Leases("volume-agent").Get(context.Background(), nfsLease, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		return holder == node, holder
+	})
+}
+
+// patternClaim creates a claim of class va-nfs-pattern with the label dir.
+func (env *clusterEnv) patternClaim(t *testing.T, ns, name, dir string) *v1.PersistentVolumeClaim {
+	c, err := env.client.CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), &v1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"dir": dir}},
+		Spec: v1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To("va-nfs-pattern"),
+			AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
+			Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitRefused waits for a ProvisioningFailed event on claim that says
+// want, and checks that the claim got no PV.
+func (env *clusterEnv) waitRefused(t *testing.T, claim *v1.PersistentVolumeClaim, want string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "a ProvisioningFailed event on "+claim.Name+" saying "+want, func() (bool, string) {
+		var msgs []string
+		for _, e := range claimEvents(t, env, claim, "ProvisioningFailed") {
+			if strings.Contains(e.Message, want) {
+				return true, ""
+			}
+			msgs = append(msgs, e.Message)
+		}
+		return false, fmt.Sprint(msgs)
+	})
+	if _, err := env.client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-"+string(claim.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("PV of the refused claim %s: %v, want not found", claim.Name, err)
+	}
+}
+
+// waitLog waits for a line of the agent's log holding every one of parts.
+func waitLog(t *testing.T, a *agent, timeout time.Duration, parts ...string) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("agent log line with %q", parts), func() (bool, string) {
+		for _, line := range strings.Split(a.logs.String(), "\n") {
+			if all(line, parts) {
+				return true, ""
+			}
+		}
+		return false, ""
+	})
+}
+
+func all(line string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(line, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -33,6 +33,7 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalClaimDeletedWhileProvisioning", env.testLocalClaimDeletedMidway)
 	t.Run("LocalRootReadOnlyGivesTheClaimBack", env.testLocalReschedule)
 	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
+	t.Run("NFSSubdirPathPatternSafety", env.testNFSSubdirPatternSafety)
 }
 
 // provAgent is an agent running the local provisioner, with its own

@@ -16,10 +16,22 @@
 // there; a PV forged to point elsewhere is refused with nothing touched.
 // Removal never crosses a mount point or follows a symlink (storagedir).
 //
-// A pathPattern that gives two claims the same path gives them one
-// directory (as the upstream nfs-subdir provisioner does): deleting either
-// PV then removes or archives it for both. The default path, which ends in
-// the PV name, is never shared.
+// A pathPattern built from labels or annotations lets a claim's author
+// choose any directory of the export. So no two volumes share or nest
+// (unlike the upstream nfs-subdir provisioner): Provision refuses a path
+// that is, holds or is inside the nfs source of another PV the caller
+// lists (Request.PVs: same server, a path below the export's; a PV of the
+// whole export counts not), or a directory being provisioned for another
+// PV (its storagedir marker), and a pattern's path with a component
+// starting with "archived-" or ".". Checking and taking a directory happen
+// under one lock per server. A directory no PV uses and nobody marked is
+// reused as it is, with its content.
+//
+// Storage made for a claim deleted before its PV exists is taken back with
+// Abandon, never Delete: only a directory this provisioning made (a
+// Tentative Provision marks it before anything else, so a restart still
+// knows), that holds nothing but the marker and that no other PV uses, is
+// removed; anything else is kept, and the caller told why.
 //
 // It returns no provisioner.ErrReschedule: the export is the same from
 // every node.

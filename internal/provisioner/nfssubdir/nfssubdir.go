@@ -64,9 +64,15 @@ type Provisioner struct {
 	// ops is held shared by each Provision and Delete while it uses an
 	// export mount, and exclusively by Close while it takes them down.
 	ops sync.RWMutex
+	// paths is held per server from the check that a directory is free to
+	// the marker that takes it, and while a marker is given up.
+	paths serverLocks
 }
 
-var _ provisioner.Provisioner = (*Provisioner)(nil)
+var (
+	_ provisioner.Provisioner = (*Provisioner)(nil)
+	_ provisioner.Settler     = (*Provisioner)(nil)
+)
 
 // New returns the provisioner cfg describes. It touches nothing: leftover
 // mounts of an earlier run are reused by the next call on their export,
@@ -104,7 +110,12 @@ func (p *Provisioner) Name() string { return provisioner.NFSSubdirName }
 
 // Provision implements provisioner.Provisioner: it creates the claim's
 // subdirectory of the class's export (mode 0777, as the export's clients
-// run as any user), or finds the one an earlier call made.
+// run as any user), or finds the one an earlier call made, or reuses one
+// that was there already and that nothing claims. It refuses a
+// subdirectory that is, holds or is inside the directory of another PV of
+// req.PVs, or that is being provisioned for another PV (its marker says
+// so). With req.Tentative, a directory it makes is marked for req.PVName
+// until Commit or Abandon.
 func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (provisioner.Volume, error) {
 	c, err := parseClass(req.Class)
 	if err != nil {
@@ -120,14 +131,30 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	if err != nil {
 		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: %w", c.name, err)
 	}
+	unlock := p.paths.lock(c.export.server)
+	defer unlock()
+	if other := overlapping(existing(req), req.PVName, c.export, rel); other != nil {
+		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: %q in export %s: PersistentVolume %s uses %s:%s: a volume never shares, holds or is inside another's directory",
+			c.name, rel, c.export, other.Name, other.Spec.NFS.Server, other.Spec.NFS.Path)
+	}
+	owner := ""
+	if req.Tentative {
+		owner = req.PVName
+	}
+	var made bool
 	err = p.bounded(ctx, func(context.Context) error {
-		_, err := storagedir.Create(base, rel, 0o777)
+		var err error
+		_, made, err = storagedir.CreateMarked(base, rel, 0o777, owner)
 		return err
 	})
 	if err != nil {
 		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: create %q in export %s: %w", c.name, rel, c.export, err)
 	}
-	p.log.Info("subdirectory provisioned", zap.String("pv", req.PVName), zap.String("export", c.export.String()), zap.String("path", rel))
+	fields := []zap.Field{zap.String("pv", req.PVName), zap.String("export", c.export.String()), zap.String("path", rel)}
+	if req.Tentative {
+		fields = append(fields, zap.Bool("made", made)) // false: it was there before
+	}
+	p.log.Info("subdirectory provisioned", fields...)
 	return provisioner.Volume{
 		Source: v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: c.export.server, Path: path.Join(c.export.path, rel)}},
 		Annotations: map[string]string{

@@ -18,6 +18,8 @@ import (
 // e.g. "${.PVC.namespace}/${.PVC.name}". The expanded path is relative to
 // the export, and must stay inside it (storagedir.ValidRel): a claim
 // whose label value is "../x" gets an error, not a directory elsewhere.
+// No component of it may start with "archived-" (an archive is no volume)
+// or "." (dot-names are the agent's own: markers, volumes moved aside).
 
 // term is one piece of a parsed pattern: literal text, or a reference.
 type term struct {
@@ -98,7 +100,25 @@ func expandPattern(pattern string, claim *v1.PersistentVolumeClaim) (string, err
 	if err := storagedir.ValidRel(rel); err != nil {
 		return "", fmt.Errorf("expands to a path outside the export: %w", err)
 	}
+	if err := checkReserved(rel); err != nil {
+		return "", fmt.Errorf("expands to %q: %w", rel, err)
+	}
 	return rel, nil
+}
+
+// checkReserved refuses a path with a component that names an archive or
+// a dot-name. Archives are matched in any case: an export may be on a file
+// system that ignores case.
+func checkReserved(rel string) error {
+	for _, name := range strings.Split(rel, "/") {
+		switch {
+		case strings.HasPrefix(name, "."):
+			return fmt.Errorf("component %q starts with '.': dot-names are kept for the agent's own use", name)
+		case strings.HasPrefix(strings.ToLower(name), storagedir.ArchivePrefix):
+			return fmt.Errorf("component %q starts with %q: it names an archive, not a volume", name, storagedir.ArchivePrefix)
+		}
+	}
+	return nil
 }
 
 // value is what t stands for in claim.

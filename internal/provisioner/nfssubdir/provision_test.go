@@ -69,8 +69,9 @@ func TestProvisionMakesTheSubdirectoryOnce(t *testing.T) {
 }
 
 func TestPathPattern(t *testing.T) {
-	labels := map[string]string{"app": "web", "dots": "..", "empty": ""}
-	annotations := map[string]string{"escape": "../x", "abs": "/etc", "deep": "a/b", "up": "a/../../b", "nul": "a\x00b"}
+	labels := map[string]string{"app": "web", "dots": "..", "empty": "", "arch": "archived-x", "Arch": "ARCHIVED-x", "hidden": ".x"}
+	annotations := map[string]string{"escape": "../x", "abs": "/etc", "deep": "a/b", "up": "a/../../b", "nul": "a\x00b",
+		"marker": "a/.volume-agent-provisioning", "archive": "a/archived-b/c"}
 	for _, tc := range []struct {
 		name, pattern, want, wantErr string
 	}{
@@ -90,6 +91,13 @@ func TestPathPattern(t *testing.T) {
 		{"absolute pattern", "/${.PVC.name}", "", "outside the export"},
 		{"literal ..", "../${.PVC.name}", "", "outside the export"},
 		{"trailing slash", "${.PVC.name}/", "", "outside the export"},
+		{"label naming an archive", "${.PVC.labels.arch}", "", `component "archived-x" starts with "archived-"`},
+		{"label naming an archive in capitals", "${.PVC.labels.Arch}", "", `component "ARCHIVED-x" starts with "archived-"`},
+		{"annotation with an archive inside", "${.PVC.annotations.archive}", "", `component "archived-b" starts with "archived-"`},
+		{"label with a dot-name", "${.PVC.labels.hidden}", "", `component ".x" starts with '.'`},
+		{"annotation naming a marker", "${.PVC.annotations.marker}", "", "starts with '.'"},
+		{"literal dot-name", ".snapshots/${.PVC.name}", "", "starts with '.'"},
+		{"archived inside a name is fine", "${.PVC.name}-archived-${.PVC.labels.app}", "data-archived-web", ""},
 		{"unknown field", "${.PVC.uid}", "", "only ${.PVC.namespace}"},
 		{"not the claim", "${.PV.name}", "", "only ${.PVC.namespace}"},
 		{"label without a key", "${.PVC.labels.}", "", "only ${.PVC.namespace}"},

@@ -106,21 +106,31 @@ func lastArchive(parent int, name, path string) (string, error) {
 	return found, nil
 }
 
+// ArchivePrefix starts the name of every archive Archive makes.
+const ArchivePrefix = "archived-"
+
 // archiveName is the n-th archive name of name: archived-<name>, then
 // archived-<name>-2 and so on.
 func archiveName(name string, n int) string {
 	if n == 1 {
-		return "archived-" + name
+		return ArchivePrefix + name
 	}
-	return fmt.Sprintf("archived-%s-%d", name, n)
+	return fmt.Sprintf("%s%s-%d", ArchivePrefix, name, n)
 }
 
+// renameat2 is unix.Renameat2; tests replace it to answer as file systems
+// this machine does not have answer.
+var renameat2 = unix.Renameat2
+
 // renameNoReplace renames old to new in dirfd, failing with EEXIST when
-// new exists. File systems without RENAME_NOREPLACE (NFS answers EINVAL)
-// get renameOverReservation.
+// new exists. File systems without RENAME_NOREPLACE get
+// renameOverReservation: NFS answers EINVAL, some FUSE file systems
+// EOPNOTSUPP (which is ENOTSUP on Linux), and a kernel without renameat2
+// ENOSYS. Retrying the flag on such a file system would fail forever, and
+// the PV would never be deleted.
 func renameNoReplace(dirfd int, old, new string) error {
-	err := unix.Renameat2(dirfd, old, dirfd, new, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) {
+	err := renameat2(dirfd, old, dirfd, new, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		return renameOverReservation(dirfd, old, new)
 	}
 	return err

@@ -127,3 +127,46 @@ func TestRenameOverReservation(t *testing.T) {
 		t.Error("the reservation of a failed rename is left behind")
 	}
 }
+
+// TestArchiveWithoutRenameNoReplace archives on file systems that refuse
+// RENAME_NOREPLACE: NFS answers EINVAL, some FUSE file systems EOPNOTSUPP,
+// a kernel without renameat2 ENOSYS.
+// All get the reservation fallback, which never overwrites an archive.
+func TestArchiveWithoutRenameNoReplace(t *testing.T) {
+	for _, refusal := range []unix.Errno{unix.EINVAL, unix.EOPNOTSUPP, unix.ENOSYS} {
+		t.Run(refusal.Error(), func(t *testing.T) {
+			withRenameat2(t, func(olddirfd int, oldpath string, newdirfd int, newpath string, flags uint) error {
+				if flags&unix.RENAME_NOREPLACE != 0 {
+					return refusal
+				}
+				return unix.Renameat2(olddirfd, oldpath, newdirfd, newpath, flags)
+			})
+			base := t.TempDir()
+			mustMkdir(t, filepath.Join(base, "archived-claim"))
+			mustWrite(t, filepath.Join(base, "archived-claim", "earlier"))
+			dir, err := Create(base, "claim", 0o777)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, filepath.Join(dir, "data"))
+			got, err := Archive(base, "claim")
+			if err != nil {
+				t.Fatalf("Archive = %v, want the fallback to rename", err)
+			}
+			if want := filepath.Join(base, "archived-claim-2"); got != want {
+				t.Errorf("Archive = %s, want %s", got, want)
+			}
+			if !exists(filepath.Join(base, "archived-claim-2", "data")) || !exists(filepath.Join(base, "archived-claim", "earlier")) || exists(dir) {
+				t.Errorf("after Archive the tree is %v", tree(t, base))
+			}
+		})
+	}
+}
+
+// withRenameat2 makes renameNoReplace call f until the test ends.
+func withRenameat2(t *testing.T, f func(int, string, int, string, uint) error) {
+	t.Helper()
+	saved := renameat2
+	renameat2 = f
+	t.Cleanup(func() { renameat2 = saved })
+}

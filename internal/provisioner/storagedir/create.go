@@ -20,6 +20,19 @@ const parentMode = 0o755
 // existing directory is reused; a file or a symlink anywhere on the way is
 // an error.
 func Create(base, rel string, mode os.FileMode) (string, error) {
+	c := creation{mode: mode}
+	return c.create(base, rel)
+}
+
+// creation is one Create or CreateMarked call.
+type creation struct {
+	mode   os.FileMode
+	marked bool   // CreateMarked: markers are written and checked
+	owner  string // whom a last directory this call makes is marked for
+	mine   bool   // set when the last directory carries owner's marker
+}
+
+func (c *creation) create(base, rel string) (string, error) {
 	if err := ValidRel(rel); err != nil {
 		return "", fmt.Errorf("create a directory in %s: %w", base, err)
 	}
@@ -31,7 +44,7 @@ func Create(base, rel string, mode os.FileMode) (string, error) {
 	for i, name := range names {
 		last := i == len(names)-1
 		path := filepath.Join(base, filepath.Join(names[:i+1]...))
-		next, err := mkdirAt(dir, name, path, last, mode)
+		next, err := c.mkdirAt(dir, name, path, last)
 		unix.Close(dir)
 		if err != nil {
 			return "", fmt.Errorf("create %s: %w", rel, err)
@@ -43,10 +56,11 @@ func Create(base, rel string, mode os.FileMode) (string, error) {
 }
 
 // mkdirAt makes the directory name in dirfd unless it exists, opens it
-// (never through a symlink) and sets its mode: parentMode when it is new
-// and not the last, mode when it is the last. It fsyncs dirfd when it made
-// the directory. path is for errors.
-func mkdirAt(dirfd int, name, path string, last bool, mode os.FileMode) (int, error) {
+// (never through a symlink), marks it or checks its marker (CreateMarked),
+// and sets its mode: parentMode when it is new and not the last, c.mode
+// when it is the last. It fsyncs dirfd when it made the directory. path
+// is for errors.
+func (c *creation) mkdirAt(dirfd int, name, path string, last bool) (int, error) {
 	err := unix.Mkdirat(dirfd, name, parentMode)
 	created := err == nil
 	if err != nil && !errors.Is(err, unix.EEXIST) {
@@ -61,7 +75,13 @@ func mkdirAt(dirfd int, name, path string, last bool, mode os.FileMode) (int, er
 	if err != nil {
 		return -1, pathError("open", path, err)
 	}
-	if err := setUp(dirfd, fd, created, last, mode); err != nil {
+	if c.marked {
+		if err := c.mark(fd, path, created, last); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+	}
+	if err := setUp(dirfd, fd, created, last, c.mode); err != nil {
 		unix.Close(fd)
 		return -1, pathError("set up", path, err)
 	}

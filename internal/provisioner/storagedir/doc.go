@@ -20,4 +20,10 @@
 //     mount.RemoveAll); Archive never overwrites an earlier archive.
 //   - A new entry is made durable: the parent directory is fsynced after a
 //     mkdir or a rename, so a crash cannot lose it.
+//   - CreateMarked writes in a directory it makes, before anything else, a
+//     marker (MarkerName) naming whom it made it for, and refuses a
+//     directory marked for someone else. RemoveMarked removes a directory
+//     only while that marker names the caller's owner and is all it holds
+//     (unlink, then rmdir): a directory that existed before, or holds
+//     anything written since, is never removed by it.
 package storagedir
