@@ -48,7 +48,7 @@ func (env *clusterEnv) testNFSSubdirFailover(t *testing.T) {
 			}
 		})
 		a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "nfs-subdir",
-			"--leader-election-namespace", "volume-agent")
+			"--leader-election-namespace", "volume-agent", "--reclaim-delay", "0s")
 		agents[node] = a
 	}
 	immediate := storagev1.VolumeBindingImmediate
@@ -172,7 +172,7 @@ func (env *clusterEnv) testNFSSubdirPatternSafety(t *testing.T) {
 		}
 	})
 	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "nfs-subdir",
-		"--leader-election-namespace", "volume-agent")
+		"--leader-election-namespace", "volume-agent", "--reclaim-delay", "0s")
 	env.leaderIs(t, node)
 	immediate := storagev1.VolumeBindingImmediate
 	if _, err := env.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
