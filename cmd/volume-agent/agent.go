@@ -177,12 +177,31 @@ func (a *agent) healthy() error {
 	return errors.Join(errs...)
 }
 
-// claimLister returns the binder for /v1/claims, or a nil interface.
+// claimLister returns what /v1/claims lists: the binder's claims, and the
+// released PVs the cluster provisioners are to delete; a nil interface when
+// there is neither.
 func (a *agent) claimLister() status.Claims {
-	if a.binder == nil {
+	if a.binder == nil && a.provs == nil {
 		return nil
 	}
-	return a.binder
+	return claimLister{binder: a.binder, provs: a.provs}
+}
+
+// claimLister lists the claims for /v1/claims.
+type claimLister struct {
+	binder *binder.Source // nil without --manifests
+	provs  *provisioners  // nil without --provisioners
+}
+
+func (l claimLister) Claims() []binder.ClaimStatus {
+	var out []binder.ClaimStatus
+	if l.binder != nil {
+		out = l.binder.Claims()
+	}
+	if l.provs != nil {
+		out = append(out, l.provs.pending()...)
+	}
+	return out
 }
 
 func named(what string, err error) error {

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The operator subcommands — status, wait, version — read a running
+// The operator subcommands — status, claims, wait, version — read a running
 // agent's status endpoint (or the binary's build information) and change
 // nothing. Without a subcommand the binary runs the agent.
 
@@ -48,6 +48,8 @@ func runSubcommand(args []string, env cmdEnv) (code int, ok bool) {
 		return runStatus(env, args[1:]), true
 	case "wait":
 		return runWait(env, args[1:]), true
+	case "claims":
+		return runClaims(env, args[1:]), true
 	case "version":
 		return runVersion(env, args[1:]), true
 	}

@@ -50,7 +50,7 @@ const usage = `volume-agent mounts the volumes of the pods on this node under it
 Usage:
   volume-agent --manifests DIR [flags]          # no cluster: pods from a manifest directory
   volume-agent --kubeconfig FILE [flags]        # a node agent of a cluster (in a pod: no flag needed)
-  volume-agent status|wait UID|version [flags]  # read a running agent (see volume-agent status --help)
+  volume-agent status|claims|wait UID|version [flags]  # read a running agent (see volume-agent status --help)
 
 Flags:
 `

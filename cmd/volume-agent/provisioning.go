@@ -1,16 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/volume-agent/volume-agent/internal/binder"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins/nfs"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
@@ -150,6 +154,24 @@ func (p *provisioners) notifyActual() {
 	for c := range p.live {
 		c.NotifyActual()
 	}
+}
+
+// pending lists, for /v1/claims, the released PVs the running cluster
+// controllers are to delete, sorted by claim.
+func (p *provisioners) pending() []binder.ClaimStatus {
+	p.mu.Lock()
+	var out []binder.ClaimStatus
+	for c := range p.live {
+		for _, pv := range c.Pending() {
+			out = append(out, binder.ClaimStatus{Namespace: pv.Namespace, Name: pv.Name, Phase: binder.PhaseReleased, PV: pv.PV,
+				ReclaimPolicy: string(v1.PersistentVolumeReclaimDelete), PendingDeletion: binder.PendingDeletionOf(pv.State)})
+		}
+	}
+	p.mu.Unlock()
+	slices.SortFunc(out, func(a, b binder.ClaimStatus) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.PV, b.PV))
+	})
+	return out
 }
 
 // closeWait bounds taking the export mounts down when leadership ends.

@@ -80,8 +80,9 @@ type outcome struct {
 	waitsOnUse bool
 }
 
-// plan computes the records after one pass over w, in this order: Bound
-// records whose claim has been removed (and has stayed so) are released;
+// plan computes the records after one pass over w, in this order: the
+// reclaim policies claims ask for are applied to their provisioned
+// PersistentVolumes (AnnReclaimPolicy); Bound records whose claim has been removed (and has stayed so) are released;
 // PersistentVolumes just provisioned are recorded; Released records are
 // bound again, restored, moved aside, deleted or dropped (reclaim); then
 // every claim used by a pod that is not terminated, and not bound yet, is
@@ -90,6 +91,7 @@ type outcome struct {
 // I/O is left to the driver as operations.
 func plan(w world, prev records) outcome {
 	o := outcome{recs: maps.Clone(prev), pending: map[claimKey]string{}, held: map[claimKey]string{}}
+	o.applyPolicies(w)
 	o.release(w)
 	o.recordMade(w)
 	o.settleReleased(w)

@@ -220,12 +220,17 @@ func (r record) pendingDeletion() *PendingDeletion {
 	if r.Phase != PhaseReleased || !r.deletable() {
 		return nil
 	}
-	p := &PendingDeletion{Step: string(r.Reclaim.Step)}
-	switch r.Reclaim.Step {
+	return PendingDeletionOf(r.Reclaim)
+}
+
+// PendingDeletionOf describes storage at reclaim step s, for /v1/claims.
+func PendingDeletionOf(s reclaim.State) *PendingDeletion {
+	p := &PendingDeletion{Step: string(s.Step)}
+	switch s.Step {
 	case reclaim.Released:
 		p.Step = "Released"
 	case reclaim.Aside:
-		at := r.Reclaim.DeleteAfter.UTC().Add(time.Second - 1).Truncate(time.Second) // never before it
+		at := s.DeleteAfter.UTC().Add(time.Second - 1).Truncate(time.Second) // never before it
 		p.DeleteAfter = &at
 	}
 	return p

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/reclaim"
@@ -239,4 +240,34 @@ func OnNode(pv *v1.PersistentVolume, node string) bool {
 	exprs := na.Required.NodeSelectorTerms[0].MatchExpressions
 	return len(exprs) == 1 && exprs[0].Key == v1.LabelHostname &&
 		exprs[0].Operator == v1.NodeSelectorOpIn && slices.Equal(exprs[0].Values, []string{node})
+}
+
+// Pending is a released PV of this controller on its way to deletion.
+type Pending struct {
+	PV string
+	// Namespace and Name are the claim that released it.
+	Namespace, Name string
+	State           reclaim.State
+}
+
+// Pending lists the released PVs this controller is to delete, with the
+// step each is at, from its cache; none before Run has synced it.
+func (c *Controller) Pending() []Pending {
+	pvs, err := c.pvs.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []Pending
+	for _, pv := range pvs {
+		s, ok, err := c.reclaimState(pv)
+		if !ok || err != nil || keptBack(pv, s) {
+			continue
+		}
+		p := Pending{PV: pv.Name, State: s}
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			p.Namespace, p.Name = ref.Namespace, ref.Name
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/volume-agent/volume-agent/internal/binder"
+)
+
+const claimsUsage = `Usage: volume-agent claims [--addr ADDR] [-o table|wide|json]
+
+Shows the claims a running agent binds from its manifests, and the released
+volumes on their way to deletion (from manifests or, in a cluster, those of
+this agent's provisioners), read from its status endpoint (GET /v1/claims).
+Nothing is changed.
+
+-o table (the default) has one row per claim, sorted by claim:
+  CLAIM         namespace/name
+  PHASE         Pending, Bound, Lost or Released
+  PV            the PersistentVolume it is bound to, or released
+  RECLAIM       what happens to the data once released: Delete or Retain
+  DELETION      for released storage to be deleted: Released (in place,
+                moved aside once no pod has it), Aside (restorable until
+                DELETE-AFTER) or Deleting (being removed, never given back)
+  DELETE-AFTER  when storage Aside is deleted, and in how long
+  REASON        why it is not bound, or what it waits for; cut to 80
+                characters (-o wide and -o json have it in full)
+-o json prints the endpoint's answer as it is.
+
+Exit codes:
+  0  the claims were shown
+  2  bad arguments
+  3  the agent could not be reached, or its answer was not understood
+
+Flags:
+`
+
+func runClaims(env cmdEnv, args []string) int {
+	fs := newFlagSet(env, "claims", claimsUsage)
+	addr := fs.String("addr", defaultAddr, "the agent's status endpoint, as its --status-addr")
+	output := fs.String("o", "table", "output format: table, wide or json")
+	rest, code, done := parseArgs(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) > 0 {
+		return usageError(env, "claims", fmt.Errorf("unexpected arguments: %s", strings.Join(rest, " ")))
+	}
+	if *output != "table" && *output != "wide" && *output != "json" {
+		return usageError(env, "claims", fmt.Errorf("-o %q: want table, wide or json", *output))
+	}
+	c, err := newAPIClient(*addr)
+	if err != nil {
+		return usageError(env, "claims", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	body, claims, err := fetchClaims(ctx, c)
+	if err != nil {
+		return failure(env, "claims", exitUnreachable, err)
+	}
+	switch {
+	case *output == "json":
+		_, _ = env.stdout.Write(body)
+	case len(claims) == 0:
+		fmt.Fprintln(env.stderr, "No claims on this agent.")
+	default:
+		writeClaims(env, claims, *output == "wide")
+	}
+	return exitOK
+}
+
+// fetchClaims returns the answer of GET /v1/claims, as it is and decoded.
+func fetchClaims(ctx context.Context, c apiClient) ([]byte, []binder.ClaimStatus, error) {
+	const path = "/v1/claims"
+	code, body, err := c.get(ctx, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if code != http.StatusOK {
+		return nil, nil, unexpected(path, code, body)
+	}
+	var answer struct {
+		Claims []binder.ClaimStatus `json:"claims"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return nil, nil, fmt.Errorf("decode the answer to GET %s: %w", path, err)
+	}
+	if answer.Claims == nil {
+		return nil, nil, fmt.Errorf("decode the answer to GET %s: no \"claims\" in it", path)
+	}
+	return body, answer.Claims, nil
+}
+
+// writeClaims writes one row per claim, sorted by namespace and name (the
+// endpoint's order within one name: a current claim before a released one).
+func writeClaims(env cmdEnv, claims []binder.ClaimStatus, wide bool) {
+	claims = slices.Clone(claims)
+	slices.SortStableFunc(claims, func(a, b binder.ClaimStatus) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	rows := [][]string{{"CLAIM", "PHASE", "PV", "RECLAIM", "DELETION", "DELETE-AFTER", "REASON"}}
+	now := env.now()
+	for _, c := range claims {
+		step, after := "-", "-"
+		if p := c.PendingDeletion; p != nil {
+			step = p.Step
+			if p.DeleteAfter != nil {
+				after = p.DeleteAfter.UTC().Format(time.RFC3339) + " (in " + until(now, *p.DeleteAfter) + ")"
+			}
+		}
+		reason := c.Error
+		if !wide {
+			reason = cut(reason, maxErrorWidth)
+		}
+		rows = append(rows, []string{c.Namespace + "/" + c.Name, string(c.Phase), orDash(c.PV), orDash(c.ReclaimPolicy), step, after, reason})
+	}
+	writeAligned(env.stdout, rows)
+}
+
+// until says how long from now t is, as age says how long ago; "now" once
+// it has passed.
+func until(now, t time.Time) string {
+	if !t.After(now) {
+		return "now"
+	}
+	return age(t, now) // how long "ago" now is, seen from t
+}

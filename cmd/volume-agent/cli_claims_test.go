@@ -1,0 +1,65 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// claimsAnswer is a GET /v1/claims answer with a claim of each kind.
+const claimsAnswer = `{"claims": [
+ {"namespace": "default", "name": "web", "phase": "Bound", "pv": "pvc-1", "reclaimPolicy": "Delete"},
+ {"namespace": "default", "name": "logs", "phase": "Pending",
+  "error": "no PersistentVolume fits claim default/logs (2 checked: pv-a: too small (1Gi < 5Gi), pv-b: class \"fast\" ≠ \"\"); and more words to pass eighty characters"},
+ {"namespace": "default", "name": "old", "phase": "Released", "pv": "pvc-2", "reclaimPolicy": "Delete",
+  "pendingDeletion": {"step": "Aside", "deleteAfter": "2026-11-26T08:10:00Z"}},
+ {"namespace": "default", "name": "gone", "phase": "Bound", "pv": "pvc-3", "reclaimPolicy": "Delete",
+  "error": "removed from the manifests but not released: a pod that is not terminated still names it"}
+]}`
+
+func TestClaimsTable(t *testing.T) {
+	addr := serve(t, "/v1/claims", http.StatusOK, []byte(claimsAnswer))
+	now := time.Date(2026, 11, 26, 8, 0, 30, 0, time.UTC)
+	out := runCmd(now, "claims", "--addr", addr)
+	if out.code != exitOK || out.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", out.code, out.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want a header and 4 claims:\n%s", len(lines), out.stdout)
+	}
+	for i, want := range [][]string{
+		{"CLAIM", "PHASE", "PV", "RECLAIM", "DELETION", "DELETE-AFTER", "REASON"},
+		{"default/gone", "Bound", "pvc-3", "Delete", "-", "-", "removed from the manifests"},
+		{"default/logs", "Pending", "-", "-", "-", "-", "no PersistentVolume fits", "..."},
+		{"default/old", "Released", "pvc-2", "Delete", "Aside", "2026-11-26T08:10:00Z (in 9m30s)"},
+		{"default/web", "Bound", "pvc-1", "Delete"},
+	} {
+		for _, s := range want {
+			if !strings.Contains(lines[i], s) {
+				t.Errorf("line %d %q lacks %q", i, lines[i], s)
+			}
+		}
+	}
+	wide := runCmd(now, "claims", "--addr", addr, "-o", "wide")
+	if !strings.Contains(wide.stdout, "and more words to pass eighty characters") {
+		t.Errorf("-o wide cut a reason:\n%s", wide.stdout)
+	}
+	if js := runCmd(now, "claims", "--addr", addr, "-o", "json"); js.stdout != claimsAnswer {
+		t.Errorf("-o json changed the answer")
+	}
+}
+
+func TestClaimsErrors(t *testing.T) {
+	if out := runCmd(time.Now(), "claims", "--addr", "127.0.0.1:1"); out.code != exitUnreachable || !strings.Contains(out.stderr, "cannot reach the agent") {
+		t.Errorf("unreachable: %+v", out)
+	}
+	if out := runCmd(time.Now(), "claims", "-o", "yaml"); out.code != exitUsage {
+		t.Errorf("-o yaml: %+v", out)
+	}
+	addr := serve(t, "/v1/claims", http.StatusOK, []byte(`{"claims": []}`))
+	if out := runCmd(time.Now(), "claims", "--addr", addr); out.code != exitOK || !strings.Contains(out.stderr, "No claims") {
+		t.Errorf("no claims: %+v", out)
+	}
+}
