@@ -52,6 +52,11 @@ spec:
 // apiClaim is a claim as served by /v1/claims.
 type apiClaim struct {
 	Namespace, Name, Phase, PV, Error string
+	ReclaimPolicy                     string
+	PendingDeletion                   *struct {
+		Step        string
+		DeleteAfter *time.Time
+	}
 }
 
 func (a *agent) claims() []apiClaim {
