@@ -395,3 +395,76 @@ func TestReleasedStaticPVNeverGoesToAnotherClaim(t *testing.T) {
 		t.Errorf("pod second is ready with the previous tenant's volume: %+v", p)
 	}
 }
+
+// Released storage of a Delete class is moved aside, not deleted, for the
+// reclaim delay: /v1/claims and volume-agent claims say when it goes, it
+// survives a SIGKILL restart, and the claim added back within the delay
+// gets the same volume with its data.
+func TestReleasedStorageIsRestorableWithinTheDelay(t *testing.T) {
+	e := newProvEnv(t)
+	e.start() // the default delay, 10 minutes
+	dir, pv := e.addClaim("data", "gone")
+	claimYAML, _ := os.ReadFile(filepath.Join(e.manifests, "claim-data.yaml"))
+	podYAML, _ := os.ReadFile(filepath.Join(e.manifests, "pod-data.yaml"))
+	released := time.Now()
+	e.removeManifest("pod-data.yaml")
+	e.removeManifest("claim-data.yaml")
+	aside := filepath.Join(e.data, ".pending-delete-"+pv)
+	waitFor(t, 20*time.Second, "the storage moved aside", func() (bool, string) {
+		c := e.claim("data")
+		_, err := os.Stat(filepath.Join(aside, "written"))
+		return err == nil && len(c) == 1 && c[0].PendingDeletion != nil && c[0].PendingDeletion.Step == "Aside", fmt.Sprintf("%+v %v", c, err)
+	})
+	c := e.claim("data")[0]
+	if at := *c.PendingDeletion.DeleteAfter; c.Phase != "Released" || c.ReclaimPolicy != "Delete" ||
+		at.Before(released.Add(10*time.Minute-time.Second)) || at.After(time.Now().Add(10*time.Minute+time.Second)) {
+		t.Errorf("/v1/claims for data = %+v (deleteAfter %v); want Released, Delete, deleted 10 minutes after the release", c, at)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the volume's own path: %v; want it gone while aside (no new pod can reach it)", err)
+	}
+	out := runCLI(t, "claims", "--addr", e.addr)
+	if !strings.Contains(out.stdout, "default/data") || !strings.Contains(out.stdout, "Aside") || !(strings.Contains(out.stdout, "(in 9m") || strings.Contains(out.stdout, "(in 10m)")) {
+		t.Errorf("volume-agent claims:\n%s%s\nwant data Aside, deleted in 9m…", out.stdout, out.stderr)
+	}
+	e.restart(true)
+	holds(t, time.Second, aside, "data")
+	e.writeManifest("claim-data.yaml", string(claimYAML))
+	e.writeManifest("pod-data.yaml", string(podYAML))
+	v := e.waitPod("default", "use-data", 20*time.Second, ready).volume("store")
+	if v.PV != pv {
+		t.Errorf("the claim back got PV %s, want its own %s", v.PV, pv)
+	}
+	checkFile(t, filepath.Join(v.Path, "written"), "by use-data")
+	if _, err := os.Stat(aside); !os.IsNotExist(err) {
+		t.Errorf("%s: %v; want it restored, gone", aside, err)
+	}
+}
+
+// An operator has a retained provisioned volume deleted by giving its
+// claim the annotation volume-agent.io/reclaim-policy: Delete before
+// deleting it; a claim of a Retain class without it keeps its data.
+func TestReclaimPolicyAnnotationDeletesARetainedVolume(t *testing.T) {
+	e := newProvEnv(t)
+	e.start("--reclaim-delay", "0s")
+	kept, _ := e.addClaim("kept", "keep")
+	doomed, _ := e.addClaim("doomed", "keep")
+	e.writeManifest("claim-doomed.yaml", strings.Replace(fmt.Sprintf(classClaim, "doomed", "keep"), "metadata: {name: doomed}",
+		"metadata: {name: doomed, annotations: {volume-agent.io/reclaim-policy: Delete}}", 1))
+	waitFor(t, 10*time.Second, "the policy applied", func() (bool, string) {
+		c := e.claim("doomed")
+		return len(c) == 1 && c[0].ReclaimPolicy == "Delete", fmt.Sprintf("%+v", c)
+	})
+	for _, name := range []string{"kept", "doomed"} {
+		e.removeManifest("pod-" + name + ".yaml")
+		e.removeManifest("claim-" + name + ".yaml")
+	}
+	waitFor(t, 30*time.Second, "the annotated claim's volume deleted", func() (bool, string) {
+		_, err := os.Stat(doomed)
+		return os.IsNotExist(err), fmt.Sprint(entries(t, e.data))
+	})
+	holds(t, time.Second, kept, "kept")
+	if c := e.claim("kept"); len(c) != 1 || c[0].Phase != "Released" || c[0].ReclaimPolicy != "Retain" || c[0].PendingDeletion != nil {
+		t.Errorf("/v1/claims for kept = %+v; want Released, Retain, nothing pending", c)
+	}
+}
