@@ -32,6 +32,7 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalKilledBetweenDirectoryAndPV", env.testLocalProvisionCrash)
 	t.Run("LocalClaimDeletedWhileProvisioning", env.testLocalClaimDeletedMidway)
 	t.Run("LocalRootReadOnlyGivesTheClaimBack", env.testLocalReschedule)
+	t.Run("LocalReclaimDeferredBusyAndKilled", env.testLocalReclaimDeferred)
 	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
 	t.Run("NFSSubdirPathPatternSafety", env.testNFSSubdirPatternSafety)
 }
