@@ -50,6 +50,12 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 		defer cancel()
 		return c.commit(opCtx, pv)
 	}
+	if err := unsupported(claim); err != nil {
+		// Not retried: nothing changes until the claim does, and an
+		// update of the claim enqueues it again.
+		c.event(claim, v1.EventTypeWarning, ReasonProvisioningFailed, err.Error())
+		return nil
+	}
 	return c.provision(ctx, Request{Claim: claim, Class: class, PVName: pvName, SelectedNode: claim.Annotations[AnnSelectedNode]})
 }
 
@@ -246,4 +252,23 @@ func neverUsed(pv *v1.PersistentVolume) *v1.PersistentVolume {
 	pv = pv.DeepCopy()
 	pv.Annotations[AnnArchiveOnDelete] = "false"
 	return pv
+}
+
+// The claims no provisioner of the agent serves, as the external
+// provisioners refuse them.
+var (
+	errSelector = errors.New("claim Selector is not supported: a provisioner cannot make a PersistentVolume that matches it")
+	errVAC      = errors.New("claim volumeAttributesClassName is not supported: volume-agent's provisioners make no volumes of an attributes class")
+)
+
+// unsupported says why claim cannot be provisioned whatever happens, or
+// returns nil.
+func unsupported(claim *v1.PersistentVolumeClaim) error {
+	switch {
+	case claim.Spec.Selector != nil:
+		return errSelector
+	case claim.Spec.VolumeAttributesClassName != nil && *claim.Spec.VolumeAttributesClassName != "":
+		return errVAC
+	}
+	return nil
 }

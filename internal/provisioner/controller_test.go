@@ -355,3 +355,31 @@ func TestClaimDeletedWhileProvisioningIsAbandoned(t *testing.T) {
 		return false, fmt.Sprint(len(list.Items), " events")
 	})
 }
+
+// A claim with a selector or an attributes class is refused with an event
+// and never provisioned, as the external provisioners do.
+func TestUnsupportedClaimsAreRefused(t *testing.T) {
+	withSelector := claim("sel", "local", LocalName, "node-a")
+	withSelector.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}
+	withVAC := claim("vac", "local", LocalName, "node-a")
+	withVAC.Spec.VolumeAttributesClassName = ptr.To("gold")
+	p := &fakeProvisioner{}
+	client := run(t, p, "node-a", class("local", LocalName), withSelector, withVAC)
+	for _, name := range []string{"sel", "vac"} {
+		eventually(t, "a ProvisioningFailed event on "+name, func() (bool, string) {
+			events, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, e := range events.Items {
+				if e.InvolvedObject.Name == name && e.Reason == ReasonProvisioningFailed && strings.Contains(e.Message, "not supported") {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(len(events.Items), " events")
+		})
+	}
+	if made, _ := p.calls(); len(made) != 0 {
+		t.Errorf("provisioned %v, want nothing", made)
+	}
+}

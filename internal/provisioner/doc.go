@@ -3,8 +3,9 @@
 // volume.kubernetes.io/storage-provisioner annotation names one of its
 // provisioners, creates the storage and a PV bound to the claim by its
 // claimRef (the PV controller completes the binding), and when such a PV is
-// Released with reclaim policy Delete, removes or archives the storage and
-// deletes the PV.
+// Released with reclaim policy Delete, moves its storage aside, and once
+// the reclaim delay has passed removes or archives it and deletes the PV
+// (package reclaim; each step recorded in the PV's annotations first).
 //
 // The protocol lives here; the storage lives in the Provisioner
 // implementations (provisioner/local, provisioner/nfssubdir).
@@ -24,6 +25,12 @@
 //     once the PV exists it is told to Commit. The provisioner is given
 //     the PVs that exist (Request.PVs: the informer's and those just
 //     created that it does not show yet).
+//   - Nothing is moved or deleted while a pod on this node has the PV set
+//     up (Config.InUse), nor before the step is recorded on the PV; a step
+//     once recorded is finished after any restart, and a Deleting PV is
+//     never given back.
+//   - A claim with a selector or a volumeAttributesClassName is refused
+//     with an event, as the external provisioners refuse it.
 //   - A class's archiveOnDelete is recorded on the PV when it is made
 //     (volume-agent.io/archive-on-delete); an edited or deleted class never
 //     changes what happens to existing data.
