@@ -4,5 +4,8 @@
 bench:
 	go run ./bench $(if $(PROFILES),-profile-dir $(PROFILES))
 
+# The README's test command: installs the system tools the tests need when
+# they are missing (test/deps.sh), then runs every test.
 test:
+	./test/deps.sh
 	go test -count=1 -timeout 80m ./...

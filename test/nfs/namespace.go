@@ -58,7 +58,7 @@ type Namespace struct {
 // NewNamespace creates a private mount namespace with helper (from
 // BuildMountHelper) over /sbin/mount.nfs. It skips the test without root
 // or without /sbin/mount.nfs to cover: a bind mount needs an existing
-// file, and Debian's nfs-common provides one (.ci/run installs it).
+// file, and Debian's nfs-common provides one (make test installs it, see test/deps.sh).
 //
 // When the test ends, the namespace's holder exits; the helper's FUSE
 // servers detach their mounts and exit when it does, and every process

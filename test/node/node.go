@@ -61,7 +61,7 @@ func Start(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Node {
 	}
 	for _, tool := range []string{"unshare", "nsenter", "ip", "ldd"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("node: the test node needs %s (util-linux, iproute2, libc-bin; .ci/run installs them): %v", tool, err)
+			t.Skipf("node: the test node needs %s (util-linux, iproute2, libc-bin; make test installs them): %v", tool, err)
 		}
 	}
 	if opts.Name == "" {
