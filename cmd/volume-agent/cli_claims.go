@@ -2,12 +2,7 @@ package main
 
 import (
 	"cmp"
-	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/volume-agent/volume-agent/internal/binder"
@@ -42,60 +37,8 @@ Flags:
 `
 
 func runClaims(env cmdEnv, args []string) int {
-	fs := newFlagSet(env, "claims", claimsUsage)
-	addr := fs.String("addr", defaultAddr, "the agent's status endpoint, as its --status-addr")
-	output := fs.String("o", "table", "output format: table, wide or json")
-	rest, code, done := parseArgs(fs, args)
-	if done {
-		return code
-	}
-	if len(rest) > 0 {
-		return usageError(env, "claims", fmt.Errorf("unexpected arguments: %s", strings.Join(rest, " ")))
-	}
-	if *output != "table" && *output != "wide" && *output != "json" {
-		return usageError(env, "claims", fmt.Errorf("-o %q: want table, wide or json", *output))
-	}
-	c, err := newAPIClient(*addr)
-	if err != nil {
-		return usageError(env, "claims", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-	defer cancel()
-	body, claims, err := fetchClaims(ctx, c)
-	if err != nil {
-		return failure(env, "claims", exitUnreachable, err)
-	}
-	switch {
-	case *output == "json":
-		_, _ = env.stdout.Write(body)
-	case len(claims) == 0:
-		fmt.Fprintln(env.stderr, "No claims on this agent.")
-	default:
-		writeClaims(env, claims, *output == "wide")
-	}
-	return exitOK
-}
-
-// fetchClaims returns the answer of GET /v1/claims, as it is and decoded.
-func fetchClaims(ctx context.Context, c apiClient) ([]byte, []binder.ClaimStatus, error) {
-	const path = "/v1/claims"
-	code, body, err := c.get(ctx, path)
-	if err != nil {
-		return nil, nil, err
-	}
-	if code != http.StatusOK {
-		return nil, nil, unexpected(path, code, body)
-	}
-	var answer struct {
-		Claims []binder.ClaimStatus `json:"claims"`
-	}
-	if err := json.Unmarshal(body, &answer); err != nil {
-		return nil, nil, fmt.Errorf("decode the answer to GET %s: %w", path, err)
-	}
-	if answer.Claims == nil {
-		return nil, nil, fmt.Errorf("decode the answer to GET %s: no \"claims\" in it", path)
-	}
-	return body, answer.Claims, nil
+	return listCommand[binder.ClaimStatus]{name: "claims", usage: claimsUsage, path: "/v1/claims", key: "claims",
+		none: "No claims on this agent.", write: writeClaims}.run(env, args)
 }
 
 // writeClaims writes one row per claim, sorted by namespace and name (the

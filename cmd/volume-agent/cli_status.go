@@ -3,11 +3,8 @@ package main
 import (
 	"bytes"
 	"cmp"
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -47,60 +44,8 @@ const statusTimeout = 10 * time.Second
 const maxErrorWidth = 80
 
 func runStatus(env cmdEnv, args []string) int {
-	fs := newFlagSet(env, "status", statusUsage)
-	addr := fs.String("addr", defaultAddr, "the agent's status endpoint, as its --status-addr")
-	output := fs.String("o", "table", "output format: table, wide or json")
-	rest, code, done := parseArgs(fs, args)
-	if done {
-		return code
-	}
-	if len(rest) > 0 {
-		return usageError(env, "status", fmt.Errorf("unexpected arguments: %s", strings.Join(rest, " ")))
-	}
-	if *output != "table" && *output != "wide" && *output != "json" {
-		return usageError(env, "status", fmt.Errorf("-o %q: want table, wide or json", *output))
-	}
-	c, err := newAPIClient(*addr)
-	if err != nil {
-		return usageError(env, "status", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-	defer cancel()
-	body, pods, err := fetchPods(ctx, c)
-	if err != nil {
-		return failure(env, "status", exitUnreachable, err)
-	}
-	switch {
-	case *output == "json":
-		_, _ = env.stdout.Write(body)
-	case len(pods) == 0:
-		fmt.Fprintln(env.stderr, "No pods on this agent.")
-	default:
-		writeTable(env, pods, *output == "wide")
-	}
-	return exitOK
-}
-
-// fetchPods returns the answer of GET /v1/pods, as it is and decoded.
-func fetchPods(ctx context.Context, c apiClient) ([]byte, []status.Pod, error) {
-	const path = "/v1/pods"
-	code, body, err := c.get(ctx, path)
-	if err != nil {
-		return nil, nil, err
-	}
-	if code != http.StatusOK {
-		return nil, nil, unexpected(path, code, body)
-	}
-	var answer struct {
-		Pods []status.Pod `json:"pods"`
-	}
-	if err := json.Unmarshal(body, &answer); err != nil {
-		return nil, nil, fmt.Errorf("decode the answer to GET %s: %w", path, err)
-	}
-	if answer.Pods == nil {
-		return nil, nil, fmt.Errorf("decode the answer to GET %s: no \"pods\" in it", path)
-	}
-	return body, answer.Pods, nil
+	return listCommand[status.Pod]{name: "status", usage: statusUsage, path: "/v1/pods", key: "pods",
+		none: "No pods on this agent.", write: writeTable}.run(env, args)
 }
 
 // writeTable writes one row per volume (per pod without volumes), sorted

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/volume-agent/volume-agent/internal/keylock"
 	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -41,25 +41,11 @@ type Devices struct {
 	Mounter   mount.Mounter
 	Formatter Formatter
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // guarded by mu; by PV name
+	locks keylock.Locks // by PV name
 }
 
 // lock takes the PV's lock and returns its release.
-func (d *Devices) lock(pv string) func() {
-	d.mu.Lock()
-	if d.locks == nil {
-		d.locks = map[string]*sync.Mutex{}
-	}
-	l, ok := d.locks[pv]
-	if !ok {
-		l = &sync.Mutex{}
-		d.locks[pv] = l
-	}
-	d.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
+func (d *Devices) lock(pv string) func() { return d.locks.Lock(pv) }
 
 // With mounts the PV's device once (when it is not mounted yet) and calls
 // bind with the global mount, holding the PV's lock, so that the global
