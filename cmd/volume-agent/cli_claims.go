@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/volume-agent/volume-agent/internal/binder"
@@ -19,6 +20,7 @@ Nothing is changed.
   CLAIM         namespace/name
   PHASE         Pending, Bound, Lost or Released
   PV            the PersistentVolume it is bound to, or released
+  CAPACITY      the PersistentVolume's capacity, while bound
   RECLAIM       what happens to the data once released: Delete or Retain
   DELETION      for released storage to be deleted: Released (in place,
                 moved aside once no pod has it), Aside (restorable until
@@ -48,7 +50,7 @@ func writeClaims(env cmdEnv, claims []binder.ClaimStatus, wide bool) {
 	slices.SortStableFunc(claims, func(a, b binder.ClaimStatus) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	rows := [][]string{{"CLAIM", "PHASE", "PV", "RECLAIM", "DELETION", "DELETE-AFTER", "REASON"}}
+	rows := [][]string{{"CLAIM", "PHASE", "PV", "CAPACITY", "RECLAIM", "DELETION", "DELETE-AFTER", "REASON"}}
 	now := env.now()
 	for _, c := range claims {
 		step, after := "-", "-"
@@ -58,11 +60,12 @@ func writeClaims(env cmdEnv, claims []binder.ClaimStatus, wide bool) {
 				after = p.DeleteAfter.UTC().Format(time.RFC3339) + " (in " + until(now, *p.DeleteAfter) + ")"
 			}
 		}
-		reason := c.Error
-		if !wide {
-			reason = cut(reason, maxErrorWidth)
+		reason := cut(c.Error, maxErrorWidth)
+		if wide {
+			reason = strings.Join(strings.Fields(c.Error), " ") // one line, whole
 		}
-		rows = append(rows, []string{c.Namespace + "/" + c.Name, string(c.Phase), orDash(c.PV), orDash(c.ReclaimPolicy), step, after, reason})
+		rows = append(rows, []string{c.Namespace + "/" + c.Name, string(c.Phase), orDash(c.PV), orDash(c.Capacity), orDash(c.ReclaimPolicy),
+			step, after, reason})
 	}
 	writeAligned(env.stdout, rows)
 }

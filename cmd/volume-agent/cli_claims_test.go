@@ -9,7 +9,7 @@ import (
 
 // claimsAnswer is a GET /v1/claims answer with a claim of each kind.
 const claimsAnswer = `{"claims": [
- {"namespace": "default", "name": "web", "phase": "Bound", "pv": "pvc-1", "reclaimPolicy": "Delete"},
+ {"namespace": "default", "name": "web", "phase": "Bound", "pv": "pvc-1", "capacity": "5Gi", "reclaimPolicy": "Delete"},
  {"namespace": "default", "name": "logs", "phase": "Pending",
   "error": "no PersistentVolume fits claim default/logs (2 checked: pv-a: too small (1Gi < 5Gi), pv-b: class \"fast\" ≠ \"\"); and more words to pass eighty characters"},
  {"namespace": "default", "name": "old", "phase": "Released", "pv": "pvc-2", "reclaimPolicy": "Delete",
@@ -30,11 +30,11 @@ func TestClaimsTable(t *testing.T) {
 		t.Fatalf("%d lines, want a header and 4 claims:\n%s", len(lines), out.stdout)
 	}
 	for i, want := range [][]string{
-		{"CLAIM", "PHASE", "PV", "RECLAIM", "DELETION", "DELETE-AFTER", "REASON"},
+		{"CLAIM", "PHASE", "PV", "CAPACITY", "RECLAIM", "DELETION", "DELETE-AFTER", "REASON"},
 		{"default/gone", "Bound", "pvc-3", "Delete", "-", "-", "removed from the manifests"},
 		{"default/logs", "Pending", "-", "-", "-", "-", "no PersistentVolume fits", "..."},
 		{"default/old", "Released", "pvc-2", "Delete", "Aside", "2026-11-26T08:10:00Z (in 9m30s)"},
-		{"default/web", "Bound", "pvc-1", "Delete"},
+		{"default/web", "Bound", "pvc-1", "5Gi", "Delete"},
 	} {
 		for _, s := range want {
 			if !strings.Contains(lines[i], s) {

@@ -17,6 +17,9 @@ type listCommand[T any] struct {
 	// none is said, on stderr, of an empty list.
 	none  string
 	write func(env cmdEnv, items []T, wide bool)
+	// summary, when set, is a line printed above the table (not with
+	// -o json).
+	summary func(ctx context.Context, c apiClient, wide bool) string
 }
 
 func (l listCommand[T]) run(env cmdEnv, args []string) int {
@@ -42,6 +45,9 @@ func (l listCommand[T]) run(env cmdEnv, args []string) int {
 	body, items, err := l.fetch(ctx, c)
 	if err != nil {
 		return failure(env, l.name, exitUnreachable, err)
+	}
+	if l.summary != nil && *output != "json" {
+		fmt.Fprintln(env.stdout, l.summary(ctx, c, *output == "wide"))
 	}
 	switch {
 	case *output == "json":

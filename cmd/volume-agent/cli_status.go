@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/status"
 )
 
@@ -18,6 +22,11 @@ const statusUsage = `Usage: volume-agent status [--addr ADDR] [-o table|wide|jso
 Shows the pods a running agent serves and the state of each of their
 volumes, read from its status endpoint (GET /v1/pods). Nothing is changed.
 
+A first line says whether the agent is ready (GET /readyz) and, when not,
+why, with the errors of its sources (GET /v1/sources: a manifest file that
+does not parse, naming the file and why); cut to 200 characters (-o wide
+has it in full).
+
 -o table (the default) has one row per volume, sorted by pod then volume:
   POD     namespace/name
   VOLUME  the volume's name in the pod's spec (<none> for a pod without volumes)
@@ -25,9 +34,10 @@ volumes, read from its status endpoint (GET /v1/pods). Nothing is changed.
   STATE   Pending, Mounted, Failed or Unsupported
   AGE     how long it has been in that state
   ERROR   why it is not Mounted, or why its last refresh failed; cut to
-          80 characters (-o json has it in full)
+          80 characters (-o wide and -o json have it in full)
 -o wide adds the pod's UID (for volume-agent wait) and the volume's path on
-the host. -o json prints the endpoint's answer as it is.
+the host, and never cuts an error. -o json prints the endpoint's answer as
+it is.
 
 Exit codes:
   0  the status was shown
@@ -45,7 +55,51 @@ const maxErrorWidth = 80
 
 func runStatus(env cmdEnv, args []string) int {
 	return listCommand[status.Pod]{name: "status", usage: statusUsage, path: "/v1/pods", key: "pods",
-		none: "No pods on this agent.", write: writeTable}.run(env, args)
+		none: "No pods on this agent.", write: writeTable, summary: readiness}.run(env, args)
+}
+
+// maxSummaryWidth is where the readiness line is cut.
+const maxSummaryWidth = 200
+
+// readiness is the line above the status table: "Ready: yes" or "Ready: no:
+// <why>" from GET /readyz, and the sources' errors from GET /v1/sources.
+func readiness(ctx context.Context, c apiClient, wide bool) string {
+	line := "Ready: yes"
+	switch code, body, err := c.get(ctx, "/readyz"); {
+	case err != nil:
+		line = "Ready: unknown: " + err.Error()
+	case code == http.StatusServiceUnavailable:
+		line = "Ready: no: " + strings.TrimSpace(string(body))
+	case code != http.StatusOK:
+		line = "Ready: unknown: " + unexpected("/readyz", code, body).Error()
+	}
+	if errs := sourceErrors(ctx, c); len(errs) > 0 {
+		line += "; source errors: " + strings.Join(errs, "; ")
+	}
+	if wide {
+		return strings.Join(strings.Fields(line), " ")
+	}
+	return cut(line, maxSummaryWidth)
+}
+
+// sourceErrors lists the errors of every source as "source: error", or
+// none when GET /v1/sources cannot be read.
+func sourceErrors(ctx context.Context, c apiClient) []string {
+	code, body, err := c.get(ctx, "/v1/sources")
+	if err != nil || code != http.StatusOK {
+		return nil
+	}
+	var answer struct{ Sources []source.Status }
+	if json.Unmarshal(body, &answer) != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range answer.Sources {
+		for _, e := range s.Errors {
+			out = append(out, s.Name+": "+e)
+		}
+	}
+	return out
 }
 
 // writeTable writes one row per volume (per pod without volumes), sorted
@@ -62,7 +116,11 @@ func writeTable(env cmdEnv, pods []status.Pod, wide bool) {
 	now := env.now()
 	for _, p := range pods {
 		for _, v := range volumeRows(p) {
-			row := []string{p.Namespace + "/" + p.Name, v.Name, orDash(v.Plugin), orDash(v.State), age(now, v.Since), cut(v.Error, maxErrorWidth)}
+			msg := cut(v.Error, maxErrorWidth)
+			if wide {
+				msg = strings.Join(strings.Fields(v.Error), " ") // one line, whole
+			}
+			row := []string{p.Namespace + "/" + p.Name, v.Name, orDash(v.Plugin), orDash(v.State), age(now, v.Since), msg}
 			if wide {
 				row = slices.Insert(row, 1, p.UID)
 				row = slices.Insert(row, 6, orDash(v.Path))

@@ -32,15 +32,32 @@ func recordedPods(t *testing.T) []byte {
 	return body
 }
 
-// serve returns the address of a server answering GET path with code and body.
+// serve returns the address of a server answering GET path with code and
+// body, as a ready agent without source errors answers the rest of
+// status's questions (GET /readyz and /v1/sources).
 func serve(t *testing.T, path string, code int, body []byte) string {
 	t.Helper()
+	return serveAll(t, map[string]reply{path: {code, string(body)},
+		"/readyz": {http.StatusOK, "ok"}, "/v1/sources": {http.StatusOK, `{"sources": [{"name": "manifests", "synced": true}]}`}})
+}
+
+// reply is a status code and a body.
+type reply struct {
+	code int
+	body string
+}
+
+// serveAll returns the address of a server answering GET of each path.
+func serveAll(t *testing.T, answers map[string]reply) string {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_, _ = w.Write(body)
-	})
+	for path, a := range answers {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(a.code)
+			_, _ = w.Write([]byte(a.body))
+		})
+	}
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	return strings.TrimPrefix(ts.URL, "http://")
@@ -135,15 +152,47 @@ func TestStatusCutsErrors(t *testing.T) {
 	long := "mount nfs 10.0.0.1:/export:\n  " + strings.Repeat("mount.nfs: Connection timed out ", 6)
 	body := `{"pods":[{"uid":"u1","namespace":"ns","name":"nfs","ready":false,"volumes":[{"name":"data","plugin":"kubernetes.io/nfs","path":"","state":"Failed","error":` +
 		jsonString(t, long) + `}]},{"uid":"u2","namespace":"ns","name":"bare","ready":true,"volumes":[]}]}`
-	out := runCmd(recordedAt, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, []byte(body)))
-	want := "POD      VOLUME  PLUGIN             STATE   AGE  ERROR\n" +
+	addr := serve(t, "/v1/pods", http.StatusOK, []byte(body))
+	out := runCmd(recordedAt, "status", "--addr", addr)
+	want := "Ready: yes\n" +
+		"POD      VOLUME  PLUGIN             STATE   AGE  ERROR\n" +
 		"ns/bare  <none>  -                  -       -\n" +
 		"ns/nfs   data    kubernetes.io/nfs  Failed  -    mount nfs 10.0.0.1:/export: mount.nfs: Connection timed out mount.nfs: Connec...\n"
 	if out.code != exitOK || out.stdout != want {
 		t.Fatalf("exit %d, stdout\n%s\nwant\n%s", out.code, out.stdout, want)
 	}
-	if got := strings.Split(out.stdout, "\n")[2]; len(got) != len("ns/nfs   data    kubernetes.io/nfs  Failed  -    ")+maxErrorWidth {
+	if got := strings.Split(out.stdout, "\n")[3]; len(got) != len("ns/nfs   data    kubernetes.io/nfs  Failed  -    ")+maxErrorWidth {
 		t.Errorf("error cut to %d characters, want %d", len(got)-len("ns/nfs   data    kubernetes.io/nfs  Failed  -    "), maxErrorWidth)
+	}
+	// -o wide never cuts: the whole error, on one line.
+	wide := runCmd(recordedAt, "status", "--addr", addr, "-o", "wide")
+	if whole := strings.Join(strings.Fields(long), " "); !strings.Contains(wide.stdout, whole) {
+		t.Errorf("-o wide:\n%s\nwant the whole error %q", wide.stdout, whole)
+	}
+}
+
+// TestStatusReadiness: the line above the table says why the agent is not
+// ready, with its sources' errors (a manifest file that does not parse,
+// and why), cut in the table and whole with -o wide.
+func TestStatusReadiness(t *testing.T) {
+	reason := "source manifests is not synced: waiting for files that have not parsed since start: stray.yaml"
+	fileErr := `stray.yaml: kind "Deployment" is not served (want Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim, StorageClass or Node)`
+	addr := serveAll(t, map[string]reply{
+		"/v1/pods":    {http.StatusOK, `{"pods": [{"uid": "u1", "namespace": "ns", "name": "db", "ready": false, "volumes": []}]}`},
+		"/readyz":     {http.StatusServiceUnavailable, reason + "\n"},
+		"/v1/sources": {http.StatusOK, `{"sources": [{"name": "manifests", "synced": false, "reason": "x", "errors": [` + jsonString(t, fileErr) + `]}]}`},
+	})
+	full := "Ready: no: " + reason + "; source errors: manifests: " + fileErr
+	out := runCmd(recordedAt, "status", "--addr", addr)
+	if first := strings.Split(out.stdout, "\n")[0]; first != cut(full, maxSummaryWidth) || !strings.Contains(first, "stray.yaml") {
+		t.Errorf("first line %q, want %q", first, cut(full, maxSummaryWidth))
+	}
+	wide := runCmd(recordedAt, "status", "--addr", addr, "-o", "wide")
+	if first := strings.Split(wide.stdout, "\n")[0]; first != full {
+		t.Errorf("-o wide first line %q, want %q", first, full)
+	}
+	if js := runCmd(recordedAt, "status", "--addr", addr, "-o", "json"); strings.Contains(js.stdout, "Ready:") {
+		t.Errorf("-o json has the readiness line: %s", js.stdout)
 	}
 }
 
@@ -158,8 +207,8 @@ func jsonString(t *testing.T, s string) string {
 
 func TestStatusNoPods(t *testing.T) {
 	out := runCmd(recordedAt, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, []byte(`{"pods": []}`)))
-	if out.code != exitOK || out.stdout != "" || !strings.Contains(out.stderr, "No pods") {
-		t.Fatalf("exit %d, stdout %q, stderr %q; want 0 and No pods on stderr", out.code, out.stdout, out.stderr)
+	if out.code != exitOK || out.stdout != "Ready: yes\n" || !strings.Contains(out.stderr, "No pods") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 0, the readiness line and No pods on stderr", out.code, out.stdout, out.stderr)
 	}
 }
 

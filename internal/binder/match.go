@@ -178,7 +178,7 @@ func (c candidates) affinity(pv *v1.PersistentVolume) string {
 	case err != nil:
 		return fmt.Sprintf("node affinity is invalid: %v", err)
 	case !ok:
-		return fmt.Sprintf("node affinity does not match node %q", c.node.Name)
+		return fmt.Sprintf("node affinity check failed: its spec.nodeAffinity does not match node %q", c.node.Name)
 	}
 	return ""
 }

@@ -4,23 +4,29 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/volume-agent/volume-agent/internal/source"
 )
 
 // pass runs one binding pass and reports whether the binder's state
-// changed. It does nothing until the inner source is synced: a
-// PersistentVolume may be in a file that has not parsed yet. The records
+// changed. It binds nothing until the inner source is synced: a
+// PersistentVolume may be in a file that has not parsed yet; meanwhile
+// every claim without a binding says so, naming what the source waits for
+// (waitingForSource). The records
 // plan decides are written before they are published, so no view shows a
 // binding that is not on disk. The provisioning operations plan asks for
 // start only once its records are on disk: a deletion only for a release
 // that is recorded.
 func (s *Source) pass(ctx context.Context) bool {
 	prev := s.current()
-	if !s.inner.Status().Synced {
-		return false
+	if st := s.inner.Status(); !st.Synced {
+		return s.publish(waitingForSource(prev, s.inner.PersistentVolumeClaims(), st))
 	}
 	w := world{
 		pods:         s.inner.Pods(),
@@ -60,6 +66,25 @@ func (s *Source) pass(ctx context.Context) bool {
 	next.lost = lostClaims(next.recs, w)
 	s.logChanges(prev, next)
 	return s.publish(next)
+}
+
+// waitingForSource is prev with every claim that has no Bound record
+// pending because the inner source is not synced (st): binding waits, and
+// says for which files and why, rather than leave claims Pending in
+// silence.
+func waitingForSource(prev *state, claims []*v1.PersistentVolumeClaim, st source.Status) *state {
+	why := "claims are bound once every manifest file has parsed; " + st.Reason
+	if len(st.Errors) > 0 {
+		why += " (" + strings.Join(st.Errors, "; ") + ")"
+	}
+	next := *prev
+	next.pending = map[claimKey]string{}
+	for _, c := range claims {
+		if _, ok := prev.recs.bound(keyOf(c)); !ok {
+			next.pending[keyOf(c)] = why
+		}
+	}
+	return &next
 }
 
 func classesByName(classes []*storagev1.StorageClass) map[string]*storagev1.StorageClass {

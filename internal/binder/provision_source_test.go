@@ -58,7 +58,7 @@ func TestProvisionsAClaim(t *testing.T) {
 	if pvs := h.b.PersistentVolumes(); len(pvs) != 1 || pvs[0].Name != "pvc-u1" || pvs[0].Status.Phase != v1.VolumeBound {
 		t.Errorf("PersistentVolumes() = %v", pvs)
 	}
-	if cs := h.claimStatus("data"); !slices.Equal(cs, []ClaimStatus{{Namespace: "default", Name: "data", Phase: PhaseBound, PV: "pvc-u1", ReclaimPolicy: "Delete"}}) {
+	if cs := h.claimStatus("data"); !slices.Equal(cs, []ClaimStatus{{Namespace: "default", Name: "data", Phase: PhaseBound, PV: "pvc-u1", Capacity: "1Gi", ReclaimPolicy: "Delete"}}) {
 		t.Errorf("Claims() = %+v", cs)
 	}
 	prov.mu.Lock()

@@ -56,7 +56,7 @@ func TestBindsOnlyClaimsUsedByPods(t *testing.T) {
 	want := []ClaimStatus{
 		{Namespace: "default", Name: "done", Phase: PhasePending},
 		{Namespace: "default", Name: "idle", Phase: PhasePending},
-		{Namespace: "default", Name: "used", Phase: PhaseBound, PV: "pv-big", ReclaimPolicy: "Retain"},
+		{Namespace: "default", Name: "used", Phase: PhaseBound, PV: "pv-big", Capacity: "10Gi", ReclaimPolicy: "Retain"},
 	}
 	if got := h.b.Claims(); !slices.Equal(got, want) {
 		t.Errorf("Claims() = %+v, want %+v", got, want)
@@ -117,6 +117,15 @@ func TestNothingBoundWhileUnsynced(t *testing.T) {
 	h.update(func(f *fakeInner) { f.pods = append(f.pods, podUsing("api", "data")) }, "a pass", func() bool { return true })
 	if c := h.claim("data"); c.Status.Phase != v1.ClaimPending || c.Spec.VolumeName != "" {
 		t.Errorf("claim while unsynced: phase %s, volumeName %q", c.Status.Phase, c.Spec.VolumeName)
+	}
+	// It says why, naming the file: in /v1/claims and on the claim's view,
+	// where the volumes that use it read it.
+	want := "claims are bound once every manifest file has parsed; file x.yaml does not parse"
+	if cs := h.claimStatus("data"); len(cs) != 1 || cs[0].Error != want {
+		t.Errorf("Claims() while unsynced = %+v; want the reason %q", cs, want)
+	}
+	if c := h.claim("data"); len(c.Status.Conditions) != 1 || c.Status.Conditions[0].Type != volume.ClaimNotBound || c.Status.Conditions[0].Message != want {
+		t.Errorf("claim view conditions %+v; want %s with the reason", c.Status.Conditions, volume.ClaimNotBound)
 	}
 	if st := h.b.Status(); st.Synced || st.Reason != "file x.yaml does not parse" || st.Name != "manifests" {
 		t.Errorf("Status while unsynced = %+v; want the inner source's", st)

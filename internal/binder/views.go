@@ -22,6 +22,9 @@ type ClaimStatus struct {
 	Phase     Phase  `json:"phase"`
 	// PV is the PersistentVolume the claim is bound to (or released).
 	PV string `json:"pv,omitempty"`
+	// Capacity is the capacity of the PersistentVolume the claim is bound
+	// to ("" while it is not).
+	Capacity string `json:"capacity,omitempty"`
 	// ReclaimPolicy is what happens to the PersistentVolume's data once the
 	// claim is released: Delete (provisioned with that policy) or Retain
 	// (every other PersistentVolume, whatever it says). Empty while the
@@ -86,6 +89,9 @@ func (s *Source) claimStatus(c *v1.PersistentVolumeClaim, st *state) ClaimStatus
 	if r, ok := st.recs.bound(keyOf(c)); ok {
 		cs.ReclaimPolicy = r.reclaimPolicy()
 	}
+	if q, ok := view.Status.Capacity[v1.ResourceStorage]; ok {
+		cs.Capacity = q.String()
+	}
 	switch {
 	case cs.Phase == PhaseLost:
 		cs.Error = fmt.Sprintf("PersistentVolume %q no longer exists; the binding is kept until it is back or the claim is deleted", cs.PV)
@@ -106,6 +112,9 @@ func (s *Source) claimView(c *v1.PersistentVolumeClaim, st *state) *v1.Persisten
 		delete(view.Annotations, storagehelpers.AnnBindCompleted)
 		delete(view.Annotations, storagehelpers.AnnBoundByController)
 		view.Status = v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending}
+		if why := st.pending[keyOf(c)]; why != "" {
+			view.Status.Conditions = []v1.PersistentVolumeClaimCondition{{Type: volume.ClaimNotBound, Status: v1.ConditionTrue, Message: why}}
+		}
 		return view
 	}
 	view.Spec.VolumeName = r.PV

@@ -193,7 +193,7 @@ func TestObjectsCopiedAtEveryLookupAreComparedByContent(t *testing.T) {
 	src.objects = objs
 	h := newHarness(t, src)
 	h.p.Populate()
-	if v := h.volume(t, "u1", "data"); !strings.Contains(v.Waiting, "to be bound") {
+	if v := h.volume(t, "u1", "data"); !strings.Contains(v.Waiting, "is not bound yet") {
 		t.Fatalf("volume of an unbound claim = %+v, want it waiting", v)
 	}
 	before := specs(h.desired)

@@ -47,7 +47,10 @@ func resolveClaim(spec *volume.Spec) claimOutcome {
 	case claim.Status.Phase == v1.ClaimLost:
 		out.problem = fmt.Errorf("%s is Lost: its PersistentVolume %q is gone", what, claim.Spec.VolumeName)
 	case claim.Spec.VolumeName == "" || claim.Status.Phase != v1.ClaimBound:
-		out.waiting = fmt.Sprintf("waiting for %s to be bound", what)
+		out.waiting = fmt.Sprintf("%s is not bound yet", what)
+		if why := notBound(claim); why != "" {
+			out.waiting += ": " + why
+		}
 	}
 	if out.problem != nil || out.waiting != "" {
 		return out
@@ -72,7 +75,7 @@ func followToPV(spec *volume.Spec, out claimOutcome, what string) claimOutcome {
 	ref := pv.Spec.ClaimRef
 	switch {
 	case ref == nil:
-		out.waiting = fmt.Sprintf("waiting for PersistentVolume %s to be bound to %s", pv.Name, what)
+		out.waiting = fmt.Sprintf("PersistentVolume %s is not bound to %s yet", pv.Name, what)
 	case ref.Namespace != claim.Namespace || ref.Name != claim.Name:
 		out.problem = fmt.Errorf("%s names PersistentVolume %s, which is bound to claim %s/%s", what, pv.Name, ref.Namespace, ref.Name)
 	case ref.UID != "" && claim.UID != "" && ref.UID != claim.UID:
@@ -87,6 +90,17 @@ func followToPV(spec *volume.Spec, out claimOutcome, what string) claimOutcome {
 		}
 	}
 	return out
+}
+
+// notBound is why claim is not bound, as the binder that serves it says
+// (volume.ClaimNotBound), or "".
+func notBound(claim *v1.PersistentVolumeClaim) string {
+	for _, c := range claim.Status.Conditions {
+		if c.Type == volume.ClaimNotBound {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 func volumeMode(m *v1.PersistentVolumeMode) v1.PersistentVolumeMode {

@@ -14,6 +14,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/plugins/local"
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 func claimVolume(name, claim string) v1.Volume {
@@ -56,10 +57,16 @@ func TestClaimVolumes(t *testing.T) {
 	}{
 		{name: "bound local PV", claim: boundClaim("data", "pv-1"), pv: localPV("pv-1", "data"), wantKey: "pv-1"},
 		{name: "missing claim", wantKey: "vol", problem: "claim ns/data not found"},
-		{name: "unbound claim", claim: boundClaim("data", ""), wantKey: "vol", waiting: "waiting for claim ns/data to be bound"},
+		{name: "unbound claim", claim: boundClaim("data", ""), wantKey: "vol", waiting: "claim ns/data is not bound yet"},
+		{name: "unbound claim, with the binder's reason", claim: func() *v1.PersistentVolumeClaim {
+			c := boundClaim("data", "")
+			c.Status.Conditions = []v1.PersistentVolumeClaimCondition{{Type: volume.ClaimNotBound, Status: v1.ConditionTrue,
+				Message: `no PersistentVolume fits claim ns/data (1 checked: pv-a: too small (1Gi < 5Gi))`}}
+			return c
+		}(), wantKey: "vol", waiting: `claim ns/data is not bound yet: no PersistentVolume fits claim ns/data (1 checked: pv-a: too small (1Gi < 5Gi))`},
 		{name: "PV not there yet", claim: boundClaim("data", "pv-1"), wantKey: "pv-1", waiting: "PersistentVolume pv-1 not found yet"},
 		{name: "PV not bound back yet", claim: boundClaim("data", "pv-1"), pv: func() *v1.PersistentVolume { pv := localPV("pv-1", "data"); pv.Spec.ClaimRef = nil; return pv }(),
-			wantKey: "pv-1", waiting: "waiting for PersistentVolume pv-1 to be bound"},
+			wantKey: "pv-1", waiting: "PersistentVolume pv-1 is not bound to claim ns/data yet"},
 		{name: "PV bound to another claim", claim: boundClaim("data", "pv-1"), pv: localPV("pv-1", "other"), wantKey: "pv-1", problem: "bound to claim ns/other"},
 		{name: "PV bound to another claim of that name", claim: boundClaim("data", "pv-1"),
 			pv: func() *v1.PersistentVolume { pv := localPV("pv-1", "data"); pv.Spec.ClaimRef.UID = "old"; return pv }(), wantKey: "pv-1", problem: "another claim of that name"},

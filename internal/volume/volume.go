@@ -37,6 +37,11 @@ type Objects interface {
 	PersistentVolume(name string) (*v1.PersistentVolume, error)
 }
 
+// ClaimNotBound is the condition a binder puts on the view of a claim it
+// has not bound, with the reason as its message, so that the volumes that
+// use the claim say why they wait.
+const ClaimNotBound v1.PersistentVolumeClaimConditionType = "volume-agent.io/NotBound"
+
 // Spec is one volume of one pod, with everything a plugin needs to set it up.
 type Spec struct {
 	// Pod is the pod as last seen by its source. Read-only.

@@ -61,7 +61,7 @@ func TestVolumeAttributesClassBinding(t *testing.T) {
 	}
 	for pod, claim := range map[string]string{"db": "data", "pinned": "named"} {
 		p, _ := a.pod("default", pod)
-		if v := p.volume("store"); v.State != "Pending" || v.Path != "" || !strings.Contains(v.Error, "waiting for claim default/"+claim+" to be bound") {
+		if v := p.volume("store"); v.State != "Pending" || v.Path != "" || !strings.Contains(v.Error, "waiting: claim default/"+claim+" is not bound yet: ") {
 			t.Errorf("pod %s: volume = %+v; want Pending, waiting for its claim", pod, v)
 		}
 	}

@@ -184,7 +184,7 @@ func TestClaimThatCannotBindWaits(t *testing.T) {
 	a.writeManifest("pod.yaml", fmt.Sprintf(claimPod, "db")+"---"+strings.Replace(fmt.Sprintf(claimPod, "orphan"), "claimName: data", "claimName: missing", 1))
 	a.start()
 	p := a.waitPod("default", "db", 10*time.Second, func(p apiPod) bool {
-		return strings.Contains(p.volume("store").Error, "waiting for claim default/data to be bound")
+		return strings.Contains(p.volume("store").Error, "waiting: claim default/data is not bound yet")
 	})
 	if p.volume("store").State != "Pending" {
 		t.Fatalf("volume = %+v; want Pending", p.volume("store"))

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"strings"
 	"os"
 	"path/filepath"
 	"slices"
@@ -213,7 +214,11 @@ func lookup[T runtime.Object](s *Source, k key) (T, error) {
 	if !ok {
 		var zero T
 		if !snap.status.Synced {
-			return zero, fmt.Errorf("%s: %w (%s)", k, volume.ErrNotReady, snap.status.Reason)
+			why := snap.status.Reason
+			if len(snap.status.Errors) > 0 { // which file, and why it does not parse
+				why += ": " + strings.Join(snap.status.Errors, "; ")
+			}
+			return zero, fmt.Errorf("%s: %w (%s)", k, volume.ErrNotReady, why)
 		}
 		return zero, fmt.Errorf("%s: %w", k, volume.ErrNotFound)
 	}
