@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"testing"
 	"time"
@@ -15,19 +12,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/volume-agent/volume-agent/deploy/chart"
 	"github.com/volume-agent/volume-agent/test/controlplane"
 )
 
 // deployFile is the DaemonSet manifest the agent ships with.
 const deployFile = "../../deploy/daemonset.yaml"
 
+// chartDir is the Helm chart the agent ships with. With its default values
+// it renders the objects of deployFile but the Namespace (deploy/chart's
+// TestDefaultRendering).
+const chartDir = "../../deploy/chart/volume-agent"
+
 // clusterEnv is a control plane and a kubeconfig for the agent that holds
-// a token of the ServiceAccount from deploy/daemonset.yaml, bound by the
-// RBAC in that file and nothing more.
+// a token of the ServiceAccount the Helm chart makes, bound by the chart's
+// RBAC (the same as deploy/daemonset.yaml's) and nothing more.
 type clusterEnv struct {
 	cp              *controlplane.ControlPlane
 	client          kubernetes.Interface
@@ -44,12 +46,11 @@ func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
 	cp := controlplane.Start(t, opts)
 	figure(t, "control plane start, binaries cached", time.Since(start))
 	env := &clusterEnv{cp: cp, client: cp.Client()}
-	objs := deployObjects(t)
 	dyn, err := dynamic.NewForConfig(cp.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range objs {
+	for _, o := range installObjects(t, nil) {
 		if o.GetKind() != "DaemonSet" {
 			createObject(t, dyn, o)
 		}
@@ -65,24 +66,35 @@ func deployObjects(t *testing.T) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var obj map[string]any
-		err := dec.Decode(&obj)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", deployFile, err)
-		}
-		if obj != nil {
-			out = append(out, &unstructured.Unstructured{Object: obj})
-		}
+	objs, err := chart.Decode(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", deployFile, err)
 	}
+	return objs
 }
 
-// resources maps the kinds in deploy/daemonset.yaml to their resources.
+// installObjects are the objects the README's Helm install creates, in the
+// order it creates them: the namespace, labelled by kubectl (the Namespace
+// of deploy/daemonset.yaml is that object), then the chart's rendering for
+// the release volume-agent in it, with values over the chart's defaults,
+// in Helm's install order.
+func installObjects(t *testing.T, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, o := range deployObjects(t) {
+		if o.GetKind() == "Namespace" {
+			out = append(out, o)
+		}
+	}
+	rendered, err := chart.Render(chartDir, chart.DefaultRelease, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(out, rendered...)
+}
+
+// resources maps the kinds of deploy/daemonset.yaml and the chart to their
+// resources.
 var resources = map[string]schema.GroupVersionResource{
 	"Namespace":          {Version: "v1", Resource: "namespaces"},
 	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
@@ -98,7 +110,7 @@ func resourceFor(t *testing.T, dyn dynamic.Interface, o *unstructured.Unstructur
 	t.Helper()
 	gvr, ok := resources[o.GetKind()]
 	if !ok {
-		t.Fatalf("%s: kind %s has no resource mapping in the test", deployFile, o.GetKind())
+		t.Fatalf("kind %s (%s) has no resource mapping in the test", o.GetKind(), o.GetName())
 	}
 	if o.GetNamespace() != "" {
 		return dyn.Resource(gvr).Namespace(o.GetNamespace())
@@ -109,7 +121,7 @@ func resourceFor(t *testing.T, dyn dynamic.Interface, o *unstructured.Unstructur
 func createObject(t *testing.T, dyn dynamic.Interface, o *unstructured.Unstructured) {
 	t.Helper()
 	if _, err := resourceFor(t, dyn, o).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create %s %s from %s: %v", o.GetKind(), o.GetName(), deployFile, err)
+		t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
 	}
 }
 

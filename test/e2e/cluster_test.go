@@ -19,7 +19,7 @@ import (
 
 // TestCluster runs the agent as a node agent of a real control plane
 // (etcd + kube-apiserver on loopback, RBAC on), holding only the
-// permissions deploy/daemonset.yaml grants it.
+// permissions the Helm chart (and deploy/daemonset.yaml) grants it.
 func TestCluster(t *testing.T) {
 	env := startCluster(t)
 	t.Run("DeployManifestIsAccepted", env.testDeployDryRun)
@@ -32,14 +32,15 @@ func TestCluster(t *testing.T) {
 	t.Run("APIServerRestart", env.testAPIServerRestart) // last: it restarts the server
 }
 
-// testDeployDryRun applies every object of deploy/daemonset.yaml with a
-// server-side dry run: the API server validates and admits the DaemonSet.
+// testDeployDryRun applies every object of deploy/daemonset.yaml and of the
+// chart's default rendering with a server-side dry run: the API server
+// validates and admits the DaemonSet of each.
 func (env *clusterEnv) testDeployDryRun(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(env.cp.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range deployObjects(t) {
+	for _, o := range append(deployObjects(t), installObjects(t, nil)...) {
 		_, err := resourceFor(t, dyn, o).Apply(context.Background(), o.GetName(), o,
 			metav1.ApplyOptions{FieldManager: "e2e", DryRun: []string{metav1.DryRunAll}, Force: true})
 		if err != nil {

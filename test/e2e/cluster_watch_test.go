@@ -168,8 +168,8 @@ func (env *clusterEnv) startAgentWith(t *testing.T, node, kubeconfig string) *ag
 }
 
 // kubeconfigWithout returns a kubeconfig for a new ServiceAccount name,
-// bound to the ClusterRole of deploy/daemonset.yaml less every permission
-// on resource.
+// bound to the agent's ClusterRole (the chart's, deploy/daemonset.yaml's)
+// less every permission on resource.
 func (env *clusterEnv) kubeconfigWithout(t *testing.T, name, resource string) string {
 	t.Helper()
 	return env.kubeconfigWithRole(t, name, func(r rbacv1.PolicyRule) rbacv1.PolicyRule {
@@ -179,14 +179,15 @@ func (env *clusterEnv) kubeconfigWithout(t *testing.T, name, resource string) st
 }
 
 // kubeconfigWithRole returns a kubeconfig for a new ServiceAccount name,
-// bound to the agent's ClusterRole of deploy/daemonset.yaml (volume-agent,
-// not the provisioners') with each rule passed
-// through edit; a rule left without resources or verbs is dropped.
+// bound to the agent's ClusterRole of the chart's default rendering
+// (volume-agent, not the provisioners'; deploy/daemonset.yaml's) with each
+// rule passed through edit; a rule left without resources or verbs is
+// dropped.
 func (env *clusterEnv) kubeconfigWithRole(t *testing.T, name string, edit func(rbacv1.PolicyRule) rbacv1.PolicyRule) string {
 	t.Helper()
 	ctx := context.Background()
 	var role rbacv1.ClusterRole
-	for _, o := range deployObjects(t) {
+	for _, o := range installObjects(t, nil) {
 		if o.GetKind() == "ClusterRole" && o.GetName() == "volume-agent" {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
 				t.Fatal(err)

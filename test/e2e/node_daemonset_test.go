@@ -12,7 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -26,9 +25,10 @@ import (
 // nodeRootDir is the DaemonSet's --root-dir and hostPath, as the node sees it.
 const nodeRootDir = "/var/lib/volume-agent"
 
-// TestDaemonSetOnARealNode applies deploy/daemonset.yaml, with only the
-// image changed, to a cluster with a real kubelet node (test/node) and
-// checks what an operator would: the agent's pod turns Ready through its
+// TestDaemonSetOnARealNode installs the Helm chart (whose default rendering
+// is deploy/daemonset.yaml), with only the image and the API server's
+// address set as values, to a cluster with a real kubelet node (test/node)
+// and checks what an operator would: the agent's pod turns Ready through its
 // probes; a workload pod's configMap, secret, emptyDir and projected volumes
 // appear under the DaemonSet's root directory on the node, their tmpfs
 // mounts propagated out of the agent's container into the node's mount
@@ -55,7 +55,7 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	client := cp.Client()
 	ctx := context.Background()
 
-	applyDaemonSet(t, cp)
+	installChart(t, cp)
 	agentPod := waitAgentReady(t, cp)
 	figure(t, "real node: agent pod Ready after start", time.Since(start))
 
@@ -149,14 +149,16 @@ func lastStatusBeforeDeletion(t *testing.T, events <-chan watch.Event, timeout t
 	}
 }
 
-// applyDaemonSet creates every object of deploy/daemonset.yaml, changing
-// only the DaemonSet's image to the one imported into the node and adding
+// installChart installs the agent as the README's Helm install does: the
+// labelled namespace, then every object of the chart's rendering, with two
+// values set. image is the one imported into the node; extraEnv adds
 // KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT: the test cluster
 // runs no kube-proxy, so the "kubernetes" Service's cluster IP (which the
 // kubelet would otherwise put there) leads nowhere; they point the agent's
 // in-cluster config at the API server's loopback address instead, which
-// the hostNetwork pod shares.
-func applyDaemonSet(t *testing.T, cp *controlplane.ControlPlane) {
+// the hostNetwork pod shares. Everything else is the chart's default
+// rendering, which is deploy/daemonset.yaml (deploy/chart's tests).
+func installChart(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	cfg := cp.AdminConfig()
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -168,42 +170,33 @@ func applyDaemonSet(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	host, port, _ := strings.Cut(strings.TrimPrefix(cp.Server(), "https://"), ":")
-	for _, o := range deployObjects(t) {
-		if o.GetKind() == "DaemonSet" {
-			pointAtTestCluster(t, o, host, port)
-		}
+	for _, o := range installObjects(t, testClusterValues(cp)) {
 		gvk := o.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			t.Fatalf("%s: %s %s: %v", deployFile, o.GetKind(), o.GetName(), err)
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
 		if o.GetNamespace() != "" {
 			r = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
 		}
 		if _, err := r.Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create %s %s from %s: %v", o.GetKind(), o.GetName(), deployFile, err)
+			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
 }
 
-// pointAtTestCluster sets the agent container's image and API server
-// address; nothing else of the DaemonSet changes.
-func pointAtTestCluster(t *testing.T, ds *unstructured.Unstructured, host, port string) {
-	t.Helper()
-	containers, _, err := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
-	if err != nil || len(containers) != 1 {
-		t.Fatalf("%s: want one container in the DaemonSet, got %d (%v)", deployFile, len(containers), err)
-	}
-	c := containers[0].(map[string]any)
-	c["image"] = node.AgentImageRef
-	env, _ := c["env"].([]any)
-	c["env"] = append(env,
-		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},
-		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port})
-	if err := unstructured.SetNestedSlice(ds.Object, containers, "spec", "template", "spec", "containers"); err != nil {
-		t.Fatal(err)
+// testClusterValues are the chart's values for the test cluster: the
+// agent's image as imported into the node, and the API server's address.
+func testClusterValues(cp *controlplane.ControlPlane) map[string]any {
+	host, port, _ := strings.Cut(strings.TrimPrefix(cp.Server(), "https://"), ":")
+	i := strings.LastIndex(node.AgentImageRef, ":")
+	return map[string]any{
+		"image": map[string]any{"repository": node.AgentImageRef[:i], "tag": node.AgentImageRef[i+1:]},
+		"extraEnv": []any{
+			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},
+			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port},
+		},
 	}
 }
 

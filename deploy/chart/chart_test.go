@@ -1,0 +1,228 @@
+package chart
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+const (
+	// chartDir is the chart, relative to this package.
+	chartDir = "volume-agent"
+	// deployFile is the manifest the chart's default rendering must equal.
+	deployFile = "../daemonset.yaml"
+)
+
+// TestDefaultRendering holds the chart's rendering with its default values
+// to deploy/daemonset.yaml: the same objects with the same fields, compared
+// as parsed objects (comments, key order and quoting aside). The one object
+// the chart leaves out is the Namespace: helm install keeps its release
+// record in the namespace, so that must exist first (README "Helm").
+func TestDefaultRendering(t *testing.T) {
+	want := deployObjects(t)
+	for key, o := range want {
+		if o.GetKind() != "Namespace" {
+			continue
+		}
+		if o.GetName() != DefaultRelease.Namespace {
+			t.Errorf("%s: Namespace %s, but the README's helm install uses namespace %s", deployFile, o.GetName(), DefaultRelease.Namespace)
+		}
+		delete(want, key)
+	}
+	got := render(t, DefaultRelease, nil)
+	if _, ok := got["Namespace /"+DefaultRelease.Namespace]; ok {
+		t.Errorf("the chart renders the Namespace %s: helm install needs it to exist before the release", DefaultRelease.Namespace)
+	}
+	for _, d := range diffObjects(got, want, sides{"the chart renders", "deploy/daemonset.yaml has"}) {
+		t.Error(d)
+	}
+}
+
+// TestLint runs helm lint's checks on the chart (Chart.yaml, values.yaml
+// against values.schema.json, the rendered templates), with its default
+// values and with every value set.
+func TestLint(t *testing.T) {
+	for _, values := range []map[string]any{nil, readValues(t, everyValueSet)} {
+		l := lint.All(chartDir, values, DefaultRelease.Namespace, false)
+		for _, m := range l.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("helm lint (values %v): %v", values, m)
+			}
+		}
+	}
+}
+
+// everyValueSet sets each value of values.yaml to something other than its
+// default.
+const everyValueSet = `
+fullnameOverride: storage-agent
+image: {repository: registry.example/volume-agent, tag: v9.9.9, pullPolicy: Always}
+rootDir: /srv/volume-agent
+provisioners: [local, nfs-subdir]
+localPathRoot: /srv/volumes
+reclaimDelay: 1h
+metricsAddr: 0.0.0.0:9811
+mintTokens: false
+extraArgs: [--log-level=debug]
+extraEnv: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: storage, operator: Exists, effect: NoSchedule}]
+priorityClassName: system-cluster-critical
+resources: {requests: {cpu: 50m, memory: 128Mi}, limits: {memory: 1Gi}}
+rbac: {create: false}
+`
+
+// objects are rendered or decoded objects by key.
+type objects map[string]*unstructured.Unstructured
+
+// key names an object: its kind, namespace and name.
+func key(o *unstructured.Unstructured) string {
+	return o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName()
+}
+
+func byKey(t *testing.T, list []*unstructured.Unstructured) objects {
+	t.Helper()
+	out := objects{}
+	for _, o := range list {
+		if _, dup := out[key(o)]; dup {
+			t.Fatalf("%s twice", key(o))
+		}
+		out[key(o)] = o
+	}
+	return out
+}
+
+func render(t *testing.T, rel Release, values map[string]any) objects {
+	t.Helper()
+	list, err := Render(chartDir, rel, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return byKey(t, list)
+}
+
+func deployObjects(t *testing.T) objects {
+	t.Helper()
+	raw, err := os.ReadFile(deployFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := Decode(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", deployFile, err)
+	}
+	return byKey(t, list)
+}
+
+// sides says what the two sides of a comparison are, in its messages.
+type sides struct{ got, want string }
+
+// diffObjects lists every difference between got and want: objects only in
+// one, and each field that differs, by path.
+func diffObjects(got, want objects, s sides) []string {
+	var out []string
+	for k := range want {
+		if _, ok := got[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: %s it, %s no such object", k, s.want, s.got))
+		}
+	}
+	for k, g := range got {
+		w, ok := want[k]
+		if !ok {
+			out = append(out, fmt.Sprintf("%s: %s it, %s no such object", k, s.got, s.want))
+			continue
+		}
+		for _, d := range s.diff("", g.Object, w.Object) {
+			out = append(out, k+": "+d)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// diff compares two parsed values field by field. A field absent on one
+// side differs from a field present with any value, null included.
+func (s sides) diff(path string, got, want any) []string {
+	g, gok := got.(map[string]any)
+	w, wok := want.(map[string]any)
+	if gok && wok {
+		var out []string
+		for _, k := range sortedKeys(g, w) {
+			gv, inGot := g[k]
+			wv, inWant := w[k]
+			switch {
+			case !inWant:
+				out = append(out, fmt.Sprintf("%s.%s: %s %s, %s no such field", path, k, s.got, show(gv), s.want))
+			case !inGot:
+				out = append(out, fmt.Sprintf("%s.%s: %s no such field, %s %s", path, k, s.got, s.want, show(wv)))
+			default:
+				out = append(out, s.diff(path+"."+k, gv, wv)...)
+			}
+		}
+		return out
+	}
+	gl, gok := got.([]any)
+	wl, wok := want.([]any)
+	if gok && wok && len(gl) == len(wl) {
+		var out []string
+		for i := range gl {
+			out = append(out, s.diff(fmt.Sprintf("%s[%d]", path, i), gl[i], wl[i])...)
+		}
+		return out
+	}
+	if reflect.DeepEqual(got, want) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: %s %s, %s %s", path, s.got, show(got), s.want, show(want))}
+}
+
+func sortedKeys(maps ...map[string]any) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range maps {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// show prints a parsed value as JSON, its type visible ("10000" or 10000).
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestAgentDoesNotLinkHelm: the Helm SDK is for the tests; the agent's
+// binary must not carry it.
+func TestAgentDoesNotLinkHelm(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to list the agent's packages: %v", err)
+	}
+	out, err := exec.Command(goCmd, "list", "-deps", "github.com/volume-agent/volume-agent/cmd/volume-agent").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/volume-agent: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "helm.sh/") || strings.HasPrefix(pkg, "github.com/volume-agent/volume-agent/deploy/") {
+			t.Errorf("the agent's binary links %s", pkg)
+		}
+	}
+}

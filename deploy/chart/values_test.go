@@ -1,0 +1,257 @@
+package chart
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestValues renders the chart with a few values set and compares the whole
+// rendering with the default one edited by hand as the value should change
+// it: each value changes what it should and nothing else.
+func TestValues(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values string // as in a helm install -f file
+		edit   func(objects)
+	}{{
+		// The RBAC and the mount of the local path root are in the default
+		// rendering already, as in deploy/daemonset.yaml: the flags are
+		// what turning provisioning on adds.
+		name:   "provisioners on: the flags",
+		values: `provisioners: [local, nfs-subdir]`,
+		edit: func(o objects) {
+			addArgs(o, "--provisioners=local,nfs-subdir", "--local-path-root=/var/lib/volume-agent-local", "--reclaim-delay=10m")
+		},
+	}, {
+		name:   "provisioners with another local path root and reclaim delay",
+		values: "provisioners: [local]\nlocalPathRoot: /srv/volumes\nreclaimDelay: 0s",
+		edit: func(o objects) {
+			addArgs(o, "--provisioners=local", "--local-path-root=/srv/volumes", "--reclaim-delay=0s")
+			named(volumeMounts(o), "local-path-root")["mountPath"] = "/srv/volumes"
+			hostPath(o, "local-path-root")["path"] = "/srv/volumes"
+		},
+	}, {
+		name:   "rbac.create=false renders no RBAC",
+		values: `rbac: {create: false}`,
+		edit: func(o objects) {
+			for k := range o {
+				if strings.HasPrefix(k, "ClusterRole") || strings.HasPrefix(k, "Role") {
+					delete(o, k)
+				}
+			}
+		},
+	}, {
+		name:   "priorityClassName, and the quota for that class",
+		values: `priorityClassName: system-cluster-critical`,
+		edit: func(o objects) {
+			podSpec(o)["priorityClassName"] = "system-cluster-critical"
+			q := o["ResourceQuota volume-agent/volume-agent-node-critical"]
+			delete(o, key(q))
+			q.SetName("volume-agent-cluster-critical")
+			scope := q.Object["spec"].(map[string]any)["scopeSelector"].(map[string]any)["matchExpressions"].([]any)[0]
+			scope.(map[string]any)["values"] = []any{"system-cluster-critical"}
+			o[key(q)] = q
+		},
+	}, {
+		name:   "no priority class, no quota",
+		values: `priorityClassName: ""`,
+		edit: func(o objects) {
+			delete(podSpec(o), "priorityClassName")
+			delete(o, "ResourceQuota volume-agent/volume-agent-node-critical")
+		},
+	}, {
+		name:   "metricsAddr: the flag and its host port",
+		values: `metricsAddr: 0.0.0.0:9811`,
+		edit: func(o objects) {
+			addArgs(o, "--metrics-addr=0.0.0.0:9811")
+			c := container(o)
+			c["ports"] = append(c["ports"].([]any), map[string]any{"name": "metrics", "containerPort": float64(9811), "hostPort": float64(9811)})
+		},
+	}, {
+		name:   "mintTokens=false: the flag, and no TokenRequest rule",
+		values: `mintTokens: false`,
+		edit: func(o objects) {
+			addArgs(o, "--mint-tokens=false")
+			role := o["ClusterRole /volume-agent"].Object
+			role["rules"] = slices.DeleteFunc(role["rules"].([]any), func(r any) bool {
+				return slices.Contains(r.(map[string]any)["resources"].([]any), "serviceaccounts/token")
+			})
+		},
+	}, {
+		name: "image and extraEnv, as the real-node test sets them",
+		values: `
+image: {repository: volume-agent.test/volume-agent, tag: e2e}
+extraEnv: [{name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}, {name: KUBERNETES_SERVICE_PORT, value: "6443"}]`,
+		edit: func(o objects) {
+			c := container(o)
+			c["image"] = "volume-agent.test/volume-agent:e2e"
+			c["env"] = append(c["env"].([]any),
+				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": "6443"})
+		},
+	}, {
+		name: "nodeSelector, tolerations and resources",
+		values: `
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: storage, operator: Exists, effect: NoSchedule}]
+resources: {requests: {cpu: 50m, memory: 128Mi}, limits: {memory: 1Gi}}`,
+		edit: func(o objects) {
+			s := podSpec(o)
+			s["nodeSelector"] = map[string]any{"kubernetes.io/os": "linux"}
+			s["tolerations"] = []any{map[string]any{"key": "storage", "operator": "Exists", "effect": "NoSchedule"}}
+			container(o)["resources"] = map[string]any{
+				"requests": map[string]any{"cpu": "50m", "memory": "128Mi"},
+				"limits":   map[string]any{"memory": "1Gi"},
+			}
+		},
+	}, {
+		name:   "rootDir: the flag, the mount and the host path",
+		values: `rootDir: /srv/volume-agent`,
+		edit: func(o objects) {
+			container(o)["args"].([]any)[0] = "--root-dir=/srv/volume-agent"
+			named(volumeMounts(o), "root-dir")["mountPath"] = "/srv/volume-agent"
+			hostPath(o, "root-dir")["path"] = "/srv/volume-agent"
+		},
+	}, {
+		name:   "extraArgs",
+		values: `extraArgs: [--log-level=debug, --kube-api-qps=20]`,
+		edit:   func(o objects) { addArgs(o, "--log-level=debug", "--kube-api-qps=20") },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := render(t, DefaultRelease, nil)
+			tc.edit(want)
+			got := render(t, DefaultRelease, readValues(t, tc.values))
+			for _, d := range diffObjects(got, want, sides{"the values render", "the default edited has"}) {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+// TestReleaseName: another release name and namespace name every object
+// and reference after them.
+func TestReleaseName(t *testing.T) {
+	got := render(t, Release{Name: "agents", Namespace: "storage"}, nil)
+	var keys []string
+	for k, o := range got {
+		keys = append(keys, k)
+		for _, s := range subjects(o) {
+			if s["name"] != "agents-volume-agent" || s["namespace"] != "storage" {
+				t.Errorf("%s: subject %v, want the ServiceAccount storage/agents-volume-agent", k, s)
+			}
+		}
+	}
+	slices.Sort(keys)
+	want := []string{
+		"ClusterRole /agents-volume-agent",
+		"ClusterRole /agents-volume-agent-provisioner",
+		"ClusterRoleBinding /agents-volume-agent",
+		"ClusterRoleBinding /agents-volume-agent-provisioner",
+		"DaemonSet storage/agents-volume-agent",
+		"ResourceQuota storage/agents-volume-agent-node-critical",
+		"Role storage/agents-volume-agent-leader-election",
+		"RoleBinding storage/agents-volume-agent-leader-election",
+		"ServiceAccount storage/agents-volume-agent",
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("objects:\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))
+	}
+	if sa := podSpec(got)["serviceAccountName"]; sa != "agents-volume-agent" {
+		t.Errorf("DaemonSet serviceAccountName %v, want agents-volume-agent", sa)
+	}
+}
+
+// TestValuesRefused: values.schema.json refuses values the templates would
+// render into a broken DaemonSet, or ignore, and names the value.
+func TestValuesRefused(t *testing.T) {
+	for _, tc := range []struct{ values, names string }{
+		{`provisioners: local`, "/provisioners"},         // a string, not a list
+		{`provisioners: [lokal]`, "/provisioners"},       // no such provisioner
+		{`provisoners: [local]`, "'provisoners'"},        // misspelt: would be ignored
+		{`rbac: {enabled: false}`, "'enabled'"},          // the same
+		{`metricsAddr: 0.0.0.0`, "/metricsAddr"},         // no port to declare
+		{`reclaimDelay: 10 minutes`, "/reclaimDelay"},    // not a Go duration
+		{`rootDir: var/lib/volume-agent`, "/rootDir"},    // relative
+		{`image: {repository: ""}`, "/image/repository"}, // no image
+	} {
+		_, err := Render(chartDir, DefaultRelease, readValues(t, tc.values))
+		if err == nil || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("values %q: got error %v, want one naming %s", tc.values, err, tc.names)
+		}
+	}
+}
+
+// TestNotes renders what helm install prints.
+func TestNotes(t *testing.T) {
+	for _, values := range []string{"", everyValueSet} {
+		text, err := Notes(chartDir, DefaultRelease, readValues(t, values))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text, "kubectl label namespace volume-agent pod-security.kubernetes.io/enforce=privileged") {
+			t.Errorf("NOTES.txt (values %q) does not say how to label the namespace:\n%s", values, text)
+		}
+	}
+}
+
+func readValues(t *testing.T, text string) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := yaml.Unmarshal([]byte(text), &v); err != nil {
+		t.Fatalf("values %q: %v", text, err)
+	}
+	return v
+}
+
+// The DaemonSet's parts, as maps inside the objects (edits change them).
+
+func podSpec(o objects) map[string]any {
+	ds := o["DaemonSet volume-agent/volume-agent"]
+	if ds == nil {
+		for k, v := range o {
+			if strings.HasPrefix(k, "DaemonSet ") {
+				ds = v
+			}
+		}
+	}
+	return ds.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+}
+
+func container(o objects) map[string]any {
+	return podSpec(o)["containers"].([]any)[0].(map[string]any)
+}
+
+func addArgs(o objects, args ...string) {
+	c := container(o)
+	for _, a := range args {
+		c["args"] = append(c["args"].([]any), a)
+	}
+}
+
+func volumeMounts(o objects) []any { return container(o)["volumeMounts"].([]any) }
+
+func hostPath(o objects, volume string) map[string]any {
+	return named(podSpec(o)["volumes"].([]any), volume)["hostPath"].(map[string]any)
+}
+
+// named returns the element of list whose name is name.
+func named(list []any, name string) map[string]any {
+	for _, e := range list {
+		if m := e.(map[string]any); m["name"] == name {
+			return m
+		}
+	}
+	panic("no " + name)
+}
+
+func subjects(o interface{ UnstructuredContent() map[string]any }) []map[string]any {
+	list, _ := o.UnstructuredContent()["subjects"].([]any)
+	var out []map[string]any
+	for _, s := range list {
+		out = append(out, s.(map[string]any))
+	}
+	return out
+}
