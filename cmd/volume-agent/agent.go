@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -53,13 +54,16 @@ type agent struct {
 	others map[string]runner
 }
 
-// runAgent wires the components and runs them until ctx ends.
+// runAgent wires the components and runs them until ctx ends. A root that
+// belongs to another node is refused before anything is created; the node
+// is recorded once everything that can refuse a start has passed, and
+// before any loop runs.
 func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	mounter, err := chooseMounter(o, log)
 	if err != nil {
 		return err
 	}
-	root, err := prepareRoot(o.rootDir, o.nodeName)
+	root, err := openRoot(o.rootDir, o.nodeName)
 	if err != nil {
 		return err
 	}
@@ -93,14 +97,51 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
 		CheckPeriod: o.checkPeriod})
-	a.server = status.New(status.Config{Addr: o.statusAddr, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
+	lns, err := listen(o)
+	if err != nil {
+		return err
+	}
+	a.server = status.New(status.Config{Addr: o.statusAddr, Listener: lns.status, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
 		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling})
-	if o.metricsAddr != "" {
-		a.others["metrics endpoint"] = metricsServer{addr: o.metricsAddr, gatherer: reg, log: log.Named("metrics")}
+	if lns.metrics != nil {
+		a.others["metrics endpoint"] = metricsServer{ln: lns.metrics, gatherer: reg, log: log.Named("metrics")}
+	}
+	if err := recordNode(root, o.nodeName); err != nil {
+		lns.close()
+		return err
 	}
 	log.Info("volume-agent starting", zap.String("node", o.nodeName), zap.String("rootDir", root),
 		zap.String("manifests", o.manifests), zap.Bool("cluster", cluster != nil))
 	return a.run(ctx)
+}
+
+// listeners are the agent's endpoints, bound before the agent starts.
+type listeners struct{ status, metrics net.Listener }
+
+// listen binds --status-addr and --metrics-addr: a port in use refuses the
+// start before the node is recorded and before anything runs.
+func listen(o options) (listeners, error) {
+	var l listeners
+	var err error
+	if l.status, err = net.Listen("tcp", o.statusAddr); err != nil {
+		return listeners{}, fmt.Errorf("status endpoint: %w", err)
+	}
+	if o.metricsAddr != "" {
+		if l.metrics, err = net.Listen("tcp", o.metricsAddr); err != nil {
+			l.close()
+			return listeners{}, fmt.Errorf("metrics endpoint: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// close closes the listeners that no Run took over.
+func (l listeners) close() {
+	for _, ln := range []net.Listener{l.status, l.metrics} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
 }
 
 // addSources creates the manifest source, behind the binder that binds its

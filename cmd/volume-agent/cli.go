@@ -11,11 +11,14 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 )
 
-// The operator subcommands — status, claims, wait, version — read a running
-// agent's status endpoint (or the binary's build information) and change
-// nothing. Without a subcommand the binary runs the agent.
+// The operator subcommands — status, claims, wait, version, help — read a
+// running agent's status endpoint (or the binary's build information, or
+// print usage) and change nothing. Without a subcommand the binary runs the
+// agent.
 
 // Exit codes of the subcommands; each one's --help lists those it uses.
 const (
@@ -37,13 +40,22 @@ type cmdEnv struct {
 
 func stdEnv() cmdEnv { return cmdEnv{stdout: os.Stdout, stderr: os.Stderr, now: time.Now} }
 
+// subcommands are the names runSubcommand takes, for help and for the
+// suggestion made for a mistyped one (a test holds the list to
+// runSubcommand's cases).
+var subcommands = []string{"status", "claims", "wait", "version", "help"}
+
 // runSubcommand runs the subcommand args[0] names and returns its exit
-// code; ok is false when args name no subcommand (the agent is to run).
+// code; ok is false when args name no subcommand (the agent is to run). A
+// first argument that is a word but no subcommand is a mistyped one (the
+// agent takes flags only), except the hostPath checker's, which main runs.
 func runSubcommand(args []string, env cmdEnv) (code int, ok bool) {
 	if len(args) == 0 {
 		return 0, false
 	}
 	switch args[0] {
+	case "help":
+		return runHelp(env, args[1:]), true
 	case "status":
 		return runStatus(env, args[1:]), true
 	case "wait":
@@ -53,33 +65,60 @@ func runSubcommand(args []string, env cmdEnv) (code int, ok bool) {
 	case "version":
 		return runVersion(env, args[1:]), true
 	}
+	if commandWord.MatchString(args[0]) && args[0] != hostpath.CheckerArg {
+		return failure(env, "", exitUsage, unknownCommand(args[0])), true
+	}
 	return 0, false
 }
 
 // newFlagSet returns the flag set of subcommand name, whose --help prints
-// usage (which lists the exit codes) and the flags.
+// usage (which lists the exit codes and ends with a "Flags:" heading) and
+// the flags, on stderr.
 func newFlagSet(env cmdEnv, name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet("volume-agent "+name, flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { writeUsage(fs, usage) }
 	return fs
+}
+
+// writeUsage writes usage and the flags of fs to fs.Output(). The "Flags:"
+// heading that ends usage is left out when fs has no flags.
+func writeUsage(fs *flag.FlagSet, usage string) {
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if !hasFlags {
+		usage = strings.TrimSuffix(strings.TrimSuffix(usage, "Flags:\n"), "\n")
+	}
+	fmt.Fprint(fs.Output(), usage)
+	fs.PrintDefaults()
+}
+
+// parseQuietly parses args with fs and prints nothing: the flag package
+// would print an error, then the whole usage, and the caller say the error
+// again.
+func parseQuietly(fs *flag.FlagSet, args []string) error {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = usage }()
+	return fs.Parse(args)
 }
 
 // parseArgs parses the flags wherever they stand among args (`wait UID
 // --timeout 5s` as well as `wait --timeout 5s UID`) and returns the other
 // arguments. The exit code is meaningful when done is true: --help was
-// asked for (0) or the arguments are bad (2, after saying why).
+// asked for (0, after printing the usage) or the arguments are bad (2,
+// after saying why in one line).
 func parseArgs(fs *flag.FlagSet, args []string) (rest []string, code int, done bool) {
 	for {
-		err := fs.Parse(args)
+		err := parseQuietly(fs, args)
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return nil, exitOK, true
 		}
 		if err != nil {
-			return nil, exitUsage, true // the flag package said why
+			fmt.Fprintf(fs.Output(), "%s: %v (see %s --help)\n", fs.Name(), err, fs.Name())
+			return nil, exitUsage, true
 		}
 		if fs.NArg() == 0 {
 			return rest, 0, false
@@ -95,9 +134,10 @@ func usageError(env cmdEnv, name string, err error) int {
 	return exitUsage
 }
 
-// failure reports an error of subcommand name and returns code.
+// failure reports an error of subcommand name ("": of volume-agent
+// itself) and returns code.
 func failure(env cmdEnv, name string, code int, err error) int {
-	fmt.Fprintf(env.stderr, "volume-agent %s: %v\n", name, err)
+	fmt.Fprintf(env.stderr, "%s: %v\n", strings.TrimSpace("volume-agent "+name), err)
 	return code
 }
 

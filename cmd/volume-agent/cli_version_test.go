@@ -53,10 +53,11 @@ func TestVersionOfThisBinary(t *testing.T) {
 	}
 }
 
-// TestOnlySubcommandsAreTaken: the agent's flags, no arguments and the
-// internal hostPath checker are not subcommands.
+// TestOnlySubcommandsAreTaken: the agent's flags, no arguments, a path and
+// the internal hostPath checker are not subcommands (a mistyped one is
+// taken, to say so: TestUnknownCommand).
 func TestOnlySubcommandsAreTaken(t *testing.T) {
-	for _, args := range [][]string{nil, {"--manifests", "/m"}, {"-h"}, {hostpath.CheckerArg, "/x"}, {"Status"}} {
+	for _, args := range [][]string{nil, {"--manifests", "/m"}, {"-h"}, {"--version"}, {hostpath.CheckerArg, "/x"}, {"./manifests"}, {"/etc/m"}} {
 		if _, ok := runSubcommand(args, cmdEnv{}); ok {
 			t.Errorf("%q was taken for a subcommand", args)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -37,6 +38,8 @@ type options struct {
 	// reclaimDelay is how long released storage stays restorable before it
 	// is deleted (--reclaim-delay).
 	reclaimDelay time.Duration
+	// version asks for the version instead of running the agent.
+	version bool
 }
 
 // The names --provisioners takes.
@@ -50,20 +53,22 @@ const usage = `volume-agent mounts the volumes of the pods on this node under it
 Usage:
   volume-agent --manifests DIR [flags]          # no cluster: pods from a manifest directory
   volume-agent --kubeconfig FILE [flags]        # a node agent of a cluster (in a pod: no flag needed)
-  volume-agent status|claims|wait UID|version [flags]  # read a running agent (see volume-agent status --help)
+  volume-agent status|claims [flags]            # what a running agent serves
+  volume-agent wait UID|NAMESPACE/NAME [flags]  # wait until a pod's volumes are ready
+  volume-agent version                          # the build (also: --version)
+  volume-agent help [COMMAND]                   # this, or a command's usage (also: COMMAND --help)
 
 Flags:
 `
 
-func parseFlags(args []string) (options, error) {
-	var o options
-	fs := flag.NewFlagSet("volume-agent", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
+// agentFlags returns the agent's flag set, bound to o; finish completes o
+// once the flags are parsed.
+func agentFlags(o *options) (fs *flag.FlagSet, finish func()) {
+	fs = flag.NewFlagSet("volume-agent", flag.ContinueOnError)
 	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/volume-agent", "directory holding pods/<uid>/volumes/<plugin>/<volume> for every pod's volumes")
-	fs.StringVar(&o.nodeName, "node-name", defaultNodeName(), "this node's name; pods with spec.nodeName equal to it (or empty, in manifests) are served (default $NODE_NAME, else the hostname)")
+	// The defaults of --node-name and --leader-election-namespace come from
+	// the environment, after parsing: the usage says where from, once.
+	fs.StringVar(&o.nodeName, "node-name", "", "this node's name; pods with spec.nodeName equal to it (or empty, in manifests) are served; recorded in <root-dir>/node-name once the agent has started (default $NODE_NAME, else the hostname)")
 	fs.StringVar(&o.manifests, "manifests", "", "directory of Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim and Node manifests (*.yaml, *.yml, *.json), watched for changes")
 	fs.StringVar(&o.statusAddr, "status-addr", defaultAddr, "address of the HTTP status endpoint (/healthz, /readyz, /v1/pods, /metrics)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "also serve /metrics, and only /metrics, on this address (e.g. 0.0.0.0:9811 for Prometheus to scrape from off the node); /metrics on --status-addr stays; default off")
@@ -78,19 +83,54 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles (CPU, heap, goroutines, trace) under /debug/pprof/ on --status-addr, for go tool pprof")
 	provs := fs.String("provisioners", "", "dynamic provisioners to run, comma-separated: "+provLocal+" (StorageClass provisioner volume-agent.io/local: a directory under --local-path-root per claim, WaitForFirstConsumer) and "+provNFSSubdir+" (volume-agent.io/nfs-subdir: a subdirectory of an NFS export per claim; in cluster mode one agent serves it, by leader election); default none")
 	fs.StringVar(&o.localPathRoot, "local-path-root", "/var/lib/volume-agent-local", "directory on this node holding the volumes the local provisioner makes, one subdirectory per claim; keep it outside --root-dir (the agent's state and pod mounts, which it removes from) and on the disk meant for data")
-	fs.StringVar(&o.leaseNS, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the Lease the nfs-subdir provisioner's leader holds (default $POD_NAMESPACE, else \"default\")")
+	fs.StringVar(&o.leaseNS, "leader-election-namespace", "", "namespace of the Lease the nfs-subdir provisioner's leader holds (default $POD_NAMESPACE, else \"default\")")
 	fs.DurationVar(&o.reclaimDelay, "reclaim-delay", 10*time.Minute, "how long the storage of a released claim with reclaim policy Delete is kept aside, restorable, before it is deleted for good (from manifests: the same claim added back within it gets its data back; in a cluster: set the PersistentVolume's reclaim policy to Retain); 0s deletes as soon as nothing uses it")
 	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server (at least 1)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server (at least 1)")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&o.version, "version", false, "print the version, as volume-agent version does, and exit")
+	return fs, func() {
+		o.apiQPS = float32(*qps)
+		if *provs != "" {
+			o.provisioners = strings.Split(*provs, ",")
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["node-name"] {
+			o.nodeName = defaultNodeName()
+		}
+		if !set["leader-election-namespace"] {
+			o.leaseNS = defaultLeaseNamespace()
+		}
+	}
+}
+
+// writeAgentUsage writes how to run the agent, and its flags, to w.
+func writeAgentUsage(w io.Writer) {
+	fs, _ := agentFlags(&options{})
+	fs.SetOutput(w)
+	fmt.Fprint(w, usage)
+	fs.PrintDefaults()
+}
+
+// parseFlags parses the agent's flags. It prints nothing: it returns
+// flag.ErrHelp for --help, and with --version options that say so, not
+// validated.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs, finish := agentFlags(&o)
+	err := parseQuietly(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
 		return o, err
 	}
-	o.apiQPS = float32(*qps)
-	if *provs != "" {
-		o.provisioners = strings.Split(*provs, ",")
+	if err != nil {
+		return o, fmt.Errorf("%w (see volume-agent --help)", err)
 	}
+	finish()
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.version {
+		return o, nil
 	}
 	return o, o.validate()
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,30 +23,31 @@ func main() {
 		os.Exit(hostpath.RunChecker(os.Args[2:]))
 	}
 	if code, ok := runSubcommand(os.Args[1:], stdEnv()); ok {
-		os.Exit(code) // status, wait, version: see cli.go
+		os.Exit(code) // status, claims, wait, version, help: see cli.go
 	}
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(stdEnv(), os.Args[1:]))
 }
 
 // selfExe starts this binary again, the one running even if its file was
 // replaced or removed since: hostPath checks run in such children.
 const selfExe = "/proc/self/exe"
 
-// run returns the process exit code: 0 after a clean shutdown, 1 when the
-// agent could not run, 2 for bad flags.
-func run(args []string) int {
+// run returns the process exit code: 0 after a clean shutdown (or
+// --help, --version), 1 when the agent could not run, 2 for bad flags.
+func run(env cmdEnv, args []string) int {
 	opts, err := parseFlags(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "volume-agent:", err)
-		return 2
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		writeAgentUsage(env.stderr)
+		return exitOK
+	case err != nil:
+		return failure(env, "", exitUsage, err)
+	case opts.version:
+		return runVersion(env, nil)
 	}
 	logger, err := newLogger(opts.logLevel, opts.logFormat)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "volume-agent:", err)
-		return 2
+		return failure(env, "", exitUsage, err)
 	}
 	defer func() { _ = logger.Sync() }()
 	routeKlog(logger)

@@ -16,18 +16,14 @@ import (
 // address Prometheus can reach off the node, while the status endpoint
 // (pods, paths, errors) stays on the loopback.
 type metricsServer struct {
-	addr     string
+	ln       net.Listener // bound to --metrics-addr; Run closes it
 	gatherer prometheus.Gatherer
 	log      *zap.Logger
 }
 
 func (m metricsServer) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", m.addr)
-	if err != nil {
-		return err
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{}))
-	m.log.Info("metrics endpoint listening", zap.String("addr", ln.Addr().String()))
-	return status.Serve(ctx, ln, mux, nil)
+	m.log.Info("metrics endpoint listening", zap.String("addr", m.ln.Addr().String()))
+	return status.Serve(ctx, m.ln, mux, nil)
 }

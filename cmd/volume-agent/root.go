@@ -8,19 +8,15 @@ import (
 	"strings"
 )
 
-// prepareRoot creates the root directory, resolves it and checks that it
-// belongs to this node.
+// openRoot creates the root directory, resolves it and checks that it does
+// not belong to another node. It records nothing: recordNode does, once
+// the agent has started.
 //
 // The path is resolved once, here: a root reached through a symlink (a
 // symlinked /var/lib is common) would otherwise be looked up in the mount
 // table under a name the kernel does not use, and mounts below it would go
 // unseen. Every path the agent builds starts from the resolved root.
-//
-// The first start records the node name in <root>/node-name; a later start
-// under another name is refused — it would see none of the volumes' pods
-// and tear them all down. The record is written atomically, and an empty
-// one (left by a crash of an older version) counts as no record.
-func prepareRoot(dir, node string) (string, error) {
+func openRoot(dir, node string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", fmt.Errorf("--root-dir: %w", err)
@@ -32,18 +28,45 @@ func prepareRoot(dir, node string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolve --root-dir: %w", err)
 	}
-	marker := filepath.Join(root, "node-name")
-	recorded, err := os.ReadFile(marker)
-	switch {
-	case errors.Is(err, os.ErrNotExist) || (err == nil && strings.TrimSpace(string(recorded)) == ""):
-		return root, writeFileAtomic(marker, []byte(node+"\n"), 0o644)
-	case err != nil:
-		return "", fmt.Errorf("read %s: %w", marker, err)
-	}
-	if got := strings.TrimSpace(string(recorded)); got != node {
-		return "", fmt.Errorf("--root-dir %s belongs to node %q (see %s), not %q: running as another node would tear down that node's volumes; fix --node-name, or delete %s if the node was renamed", root, got, marker, node, marker)
+	if _, err := recordedNode(root, node); err != nil {
+		return "", err
 	}
 	return root, nil
+}
+
+// recordNode records node in <root>/node-name, unless it is recorded
+// already. A later start under another name is refused by openRoot: it
+// would see none of the volumes' pods and tear them all down.
+//
+// It is called once the agent has started — its endpoints bound, its
+// sources created — so that a start that fails (a missing --manifests
+// directory, a port in use) leaves no record behind to refuse the next
+// start, with the --node-name that was meant. The record is written
+// atomically.
+func recordNode(root, node string) error {
+	recorded, err := recordedNode(root, node)
+	if err != nil || recorded {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(root, "node-name"), []byte(node+"\n"), 0o644)
+}
+
+// recordedNode reports whether root records node, and refuses a root that
+// records another. An empty record (left by a crash of an older version)
+// counts as none.
+func recordedNode(root, node string) (bool, error) {
+	marker := filepath.Join(root, "node-name")
+	recorded, err := os.ReadFile(marker)
+	got := strings.TrimSpace(string(recorded))
+	switch {
+	case errors.Is(err, os.ErrNotExist) || (err == nil && got == ""):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read %s: %w", marker, err)
+	case got != node:
+		return false, fmt.Errorf("--root-dir %s belongs to node %q (see %s), not %q: running as another node would tear down that node's volumes; fix --node-name, or delete %s if the node was renamed", root, got, marker, node, marker)
+	}
+	return true, nil
 }
 
 // writeFileAtomic replaces path with data: a reader, or a start after a

@@ -31,8 +31,11 @@ const MaxWait = 5 * time.Minute
 // Config configures a Server.
 type Config struct {
 	// Addr to listen on, e.g. "127.0.0.1:9810".
-	Addr   string
-	Worlds Worlds
+	Addr string
+	// Listener, when set, is served instead of listening on Addr: the
+	// caller binds the address before anything runs. Run closes it.
+	Listener net.Listener
+	Worlds   Worlds
 	// Sources are reported by /v1/sources and gate /readyz.
 	Sources []source.Source
 	// Recovered reports whether start-up recovery (reconstruction) is done.
@@ -165,11 +168,15 @@ func (s *Server) Addr() net.Addr {
 	return s.addr
 }
 
-// Run listens and serves until ctx ends, then shuts down gracefully.
+// Run listens (unless given a Listener) and serves until ctx ends, then
+// shuts down gracefully.
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return err
+	ln := s.cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.Addr); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	s.addr = ln.Addr()
