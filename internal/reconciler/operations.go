@@ -71,6 +71,11 @@ func (r *Reconciler) setUp(a action) executor.Op {
 			return fmt.Errorf("plugin %s is not registered", a.plugin)
 		}
 		dir := r.cfg.Root.VolumeDir(a.pod, a.plugin, a.volume)
+		// A set-up makes the pod's directory, and one that fails may leave
+		// it behind (an NFS mount refused by the server leaves the
+		// directories above its mount point): it is known before it
+		// exists, so that the pod's leaving the desired state removes it.
+		r.cfg.Actual.NotePod(a.pod, a.podNamespace, a.podName)
 		start := time.Now()
 		stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
 		res, err := plugin.SetUp(ctx, a.desired.Spec, dir)
