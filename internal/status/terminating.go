@@ -22,24 +22,30 @@ import (
 // name and UID.
 func (w Worlds) uids() []types.UID {
 	uids := w.Desired.UIDs()
-	desired := make(map[types.UID]bool, len(uids))
-	for _, uid := range uids {
-		desired[uid] = true
-	}
-	populated := w.Desired.Populated()
-	var gone []asw.PodDir
-	for _, d := range w.Actual.PodDirs() {
-		if !desired[d.UID] && terminating(d, populated) {
-			gone = append(gone, d)
-		}
-	}
-	slices.SortFunc(gone, func(a, b asw.PodDir) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
-	})
-	for _, d := range gone {
+	for _, d := range w.gone(uids) {
 		uids = append(uids, d.UID)
 	}
 	return uids
+}
+
+// gone returns the directories of the Terminating pods, by namespace, name
+// and UID; desired are the UIDs of the desired pods.
+func (w Worlds) gone(desired []types.UID) []asw.PodDir {
+	wanted := make(map[types.UID]bool, len(desired))
+	for _, uid := range desired {
+		wanted[uid] = true
+	}
+	populated := w.Desired.Populated()
+	var out []asw.PodDir
+	for _, d := range w.Actual.PodDirs() {
+		if !wanted[d.UID] && terminating(d, populated) {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b asw.PodDir) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
+	})
+	return out
 }
 
 // terminating reports whether a pod directory whose pod is not desired is
@@ -78,11 +84,8 @@ func (w Worlds) terminatingPod(uid types.UID) (Pod, []string, bool) {
 // TerminatingPods counts the Terminating pods, and those of them whose
 // teardown failed (stuck: the pod's Reason says why).
 func (w Worlds) TerminatingPods() (terminating, stuck int) {
-	for _, uid := range w.uids() {
-		if _, desired := w.Desired.Pod(uid); desired {
-			continue
-		}
-		if p, _, ok := w.terminatingPod(uid); ok {
+	for _, d := range w.gone(w.Desired.UIDs()) {
+		if p, _, ok := w.terminatingPod(d.UID); ok {
 			terminating++
 			if p.Reason != "" {
 				stuck++
