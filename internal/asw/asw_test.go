@@ -3,6 +3,8 @@ package asw
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,6 +125,18 @@ func TestNotePodAndErrorsSignalChanges(t *testing.T) {
 	}
 	if got, _ := changes.Take(); !reflect.DeepEqual(got, []types.UID{"p"}) {
 		t.Errorf("changed pods = %v, want [p]", got)
+	}
+}
+
+func TestPodDirsWhere(t *testing.T) {
+	w := New(nil)
+	for _, uid := range []types.UID{"a", "b", "c"} {
+		w.NotePod(uid, "ns", string(uid))
+	}
+	got := w.PodDirsWhere(func(uid types.UID) bool { return uid != "b" })
+	slices.SortFunc(got, func(x, y PodDir) int { return strings.Compare(string(x.UID), string(y.UID)) })
+	if want := []PodDir{{UID: "a", Namespace: "ns", Name: "a"}, {UID: "c", Namespace: "ns", Name: "c"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("PodDirsWhere = %+v, want %+v", got, want)
 	}
 }
 

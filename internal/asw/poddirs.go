@@ -122,6 +122,21 @@ func (w *World) PodDir(uid types.UID) (PodDir, bool) {
 	return d.export(uid), ok
 }
 
+// PodDirsWhere returns the known pod directories for whose UID keep
+// returns true, in no particular order: for a caller that wants a few of
+// many without copying and sorting them all. keep must not call the world.
+func (w *World) PodDirsWhere(keep func(types.UID) bool) []PodDir {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []PodDir
+	for uid, d := range w.podDirs {
+		if keep(uid) {
+			out = append(out, d.export(uid))
+		}
+	}
+	return out
+}
+
 // PodDirs returns the known pod directories, sorted by UID.
 func (w *World) PodDirs() []PodDir {
 	w.mu.Lock()

@@ -36,12 +36,8 @@ func (w Worlds) gone(desired []types.UID) []asw.PodDir {
 		wanted[uid] = true
 	}
 	populated := w.Desired.Populated()
-	var out []asw.PodDir
-	for _, d := range w.Actual.PodDirs() {
-		if !wanted[d.UID] && terminating(d, populated) {
-			out = append(out, d)
-		}
-	}
+	out := w.Actual.PodDirsWhere(func(uid types.UID) bool { return !wanted[uid] })
+	out = slices.DeleteFunc(out, func(d asw.PodDir) bool { return !terminating(d, populated) })
 	slices.SortFunc(out, func(a, b asw.PodDir) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
 	})
