@@ -24,7 +24,8 @@ func (r *Reconciler) checkMounted() {
 			continue
 		}
 		if c, ok := plugin.(volume.Checker); ok {
-			act := action{kind: opCheck, pod: a.PodUID, volume: a.Name, plugin: a.Plugin, actual: a}
+			d, _ := r.cfg.Actual.PodDir(a.PodUID)
+			act := action{kind: opCheck, pod: a.PodUID, volume: a.Name, plugin: a.Plugin, actual: a, podNamespace: d.Namespace, podName: d.Name}
 			r.exec.Start(act.key(), act.generation(), r.check(act, c))
 		}
 	}
