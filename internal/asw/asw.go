@@ -1,6 +1,9 @@
 // Package asw holds the actual state of the world: which volumes are set up
 // for which pod, in which state, with which content version, and which pod
-// directories exist on disk.
+// directories exist on disk. It keeps what is needed to name a pod and its
+// volumes once the pod has left the desired state (namespace, name, the
+// volumes' names in the spec and their PVs), and why a teardown failed, so
+// that a teardown that cannot finish is shown rather than hidden.
 //
 // Only the operation executor (after an operation) and reconstruction (at
 // start) write it. The world performs no I/O.
