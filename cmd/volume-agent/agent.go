@@ -93,7 +93,8 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg, worlds.VolumesByState, metrics.Sources(a.sources), metrics.Uncertain(a.actual))
+	m := metrics.New(reg, worlds.VolumesByState, metrics.Sources(a.sources), metrics.Uncertain(a.actual),
+		metrics.Terminating(worlds))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
 		CheckPeriod: o.checkPeriod})

@@ -1,6 +1,9 @@
 // Package asw holds the actual state of the world: which volumes are set up
 // for which pod, in which state, with which content version, and which pod
-// directories exist on disk.
+// directories exist on disk. It keeps what is needed to name a pod and its
+// volumes once the pod has left the desired state (namespace, name, the
+// volumes' names in the spec and their PVs), and why a teardown failed, so
+// that a teardown that cannot finish is shown rather than hidden.
 //
 // Only the operation executor (after an operation) and reconstruction (at
 // start) write it. The world performs no I/O.
@@ -40,6 +43,15 @@ type Volume struct {
 	// Reconstructed is true for a volume found on disk at start that no
 	// operation has touched since.
 	Reconstructed bool
+	// SpecName is the volume's name in its pod's spec when it differs
+	// from Name, and PV the PersistentVolume of a claim's volume, as the
+	// last set-up saw them: logs and the status name a volume by them once
+	// its pod has left the desired state. Both are empty for a volume
+	// found on disk at start and not set up since.
+	SpecName, PV string
+	// TearDownError is the error of the last teardown, while the volume
+	// stays set up.
+	TearDownError string
 }
 
 // Key returns the volume's key.
@@ -65,8 +77,6 @@ type pod struct {
 	// last added, removed or given another plugin.
 	generation uint64
 }
-
-type podDir struct{ reconstructed bool }
 
 // New returns an empty world; onChange (may be nil) is called after every
 // change, outside the lock.
@@ -100,6 +110,24 @@ func (w *World) Set(v Volume) {
 	changed := !had || old != v
 	if changed || dirChanged {
 		w.changes.Add(v.PodUID)
+	}
+	w.mu.Unlock()
+	if changed {
+		w.onChange()
+	}
+}
+
+// SetTearDownError records why the last teardown of a volume failed; it
+// does nothing for a volume that is not set up.
+func (w *World) SetTearDownError(k dsw.Key, msg string) {
+	w.mu.Lock()
+	p := w.pods[k.PodUID]
+	v, had := p.find(k.Volume)
+	changed := had && v.TearDownError != msg
+	if changed {
+		v.TearDownError = msg
+		p.set(v)
+		w.changes.Add(k.PodUID)
 	}
 	w.mu.Unlock()
 	if changed {

@@ -3,6 +3,8 @@ package asw
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,6 +96,50 @@ func TestVolumesSortedCopies(t *testing.T) {
 	}
 }
 
+func TestNotePodAndErrorsSignalChanges(t *testing.T) {
+	w, n := counted()
+	changes := w.Watch()
+	changes.Take() // a new set says "all" until taken once
+	steps := []struct {
+		name    string
+		do      func()
+		signals int64
+	}{
+		{"NotePod of a new dir", func() { w.NotePod("p", "ns", "web") }, 1},
+		{"the same NotePod again", func() { w.NotePod("p", "ns", "web") }, 1},
+		{"SetPodDirError", func() { w.SetPodDirError("p", "boom") }, 2},
+		{"the same SetPodDirError again", func() { w.SetPodDirError("p", "boom") }, 2},
+		{"SetTearDownError of a volume not set up", func() { w.SetTearDownError(dsw.Key{PodUID: "p", Volume: "v"}, "boom") }, 2},
+		{"Set", func() { w.Set(mounted("p", "v", "1")) }, 3},
+		{"SetTearDownError", func() { w.SetTearDownError(dsw.Key{PodUID: "p", Volume: "v"}, "boom") }, 4},
+		{"the same SetTearDownError again", func() { w.SetTearDownError(dsw.Key{PodUID: "p", Volume: "v"}, "boom") }, 4},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := n.Load(); got != s.signals {
+			t.Fatalf("after %s: %d signals, want %d", s.name, got, s.signals)
+		}
+	}
+	if v, _ := w.Get(dsw.Key{PodUID: "p", Volume: "v"}); v.TearDownError != "boom" {
+		t.Errorf("volume = %+v, want its teardown error recorded", v)
+	}
+	if got, _ := changes.Take(); !reflect.DeepEqual(got, []types.UID{"p"}) {
+		t.Errorf("changed pods = %v, want [p]", got)
+	}
+}
+
+func TestPodDirsWhere(t *testing.T) {
+	w := New(nil)
+	for _, uid := range []types.UID{"a", "b", "c"} {
+		w.NotePod(uid, "ns", string(uid))
+	}
+	got := w.PodDirsWhere(func(uid types.UID) bool { return uid != "b" })
+	slices.SortFunc(got, func(x, y PodDir) int { return strings.Compare(string(x.UID), string(y.UID)) })
+	if want := []PodDir{{UID: "a", Namespace: "ns", Name: "a"}, {UID: "c", Namespace: "ns", Name: "c"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("PodDirsWhere = %+v, want %+v", got, want)
+	}
+}
+
 func TestPodDirs(t *testing.T) {
 	tests := []struct {
 		name string
@@ -129,6 +175,27 @@ func TestPodDirs(t *testing.T) {
 			w.AddPodDir("q", false)
 			w.RemovePodDir("p")
 		}, []PodDir{{UID: "q"}}},
+		{"NotePod records a dir not known yet, with the pod's name", func(w *World) { w.NotePod("p", "ns", "web") },
+			[]PodDir{{UID: "p", Namespace: "ns", Name: "web"}}},
+		{"NotePod names a dir found at start and leaves it reconstructed", func(w *World) {
+			w.AddPodDir("p", true)
+			w.NotePod("p", "ns", "web")
+		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web", Reconstructed: true}}},
+		{"a Set keeps the pod's name", func(w *World) {
+			w.AddPodDir("p", true)
+			w.NotePod("p", "ns", "web")
+			w.Set(mounted("p", "v", "1"))
+		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web"}}},
+		{"SetPodDirError on a known dir", func(w *World) {
+			w.NotePod("p", "ns", "web")
+			w.SetPodDirError("p", "rmdir: EIO")
+			w.SetPodDirError("q", "rmdir: EIO")
+		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web", Error: "rmdir: EIO"}}},
+		{"NotePod forgets the error of an earlier removal", func(w *World) {
+			w.NotePod("p", "ns", "web")
+			w.SetPodDirError("p", "rmdir: EIO")
+			w.NotePod("p", "ns", "web")
+		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web"}}},
 		{"sorted by UID", func(w *World) {
 			w.AddPodDir("c", false)
 			w.AddPodDir("a", false)

@@ -180,7 +180,7 @@ func (ops *operations) finish(res opResult) {
 		b.due = time.Now().Add(b.delay)
 		ops.backoff[res.pv] = b
 		ops.st.failed[res.pv] = res.err.Error()
-		ops.log.Info("storage operation failed", zap.String("operation", res.what), zap.String("pv", res.pv),
+		ops.log.Warn("storage operation failed", zap.String("operation", res.what), zap.String("pv", res.pv),
 			zap.Duration("retryIn", b.delay), zap.Bool("deadline", errors.Is(res.err, context.DeadlineExceeded)), zap.Error(res.err))
 		return
 	}

@@ -53,7 +53,7 @@ func (s *Source) pass(ctx context.Context) bool {
 			recorded = false
 			next.writeErr = err.Error()
 			notRecorded(o, prev.recs, next.pending, err)
-			s.log.Info("claim bindings not recorded", zap.Error(err))
+			s.log.Warn("claim bindings not recorded", zap.Error(err))
 		} else {
 			next.recs = o.recs
 			s.logEvents(o.events)
@@ -136,7 +136,7 @@ func (s *Source) logChanges(prev, next *state) {
 	}
 	for k, pv := range next.lost {
 		if _, ok := prev.lost[k]; !ok {
-			s.log.Info("claim lost: its PersistentVolume is gone", zap.String("claim", k.String()), zap.String("pv", pv))
+			s.log.Warn("claim lost: its PersistentVolume is gone", zap.String("claim", k.String()), zap.String("pv", pv))
 		}
 	}
 	for k, pv := range prev.lost {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
@@ -154,8 +155,14 @@ func TestProvisionErrorIsRetried(t *testing.T) {
 	if cs := h.claimStatus("data"); cs[0].Error != "" {
 		t.Errorf("Claims() once bound = %+v", cs)
 	}
-	if h.logs.FilterMessage("storage operation failed").Len() < 2 {
+	failed := h.logs.FilterMessage("storage operation failed").All()
+	if len(failed) < 2 {
 		t.Errorf("failures not logged")
+	}
+	for _, e := range failed {
+		if e.Level != zapcore.WarnLevel || e.ContextMap()["pv"] == nil || e.ContextMap()["error"] == nil {
+			t.Errorf("failure logged at %s with %v, want warn with the pv and the error", e.Level, e.ContextMap())
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -259,8 +260,8 @@ func TestLostClaimKeepsItsBinding(t *testing.T) {
 		t.Errorf("lookup of the gone PV: %v", err)
 	}
 	assertRecords(t, h.path, records{"pv-a": {Namespace: "default", Name: "data", PV: "pv-a", Phase: PhaseBound}})
-	if h.logs.FilterMessage("claim lost: its PersistentVolume is gone").Len() != 1 {
-		t.Errorf("Lost not logged")
+	if lost := h.logs.FilterMessage("claim lost: its PersistentVolume is gone").All(); len(lost) != 1 || lost[0].Level != zapcore.WarnLevel {
+		t.Errorf("Lost logged %v, want once at warn level", lost)
 	}
 
 	h.update(func(f *fakeInner) { f.pvs = append(f.pvs, pvA) }, "bound again", func() bool {

@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"io/fs"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,13 @@ const (
 	kindStatus  kind = "status"  // a source's Reason or Disconnected, a volume's Problem or Waiting
 	kindEvent   kind = "event"   // the reason or message of a Warning event
 	kindHTTP    kind = "http"    // a /readyz reason, or the text of an HTTP error answer
+	// kindUnreadable is a Warn or Error log line whose message is not
+	// text the parser can read (a variable, a call): it could never be
+	// checked against the documents, and log messages are constants.
+	kindUnreadable kind = "unreadable"
+	// kindLogCall is what callMessages finds in a call that is certainly
+	// a log line: a kindLog message when it reads, else kindUnreadable.
+	kindLogCall kind = "log call"
 )
 
 // message is one user-facing text of the code, normalised.
@@ -38,6 +46,7 @@ var userFacingDirs = []string{
 	"cmd/volume-agent",
 	"internal/binder",
 	"internal/events",
+	"internal/mount",
 	"internal/plugins",
 	"internal/populator",
 	"internal/provisioner",
@@ -87,7 +96,14 @@ func fileMessages(t *testing.T, path string) []message {
 	locals := sprintfLocals(f)
 	var out []message
 	add := func(k kind, e ast.Expr) {
-		if text, ok := render(e, consts, locals); ok {
+		text, ok := render(e, consts, locals)
+		switch {
+		case !ok && k == kindLogCall:
+			k, text, ok = kindUnreadable, types.ExprString(e), true
+		case k == kindLogCall:
+			k = kindLog
+		}
+		if ok {
 			if k == kindError && strings.Contains(text, "%w") {
 				k = kindWrapper
 			}
@@ -127,8 +143,10 @@ func callMessages(call *ast.CallExpr, add func(kind, ast.Expr)) {
 		add(kindError, call.Args[0])
 	case isSelector(sel, "fmt", "Errorf"):
 		add(kindError, call.Args[0]) // a wrapper when the format has %w
-	case sel.Sel.Name == "Warn" || sel.Sel.Name == "Error":
-		add(kindLog, call.Args[0])
+	case isLogCall(sel, call):
+		add(kindLogCall, call.Args[0])
+	case sel.Sel.Name == "Error":
+		add(kindLog, call.Args[0]) // a logger's, or another Error method's
 	}
 	callMessagesHTTP(call, add)
 	for i, arg := range call.Args[:len(call.Args)-1] {
@@ -137,6 +155,16 @@ func callMessages(call *ast.CallExpr, add func(kind, ast.Expr)) {
 			add(kindEvent, call.Args[i+2])
 		}
 	}
+}
+
+// isLogCall reports whether call is certainly a warn or error log line of a
+// zap logger: Warn, or Error with fields after the message. zap.Error(err)
+// is a field, and other types have Error methods of one argument.
+func isLogCall(sel *ast.SelectorExpr, call *ast.CallExpr) bool {
+	if id, ok := sel.X.(*ast.Ident); ok && id.Name == "zap" {
+		return false
+	}
+	return sel.Sel.Name == "Warn" || (sel.Sel.Name == "Error" && len(call.Args) > 1)
 }
 
 // callMessagesHTTP finds the reasons /readyz gives (appended to reasons)

@@ -20,8 +20,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/metrics"
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/status"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -39,8 +41,9 @@ type family struct {
 // lists the same.
 func agentOptions() map[string]metrics.Option {
 	return map[string]metrics.Option{
-		"Sources":   metrics.Sources([]source.Source{&syncedSource{}}),
-		"Uncertain": metrics.Uncertain(asw.New(nil)),
+		"Sources":     metrics.Sources([]source.Source{&syncedSource{}}),
+		"Uncertain":   metrics.Uncertain(asw.New(nil)),
+		"Terminating": metrics.Terminating(status.Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}),
 	}
 }
 

@@ -110,3 +110,24 @@ func TestUncertainRegistered(t *testing.T) {
 		t.Fatalf("gathered %v; no volume_agent_uncertain_longest_seconds", got)
 	}
 }
+
+// terminatingCount is a TerminatingCounter the test sets.
+type terminatingCount struct{ n, stuck int }
+
+func (c *terminatingCount) TerminatingPods() (int, int) { return c.n, c.stuck }
+
+func TestTerminating(t *testing.T) {
+	c := &terminatingCount{}
+	reg := prometheus.NewPedanticRegistry()
+	New(reg, func() map[string]int { return nil }, Terminating(c))
+	want := map[string]float64{"volume_agent_terminating_pods{}": 0, "volume_agent_stuck_teardowns{}": 0}
+	if got := gather(t, reg); !reflect.DeepEqual(got, want) {
+		t.Fatalf("gathered %v\nwant %v", got, want)
+	}
+	// Read at every scrape.
+	c.n, c.stuck = 3, 1
+	want = map[string]float64{"volume_agent_terminating_pods{}": 3, "volume_agent_stuck_teardowns{}": 1}
+	if got := gather(t, reg); !reflect.DeepEqual(got, want) {
+		t.Fatalf("gathered %v\nwant %v", got, want)
+	}
+}

@@ -1,7 +1,8 @@
 // Package metrics defines the agent's Prometheus metrics: operations by
 // plugin, operation and outcome with their durations, volumes by state,
-// and, when given the inputs, whether each source is synced and how long
-// volumes have been Uncertain. It registers on a registry it is given; it
+// and, when given the inputs, whether each source is synced, how long
+// volumes have been Uncertain, and how many pods are Terminating or stuck
+// in their teardown. It registers on a registry it is given; it
 // owns no global state. METRICS.md documents every metric, and
 // internal/docs checks it against the registry.
 package metrics
@@ -50,7 +51,7 @@ func (m *Metrics) ObserveOperation(plugin, operation, outcome string, d time.Dur
 }
 
 var volumesDesc = prometheus.NewDesc("volume_agent_volumes",
-	"Volumes of pods on this node by state (Pending, Mounted, Failed, Unsupported).",
+	"Volumes of pods on this node by state (Pending, Mounted, Failed, Unsupported, Terminating).",
 	[]string{"state"}, nil)
 
 // volumeCollector reports volume counts computed at scrape time.

@@ -123,7 +123,7 @@ func run(ctx context.Context, name string, args ...string) error {
 		return ctxErr
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
+		return fmt.Errorf("%w: %s", err, Fold(out.String()))
 	}
 	return nil
 }

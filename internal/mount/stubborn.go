@@ -38,5 +38,5 @@ func UnmountStubborn(ctx context.Context, dir string) (string, error) {
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", step.how, err))
 	}
-	return "", fmt.Errorf("unmount %s: %w", dir, errors.Join(errs...))
+	return "", fmt.Errorf("unmount %s: %w", dir, OneLine(errors.Join(errs...)))
 }

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -23,7 +24,8 @@ func (r *Reconciler) checkMounted() {
 			continue
 		}
 		if c, ok := plugin.(volume.Checker); ok {
-			act := action{kind: opCheck, pod: a.PodUID, volume: a.Name, plugin: a.Plugin, actual: a}
+			d, _ := r.cfg.Actual.PodDir(a.PodUID)
+			act := action{kind: opCheck, pod: a.PodUID, volume: a.Name, plugin: a.Plugin, actual: a, podNamespace: d.Namespace, podName: d.Name}
 			r.exec.Start(act.key(), act.generation(), r.check(act, c))
 		}
 	}
@@ -36,7 +38,7 @@ func (r *Reconciler) check(a action, c volume.Checker) func(ctx context.Context)
 		if r.stale(a) {
 			return nil
 		}
-		err := c.Check(ctx, a.actual.Dir)
+		err := mount.OneLine(c.Check(ctx, a.actual.Dir))
 		if err == nil || r.stale(a) {
 			return nil
 		}
@@ -44,7 +46,7 @@ func (r *Reconciler) check(a action, c volume.Checker) func(ctx context.Context)
 		dead.State = asw.Uncertain
 		r.cfg.Actual.Set(dead)
 		r.cfg.Desired.SetError(a.dsKey(), err.Error())
-		r.volumeLogger(a).Info("mounted volume found dead", zap.Error(err))
+		r.volumeLogger(a).Warn("mounted volume found dead; setting it up again", zap.Error(err))
 		return nil
 	}
 }

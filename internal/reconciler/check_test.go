@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	zapobserver "go.uber.org/zap/zaptest/observer"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
@@ -56,9 +59,11 @@ func (p *checkedPlugin) kill(err error) {
 // and is Mounted again once it lives.
 func TestDeadVolumeIsFoundAndHeals(t *testing.T) {
 	p := &checkedPlugin{fakePlugin: newFakePlugin()}
+	core, logs := zapobserver.New(zap.DebugLevel)
 	h := newHarness(t, func(c *Config) {
 		c.Plugins = registry{testPlugin: p}
 		c.CheckPeriod = 20 * time.Millisecond
+		c.Logger = zap.New(core)
 	})
 	h.desired.SetPod(desiredPod("p1", desiredVolume("a", "1")))
 	h.desired.MarkPopulated()
@@ -70,6 +75,8 @@ func TestDeadVolumeIsFoundAndHeals(t *testing.T) {
 		v, _ := h.actualVolume("p1", "a")
 		return v.State == asw.Uncertain && h.desired.Error(volumeKey("p1", "a")) != ""
 	})
+	checkEntry(t, waitLog(t, logs, "mounted volume found dead; setting it up again"), zapcore.WarnLevel,
+		map[string]any{"pod": "ns/p1", "podUID": "p1", "volume": "a", "error": errInjected.Error()})
 	setUps := p.setUps()
 	waitFor(t, "set-up retried while dead", func() bool { return p.setUps() > setUps+1 })
 

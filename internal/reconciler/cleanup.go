@@ -23,21 +23,24 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 	return func(ctx context.Context) error {
 		unlock := r.pods.lock(a.pod)
 		defer unlock()
-		log := r.log.With(zap.String("podUID", string(a.pod)))
+		log := r.log.With(podFields(a)...)
 		if r.podInUse(a) {
 			log.Debug("skipping cleanup of a pod directory in use again")
 			return nil
 		}
 		start := time.Now()
 		_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, removePodDir(r.cfg.Root, a) })
+		err = mount.OneLine(err)
+		took := time.Since(start)
 		switch {
 		case err == nil:
-			log.Debug("pod directory removed")
+			log.Info("pod directory removed", zap.Duration("duration", took))
 		case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EBUSY):
-			log.Info("pod directory holds content the agent did not create; leaving it", zap.Error(err))
+			log.Warn("pod directory holds content the agent did not create; leaving it", zap.String("dir", r.cfg.Root.PodDir(a.pod)), zap.Error(err))
 			err = nil
 		default:
-			log.Info("pod directory cleanup failed", zap.Error(err))
+			r.cfg.Actual.SetPodDirError(a.pod, err.Error())
+			log.Warn("pod directory cleanup failed", zap.Duration("duration", took), zap.Error(err))
 		}
 		r.observe(a, start, err)
 		if err != nil {

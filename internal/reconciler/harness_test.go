@@ -36,12 +36,16 @@ var errInjected = errors.New("injected failure")
 // directories. It can be told to fail, to block until its context ends, or
 // to block until released.
 type fakePlugin struct {
-	mu       sync.Mutex
-	calls    []string      // guarded by mu; "setup pod/volume", "teardown pod/volume"
-	setUps   []time.Time   // guarded by mu; when each SetUp started
-	fail     error         // guarded by mu; returned by SetUp when set
-	blockCtx bool          // guarded by mu; SetUp waits for its context to end
-	release  chan struct{} // guarded by mu; when set, SetUp waits for it to close
+	mu     sync.Mutex
+	calls  []string    // guarded by mu; "setup pod/volume", "teardown pod/volume"
+	setUps []time.Time // guarded by mu; when each SetUp started
+	fail   error       // guarded by mu; returned by SetUp when set
+	// failMade makes a failing SetUp create the directories above the
+	// volume's first, as an NFS mount the server refuses does.
+	failMade     bool          // guarded by mu
+	failTearDown error         // guarded by mu; returned by TearDown when set
+	blockCtx     bool          // guarded by mu; SetUp waits for its context to end
+	release      chan struct{} // guarded by mu; when set, SetUp waits for it to close
 }
 
 var _ volume.Plugin = (*fakePlugin)(nil)
@@ -61,9 +65,14 @@ func (p *fakePlugin) SetUp(ctx context.Context, _ *volume.Spec, dir string) (vol
 	p.mu.Lock()
 	p.calls = append(p.calls, call)
 	p.setUps = append(p.setUps, time.Now())
-	fail, blockCtx, release := p.fail, p.blockCtx, p.release
+	fail, failMade, blockCtx, release := p.fail, p.failMade, p.blockCtx, p.release
 	p.mu.Unlock()
 	switch {
+	case fail != nil && failMade:
+		if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+			return volume.Result{}, err
+		}
+		return volume.Result{}, fail
 	case fail != nil:
 		return volume.Result{}, fail
 	case blockCtx:
@@ -81,7 +90,11 @@ func (p *fakePlugin) SetUp(ctx context.Context, _ *volume.Spec, dir string) (vol
 func (p *fakePlugin) TearDown(_ context.Context, dir string) error {
 	p.mu.Lock()
 	p.calls = append(p.calls, "teardown "+volumeOf(dir))
+	fail := p.failTearDown
 	p.mu.Unlock()
+	if fail != nil {
+		return fail
+	}
 	return os.RemoveAll(dir)
 }
 

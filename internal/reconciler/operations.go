@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/executor"
+	"github.com/volume-agent/volume-agent/internal/mount"
 )
 
 // key serialises operations: one at a time per volume of a pod, and one per
@@ -71,24 +73,57 @@ func (r *Reconciler) setUp(a action) executor.Op {
 			return fmt.Errorf("plugin %s is not registered", a.plugin)
 		}
 		dir := r.cfg.Root.VolumeDir(a.pod, a.plugin, a.volume)
+		// A set-up makes the pod's directory, and one that fails may leave
+		// it behind (an NFS mount refused by the server leaves the
+		// directories above its mount point): it is known before it
+		// exists, so that the pod's leaving the desired state removes it.
+		r.cfg.Actual.NotePod(a.pod, a.podNamespace, a.podName)
 		start := time.Now()
 		stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
 		res, err := plugin.SetUp(ctx, a.desired.Spec, dir)
 		stop()
-		r.observe(a, start, err)
+		err = mount.OneLine(err)
+		took := r.observe(a, start, err)
 		if err != nil {
 			r.setUpFailed(a, dir, err)
 			r.cfg.Recorder.SetUpFailed(a.desired.Spec, err)
-			log.Info("volume set-up failed", zap.String("operation", string(a.kind)), zap.Error(err))
+			logSetUpFailed(log, a, took, err)
 			return err
 		}
-		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted, Version: a.desired.Version})
+		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted,
+			Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV})
 		r.cfg.Desired.SetError(a.dsKey(), "")
 		if a.kind == opSetUp && !a.actual.Reconstructed {
 			r.cfg.Recorder.SetUpSucceeded(a.desired.Spec)
 		}
-		log.Debug("volume set up", zap.String("operation", string(a.kind)), zap.String("path", res.Path))
+		logSetUp(log, a, took, res.Path)
 		return nil
+	}
+}
+
+// logSetUpFailed logs a failed set-up or refresh at warn level: the volume
+// is not (or no longer) what its pod needs until someone acts.
+func logSetUpFailed(log *zap.Logger, a action, took time.Duration, err error) {
+	fields := []zap.Field{zap.String("operation", string(a.kind)), zap.Duration("duration", took), zap.Error(err)}
+	if a.kind == opRefresh {
+		log.Warn("volume refresh failed; the volume keeps its old content", fields...)
+		return
+	}
+	log.Warn("volume set-up failed", fields...)
+}
+
+// logSetUp logs a set-up or refresh that succeeded; a volume found on disk
+// at start and set up again (which remounts and rewrites nothing that is
+// right) says so with reconstructed=true.
+func logSetUp(log *zap.Logger, a action, took time.Duration, path string) {
+	fields := []zap.Field{zap.String("operation", string(a.kind)), zap.String("path", path), zap.Duration("duration", took)}
+	switch {
+	case a.kind == opRefresh:
+		log.Info("volume refreshed", fields...)
+	case a.actual.Reconstructed:
+		log.Info("volume set up", append(fields, zap.Bool("reconstructed", true))...)
+	default:
+		log.Info("volume set up", fields...)
 	}
 }
 
@@ -103,15 +138,17 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 	if prev, ok := r.cfg.Actual.Get(a.dsKey()); ok && prev.State == asw.Mounted {
 		return
 	}
-	r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: dir, State: asw.Uncertain})
+	r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: dir, State: asw.Uncertain,
+		SpecName: a.desired.SpecName, PV: a.desired.PV})
 }
 
 func (r *Reconciler) tearDown(a action) executor.Op {
 	return func(ctx context.Context) error {
 		unlock := r.pods.rlock(a.pod)
 		defer unlock()
+		log := r.volumeLogger(a)
 		if r.stale(a) || r.wantedAgain(a) {
-			r.volumeLogger(a).Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
+			log.Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
 			return nil
 		}
 		plugin, ok := r.cfg.Plugins.Get(a.plugin)
@@ -119,21 +156,26 @@ func (r *Reconciler) tearDown(a action) executor.Op {
 			return fmt.Errorf("plugin %s is not registered", a.plugin)
 		}
 		start := time.Now()
-		stop := progress(r.volumeLogger(a), string(a.kind), r.cfg.ProgressEvery)
-		err := plugin.TearDown(ctx, a.actual.Dir)
+		stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
+		err := mount.OneLine(plugin.TearDown(ctx, a.actual.Dir))
 		stop()
-		r.observe(a, start, err)
+		took := r.observe(a, start, err)
 		if err != nil {
-			r.volumeLogger(a).Info("volume teardown failed", zap.Error(err))
+			// Kept in the actual state: the status shows the pod
+			// Terminating with this reason until a teardown succeeds.
+			r.cfg.Actual.SetTearDownError(a.dsKey(), err.Error())
+			log.Warn("volume teardown failed", zap.Duration("duration", took), zap.Error(err))
 			return err
 		}
 		r.cfg.Actual.Delete(a.dsKey())
-		r.volumeLogger(a).Debug("volume torn down")
+		log.Info("volume torn down", zap.Duration("duration", took))
 		return nil
 	}
 }
 
-func (r *Reconciler) observe(a action, start time.Time, err error) {
+// observe records the outcome of a, begun at start, and returns its
+// duration.
+func (r *Reconciler) observe(a action, start time.Time, err error) time.Duration {
 	outcome := "success"
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -141,9 +183,32 @@ func (r *Reconciler) observe(a action, start time.Time, err error) {
 	case err != nil:
 		outcome = "error"
 	}
-	r.cfg.Observer.ObserveOperation(a.plugin, string(a.kind), outcome, time.Since(start))
+	took := time.Since(start)
+	r.cfg.Observer.ObserveOperation(a.plugin, string(a.kind), outcome, took)
+	return took
 }
 
+// volumeLogger returns the logger of a's volume: its pod by namespace/name
+// (when known) and UID, the volume by its name in the pod's spec (its
+// directory's name for a volume found on disk at start and not set up
+// since), the PersistentVolume of a claim's volume, and the plugin.
 func (r *Reconciler) volumeLogger(a action) *zap.Logger {
-	return r.log.With(zap.String("podUID", string(a.pod)), zap.String("volume", a.volume), zap.String("plugin", a.plugin))
+	name, pv := cmp.Or(a.actual.SpecName, a.volume), a.actual.PV
+	if a.kind == opSetUp || a.kind == opRefresh {
+		name, pv = cmp.Or(a.desired.SpecName, a.volume), a.desired.PV
+	}
+	fields := append(podFields(a), zap.String("volume", name))
+	if pv != "" {
+		fields = append(fields, zap.String("pv", pv))
+	}
+	return r.log.With(append(fields, zap.String("plugin", a.plugin))...)
+}
+
+// podFields name a's pod: "pod" (namespace/name) when known, and "podUID".
+func podFields(a action) []zap.Field {
+	uid := zap.String("podUID", string(a.pod))
+	if a.podName == "" {
+		return []zap.Field{uid}
+	}
+	return []zap.Field{zap.String("pod", a.podNamespace+"/"+a.podName), uid}
 }

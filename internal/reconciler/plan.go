@@ -26,6 +26,10 @@ type action struct {
 	plugin  string     // empty for opCleanup
 	desired dsw.Volume // for opSetUp and opRefresh
 	actual  asw.Volume // for opRefresh and opTearDown
+	// podNamespace and podName name the pod in logs: from the desired
+	// state, or from the actual state once the pod has left it (empty
+	// for a pod found on disk at start and never seen since).
+	podNamespace, podName string
 }
 
 // snapshot is what plan looks at.
@@ -49,7 +53,21 @@ func plan(s snapshot) []action {
 	wanted := desiredPods(s.desired)
 	actions := teardowns(s, wanted)
 	actions = append(actions, cleanups(s, wanted)...)
+	named(actions, s.podDirs)
 	return append(actions, setups(s.desired, have)...)
+}
+
+// named gives the teardowns and cleanups of pods gone from the desired
+// state the names the actual state keeps of their pods.
+func named(actions []action, dirs []asw.PodDir) {
+	byUID := make(map[types.UID]asw.PodDir, len(dirs))
+	for _, d := range dirs {
+		byUID[d.UID] = d
+	}
+	for i := range actions {
+		d := byUID[actions[i].pod]
+		actions[i].podNamespace, actions[i].podName = d.Namespace, d.Name
+	}
 }
 
 func desiredPods(pods []dsw.Pod) map[types.UID]bool {
@@ -105,7 +123,7 @@ func setups(pods []dsw.Pod, have map[dsw.Key]asw.Volume) []action {
 				continue
 			}
 			a, ok := have[dsw.Key{PodUID: p.UID, Volume: d.Name}]
-			act := action{pod: p.UID, volume: d.Name, plugin: d.Plugin, desired: d, actual: a}
+			act := action{pod: p.UID, volume: d.Name, plugin: d.Plugin, desired: d, actual: a, podNamespace: p.Namespace, podName: p.Name}
 			switch {
 			case ok && a.Plugin != d.Plugin:
 				continue // the set-up volume is kept until the pod goes

@@ -107,6 +107,25 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// The actions of a pod name it for the logs: from the desired state, or
+// from the actual state once the pod has left the desired state.
+func TestPlanNamesPods(t *testing.T) {
+	s := snapshot{
+		desired:   []dsw.Pod{pod("web", want("v", cm, "1"))},
+		actual:    []asw.Volume{have("gone", "v", cm, "1", asw.Mounted, false)},
+		podDirs:   []asw.PodDir{{UID: "gone", Namespace: "team", Name: "db"}, {UID: "empty", Namespace: "team", Name: "old"}, {UID: "found", Reconstructed: true}},
+		populated: true,
+	}
+	var got []string
+	for _, a := range plan(s) {
+		got = append(got, fmt.Sprintf("%s %s %s/%s", a.kind, a.pod, a.podNamespace, a.podName))
+	}
+	want := []string{"teardown gone team/db", "cleanup empty team/old", "cleanup found /", "setup web ns/web"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan = %q, want %q", got, want)
+	}
+}
+
 func TestPlanSkipsWaitingVolumes(t *testing.T) {
 	waiting := want("v", cm, "1")
 	waiting.Waiting = "configmaps ns/app: not yet read"

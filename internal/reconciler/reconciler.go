@@ -13,6 +13,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/executor"
 	"github.com/volume-agent/volume-agent/internal/layout"
+	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/volume"
 	"github.com/volume-agent/volume-agent/internal/wakeup"
 )
@@ -203,7 +204,7 @@ func (r *Reconciler) sweep() {
 		r.exec.Start("sweep/"+p.Name(), "sweep", func(ctx context.Context) error {
 			err := s.Sweep(ctx)
 			if err != nil {
-				r.log.Info("sweeping shared mounts failed", zap.String("plugin", p.Name()), zap.Error(err))
+				r.log.Warn("sweeping shared mounts failed", zap.String("plugin", p.Name()), zap.Error(mount.OneLine(err)))
 			}
 			return err
 		})

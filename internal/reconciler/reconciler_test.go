@@ -44,7 +44,7 @@ func TestRunMountsDesiredVolumes(t *testing.T) {
 	if !h.observer.saw(testPlugin + " setup success") {
 		t.Error("set-up not observed")
 	}
-	if dirs := h.podDirs(); !slices.Equal(dirs, []asw.PodDir{{UID: "p1"}}) {
+	if dirs := h.podDirs(); !slices.Equal(dirs, []asw.PodDir{{UID: "p1", Namespace: "ns", Name: "p1"}}) {
 		t.Errorf("pod dirs = %+v", dirs)
 	}
 }
@@ -93,7 +93,7 @@ func TestRunTearsDownARemovedPod(t *testing.T) {
 
 			h.desired.DeletePod("p1")
 			waitFor(t, "the pod directory to be forgotten", func() bool {
-				return slices.Equal(h.podDirs(), []asw.PodDir{{UID: "p2"}})
+				return slices.Equal(h.podDirs(), []asw.PodDir{{UID: "p2", Namespace: "ns", Name: "p2"}})
 			})
 			if got := h.plugin.callsOf("teardown"); !slices.Equal(got, []string{"teardown p1/a"}) {
 				t.Fatalf("teardowns = %v", got)
@@ -216,7 +216,7 @@ func TestRunReconstructs(t *testing.T) {
 	if want := (asw.Volume{PodUID: "orphan", Name: "v", Plugin: testPlugin, Dir: orphan, Path: orphan, State: asw.Uncertain, Reconstructed: true}); !ok || v != want {
 		t.Fatalf("reconstructed volume = %+v, %v; want %+v", v, ok, want)
 	}
-	wantDirs := []asw.PodDir{{UID: "foreign", Reconstructed: true}, {UID: "orphan", Reconstructed: true}, {UID: "wanted"}}
+	wantDirs := []asw.PodDir{{UID: "foreign", Reconstructed: true}, {UID: "orphan", Reconstructed: true}, {UID: "wanted", Namespace: "ns", Name: "wanted"}}
 	if got := h.podDirs(); !slices.Equal(got, wantDirs) {
 		t.Fatalf("pod dirs = %+v, want %+v", got, wantDirs)
 	}
@@ -230,7 +230,7 @@ func TestRunReconstructs(t *testing.T) {
 	// Populated: the orphan goes; the wanted volume and foreign content stay.
 	h.desired.MarkPopulated()
 	waitFor(t, "orphan and foreign pod directories to be forgotten", func() bool {
-		return slices.Equal(h.podDirs(), []asw.PodDir{{UID: "wanted"}})
+		return slices.Equal(h.podDirs(), []asw.PodDir{{UID: "wanted", Namespace: "ns", Name: "wanted"}})
 	})
 	if got := h.plugin.callsOf("teardown"); !slices.Equal(got, []string{"teardown orphan/v"}) {
 		t.Fatalf("teardowns = %v; want only the orphan", got)
@@ -376,7 +376,7 @@ func TestReconstructedPodDirClearedByASetUp(t *testing.T) {
 	h.desired.SetPod(desiredPod("p1", desiredVolume("a", "1")))
 	h.start(t)
 	h.waitMounted(t, "p1", "a", "1")
-	if got := h.podDirs(); !slices.Equal(got, []asw.PodDir{{UID: types.UID("p1")}}) {
+	if got := h.podDirs(); !slices.Equal(got, []asw.PodDir{{UID: types.UID("p1"), Namespace: "ns", Name: "p1"}}) {
 		t.Fatalf("pod dirs = %+v; a set-up must clear Reconstructed", got)
 	}
 }

@@ -32,7 +32,7 @@ func (r *Reconciler) reconstruct() error {
 func (r *Reconciler) addFound(f layout.Found) {
 	log := r.log.With(zap.String("podUID", string(f.PodUID)), zap.String("volume", f.Volume), zap.String("plugin", f.Plugin))
 	if _, ok := r.cfg.Plugins.Get(f.Plugin); !ok {
-		log.Info("leaving volume of an unknown plugin alone", zap.String("dir", f.Dir))
+		log.Warn("leaving volume of an unknown plugin alone", zap.String("dir", f.Dir))
 		return
 	}
 	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true})

@@ -40,11 +40,11 @@ func (c *podCache) pods() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forgetChanged()
-	uids := c.worlds.Desired.UIDs()
+	uids := c.worlds.uids()
 	entries := make([][]byte, 0, len(uids))
 	size := 0
 	for _, uid := range uids {
-		if entry, ok := c.entry(uid); ok { // not deleted since UIDs
+		if entry, ok := c.entry(uid); ok { // not gone since uids
 			entries = append(entries, entry)
 			size += len(podPrefix) + len(entry) + 2
 		}

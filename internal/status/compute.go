@@ -12,7 +12,8 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 )
 
-// Volume states shown by the API.
+// Volume states shown by the API; a volume of a Terminating pod is
+// Terminating.
 const (
 	Pending     = "Pending"
 	Mounted     = "Mounted"
@@ -20,13 +21,28 @@ const (
 	Unsupported = "Unsupported"
 )
 
+// Pod states shown by the API.
+const (
+	// Active: the pod is in a source.
+	Active = "Active"
+	// Terminating: the pod is gone from the sources, and volumes or a
+	// directory of it are still on the node: being torn down, or stuck
+	// (Reason says why).
+	Terminating = "Terminating"
+)
+
 // Pod is one pod in the API.
 type Pod struct {
-	UID       string   `json:"uid"`
-	Namespace string   `json:"namespace"`
-	Name      string   `json:"name"`
-	Ready     bool     `json:"ready"`
-	Volumes   []Volume `json:"volumes"`
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Ready     bool   `json:"ready"`
+	State     string `json:"state"`
+	// Reason says, for a Terminating pod, why its teardown has not
+	// finished: the error of the last teardown of one of its volumes, or
+	// of the removal of its directory. Empty while nothing has failed.
+	Reason  string   `json:"reason,omitempty"`
+	Volumes []Volume `json:"volumes"`
 }
 
 // Volume is one volume of a pod in the API. It never carries content.
@@ -57,12 +73,13 @@ type Worlds struct {
 	clock *stateClock
 }
 
-// Pods computes the status of every desired pod.
+// Pods computes the status of every pod: the desired pods, then the
+// Terminating ones.
 func (w Worlds) Pods() []Pod {
-	uids := w.Desired.UIDs()
+	uids := w.uids()
 	out := make([]Pod, 0, len(uids))
 	for _, uid := range uids {
-		if p, ok := w.Pod(string(uid)); ok { // not deleted since UIDs
+		if p, ok := w.Pod(string(uid)); ok { // not gone since uids
 			out = append(out, p)
 		}
 	}
@@ -75,17 +92,28 @@ func (w Worlds) Pod(uid string) (Pod, bool) {
 	if w.clock != nil {
 		return w.clock.pod(w, types.UID(uid))
 	}
-	p, ok := w.Desired.Pod(types.UID(uid))
+	p, _, ok := compute(w, types.UID(uid))
+	return p, ok
+}
+
+// compute is the status of pod uid, and the key of each of its volumes
+// (the name of its directory), in the order of the status's volumes.
+func compute(w Worlds, uid types.UID) (Pod, []string, bool) {
+	p, ok := w.Desired.Pod(uid)
 	if !ok {
-		return Pod{}, false
+		return w.terminatingPod(uid)
 	}
-	actual, _ := w.Actual.PodVolumes(p.UID)
-	return w.pod(p, actual), true
+	actual, _ := w.Actual.PodVolumes(uid)
+	keys := make([]string, len(p.Volumes))
+	for i, v := range p.Volumes {
+		keys[i] = v.Name
+	}
+	return w.pod(p, actual), keys, true
 }
 
 // pod computes the status of p from its set-up volumes, sorted by name.
 func (w Worlds) pod(p dsw.Pod, actual []asw.Volume) Pod {
-	out := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Ready: true, Volumes: make([]Volume, 0, len(p.Volumes))}
+	out := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Ready: true, State: Active, Volumes: make([]Volume, 0, len(p.Volumes))}
 	for _, d := range p.Volumes {
 		key := dsw.Key{PodUID: p.UID, Volume: d.Name}
 		i, ok := slices.BinarySearchFunc(actual, d.Name, func(a asw.Volume, name string) int { return strings.Compare(a.Name, name) })
@@ -135,10 +163,10 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 	return v
 }
 
-// VolumesByState counts the desired volumes in each state; every state is
-// present, possibly with 0.
+// VolumesByState counts the volumes of every pod in each state; every
+// state is present, possibly with 0.
 func (w Worlds) VolumesByState() map[string]int {
-	counts := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0}
+	counts := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 0}
 	for _, p := range w.Pods() {
 		for _, v := range p.Volumes {
 			counts[v.State]++

@@ -94,7 +94,7 @@ func TestVolumeStates(t *testing.T) {
 				t.Fatalf("Ready = %v, want %v", pods[0].Ready, ready)
 			}
 			counts := w.VolumesByState()
-			want := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0}
+			want := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 0}
 			want[tt.want.State] = 1
 			if !reflect.DeepEqual(counts, want) {
 				t.Fatalf("VolumesByState = %v, want %v", counts, want)
@@ -146,18 +146,94 @@ func TestPodReadiness(t *testing.T) {
 	if _, ok := w.Pod("unknown"); ok {
 		t.Error("an unknown pod was found")
 	}
-	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 2, Failed: 1, Unsupported: 0}) {
+	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 2, Failed: 1, Unsupported: 0, Terminating: 0}) {
 		t.Errorf("VolumesByState = %v", got)
 	}
 }
 
-func TestActualVolumesOfUndesiredPodsAreNotShown(t *testing.T) {
+// TestTerminatingPods: a pod gone from the desired state stays listed,
+// Terminating, while the actual state has volumes or a directory of it,
+// named as the actual state kept it, its volumes Terminating with their
+// teardown errors and the pod's reason the first of them. Before the
+// desired state is populated, a pod found on disk at start is not listed:
+// it may yet be desired, and nothing of it is torn down.
+func TestTerminatingPods(t *testing.T) {
 	w := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}
-	w.Actual.Set(setUp("gone", "v", cm, "1", asw.Mounted))
-	if pods := w.Pods(); len(pods) != 0 {
-		t.Fatalf("Pods = %+v; want only desired pods", pods)
+	w.Desired.SetPod(dsw.Pod{UID: "active", Namespace: "ns", Name: "web", Volumes: []dsw.Volume{wanted("a", cm, "1")}})
+	w.Actual.AddPodDir("found", true) // at start, not seen in a source yet
+	w.Actual.Set(asw.Volume{PodUID: "found", Name: "v", Plugin: ed, Dir: "/root/v", Path: "/root/v", State: asw.Uncertain, Reconstructed: true})
+	w.Actual.NotePod("gone", "ns", "db")
+	claim := setUp("gone", "pv-1", "kubernetes.io/nfs", "1", asw.Mounted)
+	claim.SpecName, claim.PV = "data", "pv-1"
+	w.Actual.Set(claim)
+	w.Actual.Set(setUp("gone", "scratch", ed, "1", asw.Mounted))
+
+	names := func() []string {
+		var out []string
+		for _, p := range w.Pods() {
+			out = append(out, p.UID+" "+p.State)
+		}
+		return out
 	}
-	if got := w.VolumesByState(); got[Mounted] != 0 {
-		t.Fatalf("VolumesByState = %v", got)
+	if got, want := names(), []string{"active Active", "gone Terminating"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("pods before the sources synced = %v, want %v", got, want)
+	}
+	gone, ok := w.Pod("gone")
+	want := Pod{UID: "gone", Namespace: "ns", Name: "db", State: Terminating, Volumes: []Volume{
+		{Name: "data", Plugin: "kubernetes.io/nfs", Path: "/host/pv-1", State: Terminating, PV: "pv-1"},
+		{Name: "scratch", Plugin: ed, Path: "/host/scratch", State: Terminating},
+	}}
+	if !ok || !reflect.DeepEqual(gone, want) {
+		t.Fatalf("terminating pod = %+v\nwant %+v", gone, want)
+	}
+	if n, stuck := w.TerminatingPods(); n != 1 || stuck != 0 {
+		t.Errorf("TerminatingPods = %d, %d stuck; want 1, 0 (being torn down)", n, stuck)
+	}
+
+	// The teardown of one volume fails: the pod is stuck, and says why.
+	w.Actual.SetTearDownError(dsw.Key{PodUID: "gone", Volume: "scratch"}, "remove /root/scratch: mount points remain: [/root/scratch/sub]")
+	gone, _ = w.Pod("gone")
+	if want := `teardown of volume "scratch" failed: remove /root/scratch: mount points remain: [/root/scratch/sub]`; gone.Reason != want {
+		t.Errorf("reason = %q, want %q", gone.Reason, want)
+	}
+	if v := gone.Volumes[1]; v.State != Terminating || v.Error != "remove /root/scratch: mount points remain: [/root/scratch/sub]" {
+		t.Errorf("stuck volume = %+v", v)
+	}
+	if gone.Ready {
+		t.Error("a terminating pod is ready")
+	}
+	if n, stuck := w.TerminatingPods(); n != 1 || stuck != 1 {
+		t.Errorf("TerminatingPods = %d, %d stuck; want 1, 1", n, stuck)
+	}
+	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 2}) {
+		t.Errorf("VolumesByState = %v", got)
+	}
+
+	// Every source synced: the pod found at start is gone too.
+	w.Desired.MarkPopulated()
+	if got, want := names(), []string{"active Active", "found Terminating", "gone Terminating"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("pods once populated = %v, want %v", got, want)
+	}
+	if found, _ := w.Pod("found"); found.Namespace != "" || found.Name != "" || len(found.Volumes) != 1 || found.Volumes[0].Name != "v" {
+		t.Errorf("a pod known from disk only = %+v; want no name, its volume by its directory's name", found)
+	}
+
+	// Its volumes torn down, the directory stays when its removal fails;
+	// once removed, the pod is gone from the API.
+	w.Actual.Delete(dsw.Key{PodUID: "gone", Volume: "pv-1"})
+	w.Actual.Delete(dsw.Key{PodUID: "gone", Volume: "scratch"})
+	w.Actual.SetPodDirError("gone", "rmdir /root/pods/gone: input/output error")
+	gone, _ = w.Pod("gone")
+	if want := "removing the pod directory failed: rmdir /root/pods/gone: input/output error"; gone.State != Terminating || gone.Reason != want || len(gone.Volumes) != 0 {
+		t.Errorf("pod whose directory stays = %+v, want reason %q and no volumes", gone, want)
+	}
+	w.Actual.RemovePodDir("gone")
+	if _, ok := w.Pod("gone"); ok {
+		t.Error("a pod whose directory is removed is still listed")
+	}
+	// Desired again (the same UID came back): Active.
+	w.Desired.SetPod(dsw.Pod{UID: "found", Namespace: "ns", Name: "back", Volumes: []dsw.Volume{wanted("v", ed, "1")}})
+	if p, _ := w.Pod("found"); p.State != Active {
+		t.Errorf("a pod desired again = %+v, want Active", p)
 	}
 }

@@ -188,9 +188,9 @@ func TestPodsJSON(t *testing.T) {
 		t.Fatalf("/v1/pods = %d", code)
 	}
 	want := `{"pods":[` +
-		`{"uid":"u1","namespace":"ns","name":"web-u1","ready":true,"volumes":[` +
+		`{"uid":"u1","namespace":"ns","name":"web-u1","ready":true,"state":"Active","volumes":[` +
 		`{"name":"data","plugin":"kubernetes.io/empty-dir","path":"/host/data","state":"Mounted","error":"","since":"2026-05-06T07:08:09Z"}]},` +
-		`{"uid":"u2","namespace":"ns","name":"web-u2","ready":false,"volumes":[` +
+		`{"uid":"u2","namespace":"ns","name":"web-u2","ready":false,"state":"Active","volumes":[` +
 		`{"name":"cfg","plugin":"kubernetes.io/configmap","path":"","state":"Failed","error":"configMap ns/app not found","since":"2026-05-06T07:08:09Z"},` +
 		`{"name":"vol","plugin":"","path":"","state":"Unsupported","error":"csi volumes are not supported by volume-agent","since":"2026-05-06T07:08:09Z"}]}]}`
 	if got := compact(t, body); got != want {
@@ -490,5 +490,40 @@ func TestWaitersOfPodsThatNeverAppearAreForgotten(t *testing.T) {
 	defer f.srv.mu.Unlock()
 	if len(f.srv.waiters) != 0 {
 		t.Fatalf("%d waiters left behind", len(f.srv.waiters))
+	}
+}
+
+// TestTerminatingPodServed: a pod deleted from the sources whose teardown
+// cannot finish is served by /v1/pods and /v1/pods/{uid} as Terminating
+// with its reason, never as ready, until its directory is gone; then 404.
+func TestTerminatingPodServed(t *testing.T) {
+	f := newFixture(t)
+	f.worlds.Desired.MarkPopulated()
+	f.worlds.Actual.NotePod("u1", "ns", "web-u1")
+	f.addPod("u1", true)
+	if _, body := f.get(t, "/v1/pods"); !strings.Contains(body, `"state": "Active"`) {
+		t.Fatalf("/v1/pods before the deletion = %s", body)
+	}
+	f.worlds.Desired.DeletePod("u1")
+	f.worlds.Actual.SetTearDownError(dsw.Key{PodUID: "u1", Volume: "data"}, "remove /root/data: mount points remain: [/root/data/sub]")
+	want := `{"uid":"u1","namespace":"ns","name":"web-u1","ready":false,"state":"Terminating",` +
+		`"reason":"teardown of volume \"data\" failed: remove /root/data: mount points remain: [/root/data/sub]","volumes":[` +
+		`{"name":"data","plugin":"kubernetes.io/empty-dir","path":"/host/data","state":"Terminating","error":"remove /root/data: mount points remain: [/root/data/sub]","since":"2026-05-06T07:08:09Z"}]}`
+	if code, body := f.get(t, "/v1/pods"); code != http.StatusOK || compact(t, body) != `{"pods":[`+want+`]}` {
+		t.Fatalf("/v1/pods = %d\n%s\nwant\n%s", code, compact(t, body), `{"pods":[`+want+`]}`)
+	}
+	if code, body := f.get(t, "/v1/pods/u1"); code != http.StatusOK || compact(t, body) != want {
+		t.Fatalf("/v1/pods/u1 = %d %s", code, body)
+	}
+	if code, body := f.get(t, "/v1/pods/u1?wait=50ms"); code != http.StatusGatewayTimeout || !strings.Contains(body, "Terminating") {
+		t.Fatalf("/v1/pods/u1?wait=50ms = %d %s; a terminating pod is never ready", code, body)
+	}
+	f.worlds.Actual.Delete(dsw.Key{PodUID: "u1", Volume: "data"})
+	f.worlds.Actual.RemovePodDir("u1")
+	if code, body := f.get(t, "/v1/pods"); code != http.StatusOK || compact(t, body) != `{"pods":[]}` {
+		t.Fatalf("/v1/pods once torn down = %d %s", code, body)
+	}
+	if code, _ := f.get(t, "/v1/pods/u1"); code != http.StatusNotFound {
+		t.Fatalf("/v1/pods/u1 once torn down = %d, want 404", code)
 	}
 }

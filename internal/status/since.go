@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/volume-agent/volume-agent/internal/dsw"
 )
 
 // stateClock remembers since when each volume has shown its state, for the
@@ -57,9 +55,9 @@ func (c *stateClock) pod(w Worlds, uid types.UID) (Pod, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	stamps := c.pods[uid]
-	for i, d := range volumes {
+	for i, key := range volumes {
 		out.Volumes[i].Since = now
-		if s, ok := stamps[d.Name]; ok && s.state == out.Volumes[i].State {
+		if s, ok := stamps[key]; ok && s.state == out.Volumes[i].State {
 			out.Volumes[i].Since = s.at
 		}
 	}
@@ -82,31 +80,21 @@ func (c *stateClock) record(w Worlds, uid types.UID) {
 	if stamps == nil || len(stamps) != len(volumes) {
 		stamps = c.keepLocked(uid, volumes)
 	}
-	for i, d := range volumes {
-		if s, ok := stamps[d.Name]; !ok || s.state != out.Volumes[i].State {
-			stamps[d.Name] = stamp{state: out.Volumes[i].State, at: now}
+	for i, key := range volumes {
+		if s, ok := stamps[key]; !ok || s.state != out.Volumes[i].State {
+			stamps[key] = stamp{state: out.Volumes[i].State, at: now}
 		}
 	}
 }
 
-// compute is the status of pod uid, and its desired volumes.
-func compute(w Worlds, uid types.UID) (Pod, []dsw.Volume, bool) {
-	p, ok := w.Desired.Pod(uid)
-	if !ok {
-		return Pod{}, nil, false
-	}
-	actual, _ := w.Actual.PodVolumes(uid)
-	return w.pod(p, actual), p.Volumes, true
-}
-
-// keepLocked returns the records of the volumes of pod uid, without those
-// of volumes it no longer has.
-func (c *stateClock) keepLocked(uid types.UID, volumes []dsw.Volume) map[string]stamp {
+// keepLocked returns the records of the volumes of pod uid, by key,
+// without those of volumes it no longer has.
+func (c *stateClock) keepLocked(uid types.UID, volumes []string) map[string]stamp {
 	old := c.pods[uid]
 	stamps := make(map[string]stamp, len(volumes))
-	for _, v := range volumes {
-		if s, ok := old[v.Name]; ok {
-			stamps[v.Name] = s
+	for _, key := range volumes {
+		if s, ok := old[key]; ok {
+			stamps[key] = s
 		}
 	}
 	c.pods[uid] = stamps
@@ -123,15 +111,15 @@ func (c *stateClock) observe(w Worlds, changed []types.UID, all bool) {
 		}
 		return
 	}
-	desired := map[types.UID]bool{}
-	for _, uid := range w.Desired.UIDs() {
-		desired[uid] = true
+	shown := map[types.UID]bool{}
+	for _, uid := range w.uids() {
+		shown[uid] = true
 		c.record(w, uid)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for uid := range c.pods {
-		if !desired[uid] {
+		if !shown[uid] {
 			delete(c.pods, uid)
 		}
 	}

@@ -182,7 +182,9 @@ func (p *Plugin) mount(ctx context.Context, spec *volume.Spec, dir string, done 
 	select {
 	case err := <-result:
 		if err != nil {
-			return fmt.Errorf("mount %s on %s: %w", e, dir, err)
+			// mount-utils reports mount(8)'s command and output on
+			// lines of their own: one line, for logs and the status.
+			return fmt.Errorf("mount %s on %s: %w", e, dir, mount.OneLine(err))
 		}
 		return nil
 	case <-ctx.Done():

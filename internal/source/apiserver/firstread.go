@@ -71,7 +71,7 @@ func (rd *reader) read(ctx context.Context, r ref) (_ *firstRead, ok bool) {
 		return &firstRead{}, true
 	case denied(err):
 		rd.forbidden.Do(func() {
-			rd.log.Info("cannot get objects directly; new pods wait for their watches (grant get on them to the agent)",
+			rd.log.Warn("cannot get objects directly; new pods wait for their watches (grant get on them to the agent)",
 				zap.String("resource", rd.resource), zap.Error(err))
 		})
 	case ctx.Err() == nil: // not unreferenced or shutting down meanwhile
