@@ -52,6 +52,8 @@ func runSubcommand(args []string, env cmdEnv) (code int, ok bool) {
 		return runClaims(env, args[1:]), true
 	case "version":
 		return runVersion(env, args[1:]), true
+	case "validate":
+		return runValidate(env, args[1:]), true
 	}
 	return 0, false
 }

@@ -44,8 +44,8 @@ func newParser(nodeName string) *parser {
 }
 
 // parseFile decodes every document of the file called name. The objects are
-// only meaningful when no problem is returned. In a file of one document,
-// problems do not name the document.
+// only meaningful when no problem is returned. Problems come in the order
+// of their lines; in a file of one document, they do not name the document.
 func (p *parser) parseFile(name string, raw []byte) ([]object, []problem) {
 	jsonFile := filepath.Ext(name) == ".json"
 	docs := []*document{{line: 1, data: raw, json: true}}
@@ -77,7 +77,9 @@ func (p *parser) parseFile(name string, raw []byte) ([]object, []problem) {
 			problems[i].at.doc = 0
 		}
 	}
-	return objs, append(problems, duplicatesWithin(objs)...)
+	problems = append(problems, duplicatesWithin(objs)...)
+	slices.SortStableFunc(problems, func(a, b problem) int { return cmp.Compare(a.line, b.line) })
+	return objs, problems
 }
 
 // parseDocument decodes one document: a single object or a v1 List.
