@@ -43,9 +43,16 @@ func isSeparator(line []byte) bool {
 // firstLine is the line in the file where the document's content starts:
 // its first line that is neither blank nor a comment.
 func (d *document) firstLine() int {
-	for i, l := range bytes.Split(d.data, []byte("\n")) {
+	rest := d.data
+	for n := d.line; len(rest) > 0; n++ {
+		l := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			l, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
 		if l = bytes.TrimSpace(l); len(l) > 0 && (d.json || l[0] != '#') {
-			return d.line + i
+			return n
 		}
 	}
 	return d.line
