@@ -43,7 +43,7 @@ func stdEnv() cmdEnv { return cmdEnv{stdout: os.Stdout, stderr: os.Stderr, now: 
 // subcommands are the names runSubcommand takes, for help and for the
 // suggestion made for a mistyped one (a test holds the list to
 // runSubcommand's cases).
-var subcommands = []string{"status", "claims", "wait", "version", "help"}
+var subcommands = []string{"status", "claims", "wait", "validate", "version", "help"}
 
 // runSubcommand runs the subcommand args[0] names and returns its exit
 // code; ok is false when args name no subcommand (the agent is to run). A
@@ -64,6 +64,8 @@ func runSubcommand(args []string, env cmdEnv) (code int, ok bool) {
 		return runClaims(env, args[1:]), true
 	case "version":
 		return runVersion(env, args[1:]), true
+	case "validate":
+		return runValidate(env, args[1:]), true
 	}
 	if commandWord.MatchString(args[0]) && args[0] != hostpath.CheckerArg {
 		return failure(env, "", exitUsage, unknownCommand(args[0])), true

@@ -76,7 +76,7 @@ func TestHelpOfEachCommand(t *testing.T) {
 }
 
 func TestUnknownCommand(t *testing.T) {
-	const list = `the commands are status, claims, wait, version and help; the agent itself takes flags only (see volume-agent help)`
+	const list = `the commands are status, claims, wait, validate, version and help; the agent itself takes flags only (see volume-agent help)`
 	for _, tc := range []struct{ arg, want string }{
 		{"stauts", `unknown command "stauts"; did you mean status?`},
 		{"Status", `unknown command "Status"; did you mean status?`},

@@ -55,6 +55,7 @@ Usage:
   volume-agent --kubeconfig FILE [flags]        # a node agent of a cluster (in a pod: no flag needed)
   volume-agent status|claims [flags]            # what a running agent serves
   volume-agent wait UID|NAMESPACE/NAME [flags]  # wait until a pod's volumes are ready
+  volume-agent validate DIR                     # check a manifest directory, running nothing
   volume-agent version                          # the build (also: --version)
   volume-agent help [COMMAND]                   # this, or a command's usage (also: COMMAND --help)
 

@@ -342,7 +342,7 @@ func TestEditsNeverDeleteARunningPodsData(t *testing.T) {
 	a.writeManifest("a-draft.yaml", draft)
 	waitFor(t, 5*time.Second, "the draft rejected as a duplicate", func() (bool, string) {
 		_, body := a.get("/v1/sources")
-		return strings.Contains(body, "a-draft.yaml: duplicate Pod default/app"), body
+		return strings.Contains(body, "a-draft.yaml:2: duplicate Pod default/app: already defined at pod.yaml:2"), body
 	})
 	a.removeManifest("a-draft.yaml")
 

@@ -8,6 +8,8 @@
 // path: replaced by another one, or reached through a symlink that is
 // swapped, it is read anew at once (see follow.go).
 //
+// Validate reads a directory once the same way, for volume-agent validate.
+//
 // It owns the file cache (the bytes of every file it read, the objects each
 // file defined last time it was good) and the snapshot it hands out. It never
 // touches volumes or the desired state itself.
@@ -17,6 +19,10 @@
 //   - A file with any problem is rejected whole and the last good content of
 //     that file stays in force: a typo never makes a pod disappear. Only
 //     deleting a file removes its objects.
+//   - Fields are checked strictly, as kubectl apply does by default: an
+//     unknown or repeated field, at any depth, is a problem like any other,
+//     so a misspelt field is never dropped silently. Every problem names
+//     its file, its line and, where there is one, the field path.
 //   - An object is its kind, namespace and name, whichever file defines it:
 //     moving it to another file, in one step or two, tears nothing down, and
 //     a file that still defines an object in force keeps it against any

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,31 +28,47 @@ func readHeader(js []byte) (header, error) {
 	var h header
 	var meta map[string]json.RawMessage
 	if err := firstError(
-		field(fields, "apiVersion", &h.apiVersion),
-		field(fields, "kind", &h.kind),
-		field(fields, "metadata", &meta),
+		field(fields, "apiVersion", &h.apiVersion, "a string"),
+		field(fields, "kind", &h.kind, "a string"),
+		field(fields, "metadata", &meta, "an object"),
 	); err != nil {
 		return h, err
 	}
-	// Wrong types in these are reported by the decoder with a better path.
-	_ = field(meta, "namespace", &h.namespace)
-	_ = field(meta, "name", &h.name)
+	// Wrong types in these are reported by checkFields.
+	_ = field(meta, "namespace", &h.namespace, "")
+	_ = field(meta, "name", &h.name, "")
 	if h.kind == kindList {
-		return h, field(fields, "items", &h.items)
+		return h, field(fields, "items", &h.items, "a list")
 	}
 	return h, nil
 }
 
-// field decodes fields[name] into into when it is present and not null.
-func field(fields map[string]json.RawMessage, name string, into any) error {
+// field decodes fields[name] into into when it is present and not null;
+// want names the type it must have.
+func field(fields map[string]json.RawMessage, name string, into any, want string) error {
 	raw, ok := fields[name]
 	if !ok || isEmpty(raw) {
 		return nil
 	}
 	if json.Unmarshal(raw, into) != nil {
-		return fmt.Errorf("%s has the wrong type", name)
+		return &fieldError{path: fieldPath(name), name: name, err: fmt.Errorf("want %s, got %s", want, rawType(raw))}
 	}
 	return nil
+}
+
+// rawType names the JSON type of raw, which is valid JSON.
+func rawType(raw json.RawMessage) string {
+	switch bytes.TrimSpace(raw)[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 func firstError(errs ...error) error {

@@ -41,7 +41,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 	}
 	h := start(t, dir)
 	st := h.src.Status()
-	// Every file but the valid one has a problem (two are only warnings).
+	// Every file but the valid one has a problem.
 	if len(st.Errors) != len(leakyFiles)-1 {
 		t.Errorf("got %d errors, want %d:\n%s", len(st.Errors), len(leakyFiles)-1, strings.Join(st.Errors, "\n"))
 	}

@@ -16,11 +16,17 @@ type origin struct {
 	at   where
 }
 
+// String is "line L" within the same file, "file:L" in another, with the
+// item of a List.
 func (o origin) String() string {
-	if o.file == "" {
-		return o.at.position()
+	s := fmt.Sprintf("line %d", o.at.line)
+	if o.file != "" {
+		s = fmt.Sprintf("%s:%d", o.file, o.at.line)
 	}
-	return o.file + ", " + o.at.position()
+	if o.at.item > 0 {
+		s += fmt.Sprintf(" (item %d)", o.at.item)
+	}
+	return s
 }
 
 // claims records which object keys and pod UIDs are taken, and by whom.
@@ -34,8 +40,8 @@ func newClaims(n int) *claims {
 	return &claims{keys: make(map[key]origin, n), uids: make(map[types.UID]origin, n)}
 }
 
-// conflict says why o cannot be added, or returns "" when it can.
-func (c *claims) conflict(o object) string {
+// conflict says why o cannot be added, or returns nil when it can.
+func (c *claims) conflict(o object) error {
 	if prev, ok := c.keys[o.key]; ok {
 		return duplicateKey(o.key, prev)
 	}
@@ -44,15 +50,15 @@ func (c *claims) conflict(o object) string {
 			return duplicateUID(pod.UID, prev)
 		}
 	}
-	return ""
+	return nil
 }
 
-func duplicateKey(k key, prev origin) string {
-	return fmt.Sprintf("duplicate %s: already defined in %s", k, prev)
+func duplicateKey(k key, prev origin) error {
+	return fmt.Errorf("duplicate %s: already defined at %s", k, prev)
 }
 
-func duplicateUID(uid types.UID, prev origin) string {
-	return fmt.Sprintf("pod uid %q is already used by the pod in %s", uid, prev)
+func duplicateUID(uid types.UID, prev origin) error {
+	return fmt.Errorf("pod uid %q is already used by the pod at %s", uid, prev)
 }
 
 // release drops the claims file holds on objs. A file only ever claims
@@ -87,8 +93,8 @@ func duplicatesWithin(objs []object) []problem {
 	c := newClaims(len(objs))
 	var ps []problem
 	for _, o := range objs {
-		if msg := c.conflict(o); msg != "" {
-			ps = append(ps, problem{msg: msg, at: o.at})
+		if err := c.conflict(o); err != nil {
+			ps = append(ps, problem{msg: err.Error(), line: o.at.line, at: o.at})
 			continue
 		}
 		c.add("", o)
@@ -139,7 +145,7 @@ func (sc *scanner) merge() []object {
 		f := sc.files[name]
 		f.conflicts = nil
 		for _, o := range f.good {
-			if m.c.conflict(o) == "" {
+			if m.c.conflict(o) == nil {
 				m.c.add(name, o)
 			}
 		}
@@ -239,7 +245,7 @@ func (m *merger) classify(name string, objs []object) (dups []problem, moving ma
 	for i, o := range objs {
 		if prev, ok := m.c.keys[o.key]; ok && prev.file != name {
 			if m.defines(prev.file).keys[o.key] {
-				dups = append(dups, problem{msg: duplicateKey(o.key, prev), at: o.at})
+				dups = append(dups, problem{msg: duplicateKey(o.key, prev).Error(), line: o.at.line, at: o.at})
 				continue
 			}
 			moving = markMoving(moving, i)
@@ -250,7 +256,7 @@ func (m *merger) classify(name string, objs []object) (dups []problem, moving ma
 		}
 		if prev, ok := m.c.uids[pod.UID]; ok && prev.file != name {
 			if m.defines(prev.file).uids[pod.UID] {
-				dups = append(dups, problem{msg: duplicateUID(pod.UID, prev), at: o.at})
+				dups = append(dups, problem{msg: duplicateUID(pod.UID, prev).Error(), line: o.at.line, at: o.at})
 				continue
 			}
 			moving = markMoving(moving, i)

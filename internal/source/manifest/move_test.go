@@ -136,7 +136,7 @@ func TestTwoFileMoveInEitherOrder(t *testing.T) {
 func TestDuplicateResolvedOnceTheOtherFileLetsGo(t *testing.T) {
 	r := newRig(t, map[string]string{"b.yaml": pod("web", "in-force") + "---\n" + pod("db", "v1")})
 	r.renameIn("a-draft.yaml", pod("web", "draft"))
-	if st := r.last().status; len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], "a-draft.yaml: duplicate Pod default/web") {
+	if st := r.last().status; len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], "a-draft.yaml:1: duplicate Pod default/web") {
 		t.Fatalf("status %+v, want a-draft.yaml rejected as a duplicate", st)
 	}
 	n := len(r.snaps)
@@ -169,7 +169,7 @@ func TestDraftCannotTakeOverFromAHalfWrittenFile(t *testing.T) {
 			t.Errorf("snapshot %d: web image %q, want the pod in force kept", i, img)
 		}
 	}
-	if st := r.last().status; len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], "a-draft.yaml: duplicate Pod default/web") {
+	if st := r.last().status; len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], "a-draft.yaml:1: duplicate Pod default/web") {
 		t.Errorf("status %+v, want the draft still rejected", st)
 	}
 }

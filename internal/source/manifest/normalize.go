@@ -54,10 +54,10 @@ func (p *parser) normalize(obj runtime.Object, at where) (object, error) {
 // validateMeta checks the name and defaults or clears the namespace.
 func validateMeta(m metav1.Object, kind string) error {
 	if m.GetName() == "" {
-		return fmt.Errorf("metadata.name is missing")
+		return hint(fmt.Errorf("metadata.name is missing"), "metadata")
 	}
 	if msgs := validation.IsDNS1123Subdomain(m.GetName()); len(msgs) > 0 {
-		return fmt.Errorf("invalid metadata.name %q: %s", m.GetName(), strings.Join(msgs, "; "))
+		return hint(fmt.Errorf("invalid metadata.name %q: %s", m.GetName(), strings.Join(msgs, "; ")), "metadata", "name")
 	}
 	switch {
 	case !namespaced[kind]:
@@ -66,7 +66,7 @@ func validateMeta(m metav1.Object, kind string) error {
 		m.SetNamespace(metav1.NamespaceDefault)
 	}
 	if msgs := validation.IsDNS1123Label(m.GetNamespace()); m.GetNamespace() != "" && len(msgs) > 0 {
-		return fmt.Errorf("invalid metadata.namespace %q: %s", m.GetNamespace(), strings.Join(msgs, "; "))
+		return hint(fmt.Errorf("invalid metadata.namespace %q: %s", m.GetNamespace(), strings.Join(msgs, "; ")), "metadata", "namespace")
 	}
 	return nil
 }
@@ -89,8 +89,8 @@ func (p *parser) normalizePod(pod *v1.Pod) error {
 	case pod.UID == "":
 		pod.UID = nameUID(uidNamespace, pod.Namespace+"/"+pod.Name)
 	case !safeUID.MatchString(string(pod.UID)):
-		return fmt.Errorf("metadata.uid %q is not a safe directory name "+
-			"(letters, digits, '.', '_', '-', starting with a letter or digit, at most 128)", pod.UID)
+		return hint(fmt.Errorf("metadata.uid %q is not a safe directory name "+
+			"(letters, digits, '.', '_', '-', starting with a letter or digit, at most 128)", pod.UID), "metadata", "uid")
 	}
 	if pod.Spec.NodeName == "" {
 		pod.Spec.NodeName = p.nodeName

@@ -2,14 +2,15 @@ package manifest
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
 // where locates a document or object within a file, for messages.
 type where struct {
-	doc  int // 1-based number among the file's non-empty documents; 0 for the whole file
-	line int // first line of the document
+	// doc is the 1-based number among the file's non-empty documents; 0
+	// in a file of one document, where it would add nothing.
+	doc  int
+	line int // first line of the object (of the document, outside a List)
 	item int // 1-based index within a List; 0 outside one
 	kind string
 	// namespace is only as written in the document; name may be empty.
@@ -17,22 +18,18 @@ type where struct {
 	name      string
 }
 
+// String is "document N, item I, Kind/name", as far as each applies, or ""
+// for the only document of a file: what the line alone does not say.
 func (w where) String() string {
-	parts := []string{w.position()}
-	if w.kind != "" {
-		parts = append(parts, w.object())
-	}
-	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ", ")
-}
-
-// position is "document N at line L[, item I]", or "" for the whole file.
-func (w where) position() string {
 	var parts []string
 	if w.doc > 0 {
-		parts = append(parts, fmt.Sprintf("document %d at line %d", w.doc, w.line))
+		parts = append(parts, fmt.Sprintf("document %d", w.doc))
 	}
 	if w.item > 0 {
 		parts = append(parts, fmt.Sprintf("item %d", w.item))
+	}
+	if len(parts) > 0 && w.kind != "" {
+		parts = append(parts, w.object())
 	}
 	return strings.Join(parts, ", ")
 }
@@ -49,38 +46,23 @@ func (w where) object() string {
 	}
 }
 
-// problem is something wrong with a file. A fatal problem rejects the whole
-// file; a warning (an unknown or duplicate field) is reported but the file is
-// used. Messages are built from our own words, never from document text.
+// problem is something wrong with a file, which rejects the whole file.
+// Messages are built from our own words, field paths and key names, never
+// from document text.
 type problem struct {
-	msg     string
-	at      where
-	warning bool
+	msg  string
+	line int // line in the file; 0 for the file as a whole
+	at   where
 }
 
-func fatalf(at where, format string, args ...any) problem {
-	return problem{msg: fmt.Sprintf(format, args...), at: at}
-}
-
-// format renders the problem as shown in Status().Errors and in logs:
-// "<file>: <what> (document N at line L, Kind/name)".
+// format renders the problem as shown in Status().Errors, in logs and by
+// volume-agent validate: "<file>:<line>: <what>[ (document N, Kind/name)]".
 func (p problem) format(file string) string {
-	msg := p.msg
-	if p.warning {
-		msg = "warning: " + msg
+	if p.line > 0 {
+		file = fmt.Sprintf("%s:%d", file, p.line)
 	}
 	if at := p.at.String(); at != "" {
-		return fmt.Sprintf("%s: %s (%s)", file, msg, at)
+		return fmt.Sprintf("%s: %s (%s)", file, p.msg, at)
 	}
-	return file + ": " + msg
-}
-
-// hasFatal reports whether any of ps rejects its file.
-func hasFatal(ps []problem) bool {
-	for _, p := range ps {
-		if !p.warning {
-			return true
-		}
-	}
-	return false
+	return file + ": " + p.msg
 }

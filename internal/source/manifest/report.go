@@ -81,8 +81,6 @@ func (sc *scanner) logFile(name string, f *fileState) {
 	switch {
 	case report == "":
 		sc.logger.Info("manifest file problems resolved", zap.String("file", name))
-	case f.parsedOK() && f.conflicts == nil:
-		sc.logger.Info("manifest file has warnings", zap.String("file", name), zap.Strings("errors", msgs))
 	default:
 		sc.logger.Info("manifest file rejected, last good content stays in force",
 			zap.String("file", name), zap.Strings("errors", msgs), zap.Bool("hasGoodContent", f.accepted))

@@ -24,7 +24,7 @@ type fileState struct {
 	sum  [sha256.Size]byte
 	read bool
 	// parsed and problems are the result of parsing those bytes; parsed is
-	// usable when no problem is fatal.
+	// usable when there is no problem.
 	parsed   []object
 	problems []problem
 	// conflicts are the duplicates with earlier files found by the last merge.
@@ -50,7 +50,7 @@ type fileState struct {
 }
 
 // parsedOK reports whether the bytes last read parsed without a fatal problem.
-func (f *fileState) parsedOK() bool { return f.read && !hasFatal(f.problems) }
+func (f *fileState) parsedOK() bool { return f.read && len(f.problems) == 0 }
 
 // allProblems returns the file's current problems in document order.
 func (f *fileState) allProblems() []problem {
@@ -274,7 +274,7 @@ func (sc *scanner) load(e entry, first bool) bool {
 		}
 		f.sum, f.read, f.changedAt = sum, true, changed
 		f.parsed, f.problems = sc.parser.parseFile(name, raw)
-		if len(f.parsed) == 0 && !hasFatal(f.problems) {
+		if len(f.parsed) == 0 && len(f.problems) == 0 {
 			f.problems = []problem{{msg: emptyProblem(f)}}
 		}
 		sc.logger.Debug("manifest file parsed", zap.String("file", name), zap.Int("objects", len(f.parsed)))

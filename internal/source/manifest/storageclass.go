@@ -20,7 +20,7 @@ func normalizeStorageClass(c *storagev1.StorageClass) error {
 		return errors.New("provisioner is missing")
 	}
 	if msgs := validation.IsQualifiedName(strings.ToLower(c.Provisioner)); len(msgs) > 0 {
-		return fmt.Errorf("invalid provisioner %q: %s", c.Provisioner, strings.Join(msgs, "; "))
+		return hint(fmt.Errorf("invalid provisioner %q: %s", c.Provisioner, strings.Join(msgs, "; ")), "provisioner")
 	}
 	if err := defaultReclaimPolicy(c); err != nil {
 		return err
@@ -31,8 +31,8 @@ func normalizeStorageClass(c *storagev1.StorageClass) error {
 	if strings.HasPrefix(c.Provisioner, "volume-agent.io/") {
 		// A typo in archiveOnDelete must never delete data meant to be archived.
 		if _, err := provisioner.ArchiveOnDelete(c); err != nil {
-			return fmt.Errorf("parameters.%s %q: want \"true\" or \"false\"", provisioner.ParamArchiveOnDelete,
-				c.Parameters[provisioner.ParamArchiveOnDelete])
+			return hint(fmt.Errorf("parameters.%s %q: want \"true\" or \"false\"", provisioner.ParamArchiveOnDelete,
+				c.Parameters[provisioner.ParamArchiveOnDelete]), "parameters", provisioner.ParamArchiveOnDelete)
 		}
 	}
 	return nil
@@ -47,7 +47,7 @@ func defaultReclaimPolicy(c *storagev1.StorageClass) error {
 	case v1.PersistentVolumeReclaimDelete, v1.PersistentVolumeReclaimRetain:
 		return nil
 	}
-	return fmt.Errorf("invalid reclaimPolicy %q: want Delete or Retain", *c.ReclaimPolicy)
+	return hint(fmt.Errorf("invalid reclaimPolicy %q: want Delete or Retain", *c.ReclaimPolicy), "reclaimPolicy")
 }
 
 func defaultBindingMode(c *storagev1.StorageClass) error {
@@ -59,5 +59,5 @@ func defaultBindingMode(c *storagev1.StorageClass) error {
 	case storagev1.VolumeBindingImmediate, storagev1.VolumeBindingWaitForFirstConsumer:
 		return nil
 	}
-	return fmt.Errorf("invalid volumeBindingMode %q: want Immediate or WaitForFirstConsumer", *c.VolumeBindingMode)
+	return hint(fmt.Errorf("invalid volumeBindingMode %q: want Immediate or WaitForFirstConsumer", *c.VolumeBindingMode), "volumeBindingMode")
 }

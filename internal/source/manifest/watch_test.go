@@ -78,7 +78,7 @@ func TestSyntaxErrorKeepsLastGoodContent(t *testing.T) {
 	h.write("web.yaml", pod("web", "v2")+"---\nmetadata: [unclosed\n")
 	h.expect("error reported", func() bool { return len(h.src.Status().Errors) == 1 })
 	st := h.src.Status()
-	if want := "web.yaml: invalid YAML near line 9 (document 2 at line 9)"; st.Errors[0] != want {
+	if want := "web.yaml:9: invalid YAML: did not find expected ',' or ']' (document 2)"; st.Errors[0] != want {
 		t.Errorf("error %q, want %q", st.Errors[0], want)
 	}
 	if !st.Synced || h.image("web") != "v1" || !h.havePods("default/api", "default/web")() {
@@ -106,7 +106,7 @@ func TestUnknownKindKeepsPod(t *testing.T) {
 
 	h.write("web.yaml", strings.Replace(pod("web", "v2"), "kind: Pod", "kind: Pood", 1))
 	h.expect("error reported", func() bool { return len(h.src.Status().Errors) == 1 })
-	if got := h.src.Status().Errors[0]; !strings.HasPrefix(got, `web.yaml: unsupported kind "Pood"`) {
+	if got := h.src.Status().Errors[0]; !strings.HasPrefix(got, `web.yaml:2: unsupported kind "Pood"`) {
 		t.Errorf("error %q", got)
 	}
 	if h.image("web") != "v1" {
@@ -122,7 +122,7 @@ func TestDuplicateAcrossFiles(t *testing.T) {
 
 	h.write("b.yaml", pod("alpha", "from-b")+"---\n"+pod("beta", "from-b-v2"))
 	h.expect("duplicate reported", func() bool { return len(h.src.Status().Errors) == 1 })
-	want := "b.yaml: duplicate Pod default/alpha: already defined in a.yaml, document 1 at line 1 (document 1 at line 1, Pod/alpha)"
+	want := "b.yaml:1: duplicate Pod default/alpha: already defined at a.yaml:1 (document 1, Pod/alpha)"
 	if got := h.src.Status().Errors[0]; got != want {
 		t.Errorf("error %q\nwant  %q", got, want)
 	}
@@ -139,7 +139,7 @@ func TestEarlierFileCannotTakeOverARunningPod(t *testing.T) {
 	// A draft copy that sorts first must not replace the pod in force.
 	h.write("a-draft.yaml", pod("web", "draft"))
 	h.expect("duplicate reported", func() bool { return len(h.src.Status().Errors) == 1 })
-	if got := h.src.Status().Errors[0]; !strings.HasPrefix(got, "a-draft.yaml: duplicate Pod default/web: already defined in b.yaml") {
+	if got := h.src.Status().Errors[0]; !strings.HasPrefix(got, "a-draft.yaml:1: duplicate Pod default/web: already defined at b.yaml:1") {
 		t.Errorf("error %q, want a-draft.yaml rejected as a duplicate of b.yaml", got)
 	}
 	if h.image("web") != "in-force" {
