@@ -48,7 +48,7 @@ func (sc *scanner) logChanges(dirErr error) {
 	if msg := errString(dirErr); msg != sc.loggedDirErr {
 		sc.loggedDirErr = msg
 		if dirErr != nil {
-			sc.logger.Info("manifest directory cannot be read", zap.Error(dirErr))
+			sc.logger.Warn("manifest directory cannot be read", zap.Error(dirErr))
 		}
 	}
 	if sc.emptied != sc.loggedEmptied {
@@ -82,7 +82,7 @@ func (sc *scanner) logFile(name string, f *fileState) {
 	case report == "":
 		sc.logger.Info("manifest file problems resolved", zap.String("file", name))
 	default:
-		sc.logger.Info("manifest file rejected, last good content stays in force",
+		sc.logger.Warn("manifest file rejected, last good content stays in force",
 			zap.String("file", name), zap.Strings("errors", msgs), zap.Bool("hasGoodContent", f.accepted))
 	}
 	f.logged = report
