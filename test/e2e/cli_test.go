@@ -91,6 +91,12 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("exit %d, want 0", r.code)
 		}
 		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+		// The readiness line first: the agent is ready; a missing ConfigMap
+		// is a volume's problem, not a source's.
+		if lines[0] != "Ready: yes" {
+			t.Errorf("readiness line %q, want Ready: yes", lines[0])
+		}
+		lines = lines[1:]
 		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "POD VOLUME PLUGIN STATE AGE ERROR" {
 			t.Fatalf("header %q", lines[0])
 		}
@@ -127,7 +133,7 @@ func TestCLI(t *testing.T) {
 
 	t.Run("status -o wide", func(t *testing.T) {
 		r := runCLI(t, "status", addr, "-o", "wide")
-		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")[1:] // after the readiness line
 		if r.code != 0 || len(lines) != 11 {
 			t.Fatalf("exit %d, %d lines; want 0 and a header and 10 rows", r.code, len(lines))
 		}

@@ -98,7 +98,7 @@ func (env *clusterEnv) testTokenFiles(t *testing.T) {
 		for _, v := range vols {
 			// Reusing the token changes its version, so the volume is
 			// refreshed once more after its set-up: wait for that too.
-			a.waitLog(t, 20*time.Second, "volume set up", map[string]string{"volume": v.name, "operation": "refresh"})
+			a.waitLog(t, 20*time.Second, "volume refreshed", map[string]string{"volume": v.name, "operation": "refresh"})
 		}
 		if n := len(a.logLines(t, "token issued", nil)); n > 0 {
 			t.Errorf("after %s the agent minted %d new tokens, want none", restart.how, n)
