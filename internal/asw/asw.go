@@ -202,9 +202,7 @@ func (w *World) Volumes() []Volume {
 	w.mu.Lock()
 	out := make([]Volume, 0, len(w.pods)*4)
 	for _, p := range w.pods {
-		for _, v := range p.volumes {
-			out = append(out, v)
-		}
+		out = append(out, p.volumes...)
 	}
 	w.mu.Unlock()
 	slices.SortFunc(out, compareVolumes)

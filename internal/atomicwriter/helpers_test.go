@@ -103,18 +103,6 @@ func entries(t *testing.T, dir string) []string {
 	return names
 }
 
-// tsDirs lists the timestamped directories in the volume directory.
-func tsDirs(t *testing.T, dir string) []string {
-	t.Helper()
-	var dirs []string
-	for _, name := range entries(t, dir) {
-		info, err := os.Lstat(filepath.Join(dir, name))
-		if err == nil && info.IsDir() && tsDirPattern.MatchString(name) {
-			dirs = append(dirs, name)
-		}
-	}
-	return dirs
-}
 
 // entry is what snapshot records of one file system entry.
 type entry struct {

@@ -129,9 +129,9 @@ func TestOnlyAPIPodsGetEvents(t *testing.T) {
 	// A marker event after the ignored ones: once it has arrived, the
 	// others would have too.
 	r.SetUpSucceeded(spec("api", "marker"))
-	got := waitEvents(t, client, 1)
+	waitEvents(t, client, 1)
 	time.Sleep(100 * time.Millisecond)
-	if got = events(t, client); len(got) != 1 || !strings.Contains(got[0].Message, `"marker"`) {
+	if got := events(t, client); len(got) != 1 || !strings.Contains(got[0].Message, `"marker"`) {
 		t.Errorf("events = %+v, want only the marker's", got)
 	}
 }

@@ -274,12 +274,12 @@ func parseSpec(spec string) (server, path string, err error) {
 	bad := func(why string) error {
 		return fmt.Errorf("remote share %q not in 'host:dir' format: %s", spec, why)
 	}
-	rest := spec
 	if strings.HasPrefix(spec, "[") {
 		end := strings.Index(spec, "]")
 		if end < 0 {
 			return "", "", bad("no ']' after an IPv6 address")
 		}
+		var rest string
 		server, rest = spec[1:end], spec[end+1:]
 		if net.ParseIP(server) == nil || !strings.Contains(server, ":") {
 			return "", "", bad("not an IPv6 address in brackets")
