@@ -23,6 +23,8 @@ const Name = "kubernetes.io/secret"
 // Plugin sets up secret volumes.
 type Plugin struct {
 	Mounter mount.Mounter
+	// NoSwap mounts the tmpfs with noswap (the kernel supports it).
+	NoSwap bool
 }
 
 var (
@@ -77,7 +79,7 @@ func (p *Plugin) TearDown(ctx context.Context, dir string) error {
 }
 
 func (p *Plugin) dir() contentdir.Dir {
-	return contentdir.Dir{Mounter: p.Mounter, Memory: true}
+	return contentdir.Dir{Mounter: p.Mounter, Memory: true, NoSwap: p.NoSwap}
 }
 
 // Payload returns the files a Secret projects: every key, or only the listed
