@@ -1,6 +1,7 @@
 // Package secret implements secret volumes: the keys of a Secret written as
-// files with the atomic writer on a tmpfs, so that secrets never reach the
-// node's disk, and refreshed when the Secret changes. Secret content is
+// files with the atomic writer on a tmpfs (with noswap where the kernel has
+// it), so that secrets never reach the node's disk or swap, and refreshed
+// when the Secret changes. Secret content is
 // never logged, put into an error or served.
 package secret
 
