@@ -1,8 +1,12 @@
 // Package status serves the agent's local HTTP API: health, readiness, the
-// volumes of every pod and where they are, and Prometheus metrics.
+// volumes of every pod and where they are, and Prometheus metrics; and it
+// makes the endpoints it is served on: a TCP address, or a unix socket
+// that only root and one group can connect to (listen.go), each within the
+// bounds of serve.go (timeouts, sizes, a cap on waiting requests).
 //
 // It only reads the desired and actual state. It never serves, logs or puts
-// into an error the content of a ConfigMap or Secret.
+// into an error the content of a ConfigMap or Secret, and never removes a
+// file at a socket's path that is not a stale socket.
 package status
 
 import (
