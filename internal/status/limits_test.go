@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,33 @@ func TestLongPollOutlivesTimeouts(t *testing.T) {
 	}
 	if code, _ := getText(t, c, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("healthz after a long-poll = %d", code)
+	}
+	// The write deadline is the request's: a kept-alive connection idle
+	// past it still answers the next request.
+	short = 300 * time.Millisecond
+	base, c = serveLimited(t, f, Limits{ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: 100 * time.Millisecond,
+		IdleTimeout: 5 * time.Second, MaxHeaderBytes: 4 << 10, MaxBodyBytes: 1 << 10})
+	reused := 0
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if i.Reused {
+			reused++
+		}
+	}}
+	for range 2 {
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, base+"/healthz", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("healthz = %d", resp.StatusCode)
+		}
+		time.Sleep(short)
+	}
+	if reused != 1 {
+		t.Errorf("%d of 2 requests on a kept-alive connection, want the second", reused)
 	}
 }
 

@@ -93,6 +93,9 @@ func listenUnix(path string, gid int) (_ net.Listener, retErr error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("unix socket: %w", err)
 	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
 	if err := clearStale(path); err != nil {
 		return nil, err
 	}
@@ -149,6 +152,25 @@ func (l *unixListener) Close() error {
 		_ = os.Remove(l.path)
 	}
 	return err
+}
+
+// checkDir refuses a socket directory in which another user could put
+// something else in the socket's place once it is there: one owned by
+// another user than root or the agent's, or that others may write to
+// without the sticky bit (as /tmp has).
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("unix socket: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case ok && st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("unix socket directory %s belongs to uid %d: its owner could replace the socket; give a directory of root's or the agent's", dir, st.Uid)
+	case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
+		return fmt.Errorf("unix socket directory %s is writable by others (mode %v): they could replace the socket; remove their write permission or choose another directory", dir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // staleProbe bounds the connection attempt that tells a stale socket from

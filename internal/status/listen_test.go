@@ -181,3 +181,35 @@ func unixClient(path string) *http.Client {
 		return d.DialContext(ctx, "unix", path)
 	}}}
 }
+
+func TestListenUnixRefusesADirectoryOthersControl(t *testing.T) {
+	dir := socketDir(t)
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(Addr{Network: "unix", Address: filepath.Join(open, "s.sock")}, -1); err == nil || !strings.Contains(err.Error(), "is writable by others") {
+		t.Errorf("Listen in a directory of mode 0777 = %v; want refused", err)
+	}
+	if err := os.Chmod(open, os.ModeSticky|0o777); err != nil { // as /tmp
+		t.Fatal(err)
+	}
+	listenTest(t, filepath.Join(open, "s.sock"), -1)
+
+	if os.Geteuid() != 0 {
+		return // only root can give a directory away
+	}
+	theirs := filepath.Join(dir, "theirs")
+	if err := os.Mkdir(theirs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(Addr{Network: "unix", Address: filepath.Join(theirs, "s.sock")}, -1); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("Listen in a directory of uid 65534 = %v; want refused", err)
+	}
+}
