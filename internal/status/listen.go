@@ -89,8 +89,10 @@ func Listen(addr Addr, gid int) (net.Listener, error) {
 func listenUnix(path string, gid int) (_ net.Listener, retErr error) {
 	dir := filepath.Dir(path)
 	// 0755: whether a user may connect is the socket's mode and group;
-	// a directory that exists is left as it is.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// the group's members must be able to reach it, and the directory
+	// holds nothing else. A directory that exists is left as it is.
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: see above; access is the socket's 0660
+
 		return nil, fmt.Errorf("unix socket: %w", err)
 	}
 	if err := checkDir(dir); err != nil {
@@ -106,8 +108,8 @@ func listenUnix(path string, gid int) (_ net.Listener, retErr error) {
 	bindPath := filepath.Join(private, "s")
 	// Removing the private directory and its one link is all the undo
 	// needed: once linked, path stays and the listener owns it.
-	defer os.Remove(private)
-	defer os.Remove(bindPath)
+	defer func() { _ = os.Remove(private) }()
+	defer func() { _ = os.Remove(bindPath) }()
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: bindPath, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("unix socket: %w", err)
@@ -115,7 +117,7 @@ func listenUnix(path string, gid int) (_ net.Listener, retErr error) {
 	ln.SetUnlinkOnClose(false) // the bind path is gone; Close removes path
 	defer func() {
 		if retErr != nil {
-			ln.Close()
+			_ = ln.Close()
 		}
 	}()
 	if err := os.Chmod(bindPath, SocketMode); err != nil {
@@ -194,7 +196,7 @@ func clearStale(path string) error {
 	conn, err := net.DialTimeout("unix", path, staleProbe)
 	switch {
 	case err == nil:
-		conn.Close()
+		_ = conn.Close()
 		return fmt.Errorf("unix socket %s: another process is listening on it (another volume-agent?): stop it or choose another path", path)
 	case !errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("unix socket %s: cannot tell whether another process is listening on it: %w", path, err)
