@@ -32,7 +32,8 @@ exits 2: give the UID.
 
 It asks the status endpoint once and is answered at the change (GET
 /v1/pods/UID?wait=...; a wait longer than the endpoint's 5 minutes asks
-again). --timeout 0 looks once and does not wait. A pod the agent does not
+again; an agent with 64 requests waiting already refuses to wait, and is
+then asked without waiting, a second apart). --timeout 0 looks once and does not wait. A pod the agent does not
 know yet is waited for too: it may come with the next manifest or watch
 event (a namespace/name is looked up again, at most a second apart).
 
