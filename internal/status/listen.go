@@ -82,7 +82,8 @@ func Listen(addr Addr, gid int) (net.Listener, error) {
 // user could connect (fchmod on the socket's descriptor does not change the
 // file on Linux, and the umask is the whole process's, not this
 // goroutine's). Instead the socket is bound in a fresh directory of mode
-// 0700 beside path, where only root can reach it, given its mode and group
+// 0700 beside path, where only the agent's user (root) can reach it, given
+// its mode and group
 // there, and only then hard-linked to path: link(2) is atomic and never
 // replaces what is at path, so a concurrent start cannot be overwritten
 // either.
@@ -92,7 +93,6 @@ func listenUnix(path string, gid int) (_ net.Listener, retErr error) {
 	// the group's members must be able to reach it, and the directory
 	// holds nothing else. A directory that exists is left as it is.
 	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: see above; access is the socket's 0660
-
 		return nil, fmt.Errorf("unix socket: %w", err)
 	}
 	if err := checkDir(dir); err != nil {
