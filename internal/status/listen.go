@@ -83,10 +83,9 @@ func Listen(addr Addr, gid int) (net.Listener, error) {
 // file on Linux, and the umask is the whole process's, not this
 // goroutine's). Instead the socket is bound in a fresh directory of mode
 // 0700 beside path, where only the agent's user (root) can reach it, given
-// its mode and group
-// there, and only then hard-linked to path: link(2) is atomic and never
-// replaces what is at path, so a concurrent start cannot be overwritten
-// either.
+// its mode and group there, and only then hard-linked to path: link(2) is
+// atomic and never replaces what is at path, so a concurrent start cannot
+// be overwritten either.
 func listenUnix(path string, gid int) (_ net.Listener, retErr error) {
 	dir := filepath.Dir(path)
 	// 0755: whether a user may connect is the socket's mode and group;
