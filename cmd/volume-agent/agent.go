@@ -107,6 +107,9 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if lns.metrics != nil {
 		a.others["metrics endpoint"] = metricsServer{ln: lns.metrics, gatherer: reg, log: log.Named("metrics")}
 	}
+	if lns.healthz != nil {
+		a.others["health endpoint"] = healthServer{ln: lns.healthz, server: a.server, log: log.Named("health")}
+	}
 	if err := recordNode(root, o.nodeName); err != nil {
 		lns.close()
 		return err
@@ -117,28 +120,48 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 }
 
 // listeners are the agent's endpoints, bound before the agent starts.
-type listeners struct{ status, metrics net.Listener }
+type listeners struct{ status, metrics, healthz net.Listener }
 
-// listen binds --status-addr and --metrics-addr: a port in use refuses the
-// start before the node is recorded and before anything runs.
-func listen(o options) (listeners, error) {
+// listen binds --status-addr, --metrics-addr and --healthz-addr: a port in
+// use, or a socket another agent serves, refuses the start before the node
+// is recorded and before anything runs.
+func listen(o options) (_ listeners, retErr error) {
 	var l listeners
+	defer func() {
+		if retErr != nil {
+			l.close()
+		}
+	}()
 	var err error
-	if l.status, err = net.Listen("tcp", o.statusAddr); err != nil {
+	if l.status, err = listenAddr(o.statusAddr, o.socketGID); err != nil {
 		return listeners{}, fmt.Errorf("status endpoint: %w", err)
 	}
 	if o.metricsAddr != "" {
-		if l.metrics, err = net.Listen("tcp", o.metricsAddr); err != nil {
-			l.close()
+		if l.metrics, err = listenAddr(o.metricsAddr, o.socketGID); err != nil {
 			return listeners{}, fmt.Errorf("metrics endpoint: %w", err)
+		}
+	}
+	if o.healthzAddr != "" {
+		if l.healthz, err = listenAddr(o.healthzAddr, o.socketGID); err != nil {
+			return listeners{}, fmt.Errorf("health endpoint: %w", err)
 		}
 	}
 	return l, nil
 }
 
+// listenAddr binds addr, as status.ParseAddr reads it (validated with the
+// flags).
+func listenAddr(addr string, gid int) (net.Listener, error) {
+	a, err := status.ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	return status.Listen(a, gid)
+}
+
 // close closes the listeners that no Run took over.
 func (l listeners) close() {
-	for _, ln := range []net.Listener{l.status, l.metrics} {
+	for _, ln := range []net.Listener{l.status, l.metrics, l.healthz} {
 		if ln != nil {
 			_ = ln.Close()
 		}

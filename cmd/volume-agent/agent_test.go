@@ -35,6 +35,18 @@ func TestAFailedStartRecordsNoNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
+	sockDir, err := os.MkdirTemp("", "agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sockDir)
+	live := filepath.Join(sockDir, "live.sock")
+	served, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer served.Close()
+	ours := filepath.Join(sockDir, "ours.sock")
 	for _, tc := range []struct {
 		name    string
 		change  func(o *options)
@@ -44,6 +56,8 @@ func TestAFailedStartRecordsNoNode(t *testing.T) {
 		{"missing manifest directory", func(o *options) { o.manifests = filepath.Join(o.manifests, "missing") }, "", "manifest directory"},
 		{"status port in use", func(o *options) { o.statusAddr = taken.Addr().String() }, "", "status endpoint: listen tcp"},
 		{"metrics port in use", func(o *options) { o.metricsAddr = taken.Addr().String() }, "", "metrics endpoint: listen tcp"},
+		{"status socket another agent serves", func(o *options) { o.statusAddr = "unix://" + live }, "", "another process is listening"},
+		{"health port in use, after the status socket", func(o *options) { o.statusAddr, o.healthzAddr = "unix://"+ours, taken.Addr().String() }, "", "health endpoint: listen tcp"},
 		{"another node's root, checked first", func(o *options) { o.manifests = filepath.Join(o.manifests, "missing") }, "node-0\n",
 			`belongs to node "node-0"`},
 	} {
@@ -65,6 +79,9 @@ func TestAFailedStartRecordsNoNode(t *testing.T) {
 			}
 			if got, _ := os.ReadFile(marker); string(got) != tc.before {
 				t.Errorf("node-name = %q after the failed start, want %q", got, tc.before)
+			}
+			if _, err := os.Lstat(ours); !os.IsNotExist(err) {
+				t.Errorf("the status socket is left after the failed start: %v", err)
 			}
 		})
 	}

@@ -6,13 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
+	"github.com/volume-agent/volume-agent/internal/status"
 )
 
 // The operator subcommands — status, claims, wait, version, help — read a
@@ -149,23 +152,38 @@ const maxAnswer = 256 << 20
 
 // apiClient reads a running agent's status endpoint.
 type apiClient struct {
-	base string // "http://host:port"
+	base string // "http://host:port"; "http://localhost" on a unix socket
+	at   string // the endpoint, for messages: base, or unix:///path
 	http *http.Client
 }
 
-// newAPIClient returns a client of the agent at addr: "host:port", as the
-// agent's --status-addr, or an http:// URL.
+// newAPIClient returns a client of the agent at addr: "host:port" or
+// "unix:///path", as the agent's --status-addr, or an http:// URL.
 func newAPIClient(addr string) (apiClient, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		a, err := status.ParseAddr(addr)
+		if err != nil {
+			return apiClient{}, fmt.Errorf("--addr %q: want host:port or unix:///path, as the agent's --status-addr", addr)
+		}
+		dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", a.Address)
+		}
+		return apiClient{base: "http://localhost", at: unixPrefix + path, http: &http.Client{Transport: &http.Transport{DialContext: dial}}}, nil
+	}
 	base := addr
 	if !strings.Contains(addr, "://") {
 		base = "http://" + addr
 	}
 	u, err := url.Parse(base)
 	if err != nil || u.Scheme != "http" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
-		return apiClient{}, fmt.Errorf("--addr %q: want host:port, as the agent's --status-addr", addr)
+		return apiClient{}, fmt.Errorf("--addr %q: want host:port or unix:///path, as the agent's --status-addr", addr)
 	}
-	return apiClient{base: "http://" + u.Host, http: &http.Client{}}, nil
+	return apiClient{base: "http://" + u.Host, at: "http://" + u.Host, http: &http.Client{}}, nil
 }
+
+// unixPrefix starts an --addr that names a unix socket.
+const unixPrefix = "unix://"
 
 // get returns the status code and body of GET path, bounded by ctx.
 func (c apiClient) get(ctx context.Context, path string) (int, []byte, error) {
@@ -174,13 +192,16 @@ func (c apiClient) get(ctx context.Context, path string) (int, []byte, error) {
 		return 0, nil, fmt.Errorf("GET %s: %w", path, err)
 	}
 	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("cannot reach the agent at %s (is it running, and is --addr its --status-addr?): %w", c.base, err)
+	switch {
+	case errors.Is(err, syscall.EACCES):
+		return 0, nil, fmt.Errorf("no permission to connect to the agent at %s: run as root, or as a member of the socket's group (the agent's --status-socket-group): %w", c.at, err)
+	case err != nil:
+		return 0, nil, fmt.Errorf("cannot reach the agent at %s (is it running, and is --addr its --status-addr?): %w", c.at, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return 0, nil, fmt.Errorf("read the answer to GET %s%s: %w", c.base, path, err)
+		return 0, nil, fmt.Errorf("read the answer to GET %s%s: %w", c.at, path, err)
 	}
 	return resp.StatusCode, body, nil
 }

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +66,47 @@ func TestClaimsErrors(t *testing.T) {
 	addr := serve(t, "/v1/claims", http.StatusOK, []byte(`{"claims": []}`))
 	if out := runCmd(time.Now(), "claims", "--addr", addr); out.code != exitOK || !strings.Contains(out.stderr, "No claims") {
 		t.Errorf("no claims: %+v", out)
+	}
+}
+
+func TestAPIClientAddresses(t *testing.T) {
+	for _, tc := range []struct{ addr, base, at, wantErr string }{
+		{addr: "127.0.0.1:9810", base: "http://127.0.0.1:9810", at: "http://127.0.0.1:9810"},
+		{addr: "http://127.0.0.1:9810/", base: "http://127.0.0.1:9810", at: "http://127.0.0.1:9810"},
+		{addr: "unix:///run/volume-agent/status.sock", base: "http://localhost", at: "unix:///run/volume-agent/status.sock"},
+		{addr: "unix://run/status.sock", wantErr: "want host:port or unix:///path"},
+		{addr: "https://127.0.0.1:9810", wantErr: "want host:port or unix:///path"},
+	} {
+		c, err := newAPIClient(tc.addr)
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("newAPIClient(%q) = %v; want an error with %q", tc.addr, err, tc.wantErr)
+		case tc.wantErr == "" && (err != nil || c.base != tc.base || c.at != tc.at):
+			t.Errorf("newAPIClient(%q) = %q at %q, %v; want %q at %q", tc.addr, c.base, c.at, err, tc.base, tc.at)
+		}
+	}
+}
+
+func TestClaimsThroughUnixSocket(t *testing.T) {
+	dir, err := os.MkdirTemp("", "cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"claims": []}`))
+	}))
+	ts.Listener = ln
+	ts.Start()
+	defer ts.Close()
+	var stdout, stderr bytes.Buffer
+	env := cmdEnv{stdout: &stdout, stderr: &stderr, now: time.Now}
+	if code := runClaims(env, []string{"--addr", "unix://" + path}); code != exitOK {
+		t.Fatalf("claims through a unix socket: exit %d, %s", code, stderr.String())
 	}
 }

@@ -24,7 +24,7 @@ type listCommand[T any] struct {
 
 func (l listCommand[T]) run(env cmdEnv, args []string) int {
 	fs := newFlagSet(env, l.name, l.usage)
-	addr := fs.String("addr", defaultAddr, "the agent's status endpoint, as its --status-addr")
+	addr := fs.String("addr", defaultAddr, "the agent's status endpoint, as its --status-addr: host:port, or unix:///path for its socket")
 	output := fs.String("o", "table", "output format: table, wide or json")
 	rest, code, done := parseArgs(fs, args)
 	if done {

@@ -32,7 +32,8 @@ exits 2: give the UID.
 
 It asks the status endpoint once and is answered at the change (GET
 /v1/pods/UID?wait=...; a wait longer than the endpoint's 5 minutes asks
-again). --timeout 0 looks once and does not wait. A pod the agent does not
+again; an agent with 64 requests waiting already refuses to wait, and is
+then asked without waiting, a second apart). --timeout 0 looks once and does not wait. A pod the agent does not
 know yet is waited for too: it may come with the next manifest or watch
 event (a namespace/name is looked up again, at most a second apart).
 
@@ -54,6 +55,9 @@ var (
 	errNotReady   = errors.New("not ready")
 	errUnknownPod = errors.New("unknown pod")
 	errAmbiguous  = errors.New("more than one pod by that name")
+	// errBusy: the agent refused to wait, having too many requests
+	// waiting already; askPod's caller looks without waiting instead.
+	errBusy = errors.New("too many requests waiting on the agent")
 )
 
 // answerSlack is how much longer than the wait asked for a request may
@@ -62,7 +66,7 @@ const answerSlack = 10 * time.Second
 
 func runWait(env cmdEnv, args []string) int {
 	fs := newFlagSet(env, "wait", waitUsage)
-	addr := fs.String("addr", defaultAddr, "the agent's status endpoint, as its --status-addr")
+	addr := fs.String("addr", defaultAddr, "the agent's status endpoint, as its --status-addr: host:port, or unix:///path for its socket")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the pod's volumes")
 	rest, code, done := parseArgs(fs, args)
 	if done {
@@ -160,11 +164,11 @@ func lookupUID(ctx context.Context, c apiClient, ref podRef, deadline time.Time,
 			return uids[0], nil
 		case len(uids) > 1:
 			return "", fmt.Errorf("%w: the agent at %s lists %d pods %s, with UIDs %s; give the UID of the one to wait for",
-				errAmbiguous, c.base, len(uids), ref, strings.Join(uids, ", "))
+				errAmbiguous, c.at, len(uids), ref, strings.Join(uids, ", "))
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return "", fmt.Errorf("%w: the agent at %s does not know pod %s (is it on this node, in that namespace? volume-agent status lists the pods it knows)", errUnknownPod, c.base, ref)
+			return "", fmt.Errorf("%w: the agent at %s does not know pod %s (is it on this node, in that namespace? volume-agent status lists the pods it knows)", errUnknownPod, c.at, ref)
 		}
 		t := time.NewTimer(min(pause, left))
 		select {
@@ -205,13 +209,19 @@ func waitReady(ctx context.Context, c apiClient, uid string, timeout time.Durati
 		wait := min(left, limits.longest)
 		asked := time.Now()
 		p, err := askPod(ctx, c, uid, wait)
+		busy := errors.Is(err, errBusy)
+		if busy {
+			// Too many requests wait on the agent: look without waiting,
+			// and ask again a moment later.
+			p, err = askPod(ctx, c, uid, 0)
+		}
 		if err != nil || p.Ready {
 			return p, err
 		}
-		if wait == left { // it had all the time there was
+		if (wait == left && !busy) || time.Until(deadline) <= 0 { // it had all the time there was
 			return p, errNotReady
 		}
-		// The wait was cut to the endpoint's longest: ask again.
+		// The wait was cut to the endpoint's longest, or refused: ask again.
 		time.Sleep(min(time.Until(asked.Add(limits.shortest)), time.Until(deadline)))
 	}
 }
@@ -237,9 +247,11 @@ func askPod(ctx context.Context, c apiClient, uid string, wait time.Duration) (s
 		}
 		return p, nil
 	case http.StatusNotFound:
-		return status.Pod{}, fmt.Errorf("%w: the agent at %s does not know pod %s (is it on this node, and its UID? give the UID or namespace/name, as volume-agent status -o wide shows them)", errUnknownPod, c.base, uid)
+		return status.Pod{}, fmt.Errorf("%w: the agent at %s does not know pod %s (is it on this node, and its UID? give the UID or namespace/name, as volume-agent status -o wide shows them)", errUnknownPod, c.at, uid)
+	case http.StatusTooManyRequests:
+		return status.Pod{}, errBusy
 	case http.StatusServiceUnavailable:
-		return status.Pod{}, fmt.Errorf("the agent at %s is stopping: %s", c.base, strings.TrimSpace(string(body)))
+		return status.Pod{}, fmt.Errorf("the agent at %s is stopping: %s", c.at, strings.TrimSpace(string(body)))
 	default:
 		return status.Pod{}, unexpected(path, code, body)
 	}

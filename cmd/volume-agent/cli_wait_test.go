@@ -298,3 +298,23 @@ func TestParsePodRef(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitWhenTheAgentRefusesToWait: an agent with too many requests
+// waiting answers 429; wait then looks without waiting, and asks again a
+// moment later.
+func TestWaitWhenTheAgentRefusesToWait(t *testing.T) {
+	broken := recordedPod(t, "broken-1")
+	f, addr := newFakePods(t, answer{429, "too many requests waiting"}, answer{200, broken},
+		answer{200, strings.Replace(broken, `"ready": false`, `"ready": true`, 1)})
+	c, err := newAPIClient(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := waitReady(context.Background(), c, "broken-1", time.Hour, pollLimits{longest: 2 * time.Second, shortest: 50 * time.Millisecond})
+	if err != nil || !p.Ready {
+		t.Fatalf("waitReady = %+v, %v; want the ready pod", p, err)
+	}
+	if asked := f.requests(); strings.Join(asked, ",") != "broken-1 wait=2s,broken-1 wait=,broken-1 wait=2s" {
+		t.Errorf("requests %q; want a wait refused, a look, and a wait again", asked)
+	}
+}

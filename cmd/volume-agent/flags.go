@@ -7,19 +7,28 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/volume-agent/volume-agent/internal/status"
 )
 
 // options are the command-line flags.
 type options struct {
-	rootDir      string
-	nodeName     string
-	manifests    string
-	statusAddr   string
-	metricsAddr  string
+	rootDir     string
+	nodeName    string
+	manifests   string
+	statusAddr  string
+	metricsAddr string
+	healthzAddr string
+	// socketGroup is --status-socket-group as given; socketGID the group
+	// it names once parsed (-1: the agent's own).
+	socketGroup  string
+	socketGID    int
 	logLevel     string
 	logFormat    string
 	unprivileged bool
@@ -71,7 +80,9 @@ func agentFlags(o *options) (fs *flag.FlagSet, finish func()) {
 	// the environment, after parsing: the usage says where from, once.
 	fs.StringVar(&o.nodeName, "node-name", "", "this node's name; pods with spec.nodeName equal to it (or empty, in manifests) are served; recorded in <root-dir>/node-name once the agent has started (default $NODE_NAME, else the hostname)")
 	fs.StringVar(&o.manifests, "manifests", "", "directory of Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim and Node manifests (*.yaml, *.yml, *.json), watched for changes")
-	fs.StringVar(&o.statusAddr, "status-addr", defaultAddr, "address of the HTTP status endpoint (/healthz, /readyz, /v1/pods, /metrics)")
+	fs.StringVar(&o.statusAddr, "status-addr", defaultAddr, "address of the HTTP status endpoint (/healthz, /readyz, /v1/pods, /v1/claims, /metrics): host:port, or unix:///path for a unix socket of mode 0660 that only root and --status-socket-group may connect to (the DaemonSet's unix:///run/volume-agent/status.sock); on TCP every local user can read the node's pods, claims and paths")
+	fs.StringVar(&o.socketGroup, "status-socket-group", "", "group (name or number) of the unix sockets the agent listens on, whose members may read the status endpoint; default the agent's own group (root)")
+	fs.StringVar(&o.healthzAddr, "healthz-addr", "", "also serve /healthz and /readyz, and nothing else, on this address (the DaemonSet's 127.0.0.1:9810, for the kubelet's probes while the status endpoint is a unix socket); default off")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "also serve /metrics, and only /metrics, on this address (e.g. 0.0.0.0:9811 for Prometheus to scrape from off the node); /metrics on --status-addr stays; default off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log format: console or json")
@@ -133,7 +144,30 @@ func parseFlags(args []string) (options, error) {
 	if o.version {
 		return o, nil
 	}
+	if o.socketGID, err = parseGroup(o.socketGroup); err != nil {
+		return o, err
+	}
 	return o, o.validate()
+}
+
+// parseGroup returns the group ID --status-socket-group names, by number
+// or by name (the host's /etc/group, or the image's in a container); -1
+// when empty.
+func parseGroup(group string) (int, error) {
+	if group == "" {
+		return -1, nil
+	}
+	if gid, err := strconv.Atoi(group); err == nil {
+		if gid < 0 {
+			return -1, fmt.Errorf("--status-socket-group %s: want a group name or a number of 0 or more", group)
+		}
+		return gid, nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return -1, fmt.Errorf("--status-socket-group %q: no such group here: give its number (a container sees its image's groups, not the host's)", group)
+	}
+	return strconv.Atoi(g.Gid)
 }
 
 // inPod reports whether the in-cluster config is to be used: in a pod,
@@ -161,6 +195,8 @@ func (o options) validate() error {
 		return errors.New("--node-name is empty and neither $NODE_NAME nor the hostname is set")
 	case o.metricsAddr != "" && o.metricsAddr == o.statusAddr:
 		return fmt.Errorf("--metrics-addr %s is --status-addr: give another address, or leave it empty (the status endpoint serves /metrics too)", o.metricsAddr)
+	case o.healthzAddr != "" && (o.healthzAddr == o.statusAddr || o.healthzAddr == o.metricsAddr):
+		return fmt.Errorf("--healthz-addr %s is --status-addr or --metrics-addr: give another address, or leave it empty (the status endpoint serves /healthz and /readyz too)", o.healthzAddr)
 	case o.rootDir == "":
 		return errors.New("--root-dir must not be empty")
 	case o.reclaimDelay < 0:
@@ -168,7 +204,30 @@ func (o options) validate() error {
 	case o.checkPeriod < time.Second:
 		return fmt.Errorf("--volume-check-period %v: want at least 1s", o.checkPeriod)
 	}
+	if err := o.validateAddrs(); err != nil {
+		return err
+	}
 	return o.validateProvisioners()
+}
+
+// validateAddrs checks the endpoints' addresses, and that a socket group
+// has a socket to apply to.
+func (o options) validateAddrs() error {
+	unixSocket := false
+	for _, f := range []struct{ name, addr string }{{"status-addr", o.statusAddr}, {"metrics-addr", o.metricsAddr}, {"healthz-addr", o.healthzAddr}} {
+		if f.addr == "" && f.name != "status-addr" {
+			continue
+		}
+		a, err := status.ParseAddr(f.addr)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", f.name, err)
+		}
+		unixSocket = unixSocket || a.Network == "unix"
+	}
+	if o.socketGroup != "" && !unixSocket {
+		return fmt.Errorf("--status-socket-group %s applies to unix sockets only: give --status-addr unix:///path too", o.socketGroup)
+	}
+	return nil
 }
 
 func (o options) validateProvisioners() error {

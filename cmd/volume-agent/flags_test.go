@@ -38,6 +38,16 @@ func TestParseFlags(t *testing.T) {
 		{name: "metrics on another address", args: []string{"--manifests", "/m", "--metrics-addr", "0.0.0.0:9811"}},
 		{name: "negative reclaim delay", args: []string{"--manifests", "/m", "--reclaim-delay", "-1s"}, wantErr: "--reclaim-delay -1s"},
 		{name: "no reclaim delay", args: []string{"--manifests", "/m", "--reclaim-delay", "0s"}},
+		{name: "status on a unix socket", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/volume-agent/status.sock", "--status-socket-group", "4242"}},
+		{name: "status socket group by name", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/va.sock", "--status-socket-group", "root"}},
+		{name: "status socket group unknown", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/va.sock", "--status-socket-group", "no-such-group-here"}, wantErr: `--status-socket-group "no-such-group-here": no such group`},
+		{name: "status socket group negative", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/va.sock", "--status-socket-group", "-1"}, wantErr: "--status-socket-group -1"},
+		{name: "status socket group without a socket", args: []string{"--manifests", "/m", "--status-socket-group", "4242"}, wantErr: "applies to unix sockets only"},
+		{name: "relative unix socket", args: []string{"--manifests", "/m", "--status-addr", "unix://run/va.sock"}, wantErr: "--status-addr: address"},
+		{name: "status address without a port", args: []string{"--manifests", "/m", "--status-addr", "localhost"}, wantErr: "--status-addr: address"},
+		{name: "bad metrics address", args: []string{"--manifests", "/m", "--metrics-addr", "unix://x"}, wantErr: "--metrics-addr: address"},
+		{name: "health on loopback beside a socket", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/va.sock", "--healthz-addr", "127.0.0.1:9810"}},
+		{name: "health on the status address", args: []string{"--manifests", "/m", "--healthz-addr", "127.0.0.1:9810"}, wantErr: "--healthz-addr 127.0.0.1:9810 is --status-addr"},
 		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,5 +64,20 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("cluster mode = %v, want %v", o.clusterMode(), tc.clusterOn)
 			}
 		})
+	}
+}
+
+func TestParseGroup(t *testing.T) {
+	for in, want := range map[string]int{"": -1, "0": 0, "4242": 4242, "root": 0} {
+		if got, err := parseGroup(in); err != nil || got != want {
+			t.Errorf("parseGroup(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	o, err := parseFlags([]string{"--manifests", "/m", "--node-name", "n", "--status-addr", "unix:///run/va.sock", "--status-socket-group", "4242"})
+	if err != nil || o.socketGID != 4242 {
+		t.Fatalf("parseFlags: socket group %d, %v; want 4242", o.socketGID, err)
+	}
+	if o, _ := parseFlags([]string{"--manifests", "/m", "--node-name", "n"}); o.socketGID != -1 {
+		t.Errorf("no --status-socket-group: gid %d, want -1 (the agent's own)", o.socketGID)
 	}
 }

@@ -27,3 +27,17 @@ func (m metricsServer) Run(ctx context.Context) error {
 	m.log.Info("metrics endpoint listening", zap.String("addr", m.ln.Addr().String()))
 	return status.Serve(ctx, m.ln, mux, nil)
 }
+
+// healthServer serves /healthz and /readyz, and nothing else, on
+// --healthz-addr: a loopback port the kubelet's probes reach while the
+// status endpoint is a unix socket.
+type healthServer struct {
+	ln     net.Listener // bound to --healthz-addr; Run closes it
+	server *status.Server
+	log    *zap.Logger
+}
+
+func (h healthServer) Run(ctx context.Context) error {
+	h.log.Info("health endpoint listening", zap.String("addr", h.ln.Addr().String()))
+	return status.Serve(ctx, h.ln, h.server.HealthHandler(), nil)
+}

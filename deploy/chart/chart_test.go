@@ -71,6 +71,7 @@ provisioners: [local, nfs-subdir]
 localPathRoot: /srv/volumes
 reclaimDelay: 1h
 metricsAddr: 0.0.0.0:9811
+statusSocketGroup: "4242"
 mintTokens: false
 extraArgs: [--log-level=debug]
 extraEnv: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]

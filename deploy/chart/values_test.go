@@ -71,6 +71,15 @@ func TestValues(t *testing.T) {
 			c["ports"] = append(c["ports"].([]any), map[string]any{"name": "metrics", "containerPort": float64(9811), "hostPort": float64(9811)})
 		},
 	}, {
+		name:   "statusSocketGroup: the flag, after --status-addr",
+		values: `statusSocketGroup: 4242`,
+		edit: func(o objects) {
+			c := container(o)
+			args := c["args"].([]any)
+			i := slices.Index(args, any("--status-addr=unix:///run/volume-agent/status.sock"))
+			c["args"] = slices.Insert(args, i+1, any("--status-socket-group=4242"))
+		},
+	}, {
 		name:   "mintTokens=false: the flag, and no TokenRequest rule",
 		values: `mintTokens: false`,
 		edit: func(o objects) {
@@ -168,14 +177,15 @@ func TestReleaseName(t *testing.T) {
 // render into a broken DaemonSet, or ignore, and names the value.
 func TestValuesRefused(t *testing.T) {
 	for _, tc := range []struct{ values, names string }{
-		{`provisioners: local`, "/provisioners"},         // a string, not a list
-		{`provisioners: [lokal]`, "/provisioners"},       // no such provisioner
-		{`provisoners: [local]`, "'provisoners'"},        // misspelt: would be ignored
-		{`rbac: {enabled: false}`, "'enabled'"},          // the same
-		{`metricsAddr: 0.0.0.0`, "/metricsAddr"},         // no port to declare
-		{`reclaimDelay: 10 minutes`, "/reclaimDelay"},    // not a Go duration
-		{`rootDir: var/lib/volume-agent`, "/rootDir"},    // relative
-		{`image: {repository: ""}`, "/image/repository"}, // no image
+		{`provisioners: local`, "/provisioners"},           // a string, not a list
+		{`provisioners: [lokal]`, "/provisioners"},         // no such provisioner
+		{`provisoners: [local]`, "'provisoners'"},          // misspelt: would be ignored
+		{`rbac: {enabled: false}`, "'enabled'"},            // the same
+		{`metricsAddr: 0.0.0.0`, "/metricsAddr"},           // no port to declare
+		{`statusSocketGroup: wheel`, "/statusSocketGroup"}, // the image has not the node's groups
+		{`reclaimDelay: 10 minutes`, "/reclaimDelay"},      // not a Go duration
+		{`rootDir: var/lib/volume-agent`, "/rootDir"},      // relative
+		{`image: {repository: ""}`, "/image/repository"},   // no image
 	} {
 		_, err := Render(chartDir, DefaultRelease, readValues(t, tc.values))
 		if err == nil || !strings.Contains(err.Error(), tc.names) {

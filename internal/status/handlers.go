@@ -92,6 +92,15 @@ func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 		writePod(w, p, found, http.StatusOK)
 		return
 	}
+	select {
+	case s.waiting <- struct{}{}:
+		defer func() { <-s.waiting }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeText(w, http.StatusTooManyRequests, fmt.Sprintf("too many requests waiting (%d at most): ask again in a moment, or without wait=", s.cfg.MaxWaiting))
+		return
+	}
+	extendWrite(w, r, wait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for !s.answerWhenReady(w, r, uid, deadline.C) {

@@ -3,16 +3,61 @@ package status
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
 )
 
-// Serve serves h on ln until ctx ends; then it calls stopping (when not
-// nil), so that requests still waiting can answer, and shuts the server
-// down, giving them 2 s.
+// Limits holds the bounds of every HTTP server the agent runs (status,
+// health, metrics). A long-poll (GET /v1/pods/UID?wait=) outlives
+// WriteTimeout: its handler moves its own write deadline (extendWrite).
+type Limits struct {
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request. It does not bound a
+	// long-poll: net/http lifts the read deadline once a request is read,
+	// to notice a client that goes away.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing an answer, from the start of its
+	// handler; it is set per request, so that the handlers that wait can
+	// move it (http.Server's WriteTimeout could not be moved back by
+	// pprof, which refuses profiles longer than it).
+	WriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection with no request.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request's body; every route is a GET that
+	// reads none.
+	MaxBodyBytes int64
+}
+
+// DefaultLimits are the limits the agent runs with.
+var DefaultLimits = Limits{
+	ReadHeaderTimeout: 10 * time.Second,
+	ReadTimeout:       30 * time.Second,
+	WriteTimeout:      time.Minute,
+	IdleTimeout:       2 * time.Minute,
+	MaxHeaderBytes:    16 << 10,
+	MaxBodyBytes:      4 << 10,
+}
+
+// Serve serves h on ln, within DefaultLimits, until ctx ends; then it
+// calls stopping (when not nil), so that requests still waiting can
+// answer, and shuts the server down, giving them 2 s.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, stopping func()) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return serveWithin(ctx, ln, h, stopping, DefaultLimits)
+}
+
+func serveWithin(ctx context.Context, ln net.Listener, h http.Handler, stopping func(), lim Limits) error {
+	srv := &http.Server{
+		Handler:           limitRequests(h, lim),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -30,4 +75,34 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, stopping func()
 		return err
 	}
 	return nil
+}
+
+// writeTimeoutKey carries a request's WriteTimeout to extendWrite.
+type writeTimeoutKey struct{}
+
+// limitRequests refuses a request body over lim.MaxBodyBytes and gives
+// each request lim.WriteTimeout to be answered in.
+func limitRequests(h http.Handler, lim Limits) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > lim.MaxBodyBytes {
+			writeText(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: at most %d bytes", lim.MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes)
+		if lim.WriteTimeout > 0 {
+			// Not supported by every ResponseWriter (httptest's); then
+			// there is no deadline, as before.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
+			r = r.WithContext(context.WithValue(r.Context(), writeTimeoutKey{}, lim.WriteTimeout))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// extendWrite gives the answer to r d more than the server's write timeout,
+// from now: for a handler that waits d before it answers.
+func extendWrite(w http.ResponseWriter, r *http.Request, d time.Duration) {
+	if base, ok := r.Context().Value(writeTimeoutKey{}).(time.Duration); ok {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + base))
+	}
 }

@@ -1,8 +1,12 @@
 // Package status serves the agent's local HTTP API: health, readiness, the
-// volumes of every pod and where they are, and Prometheus metrics.
+// volumes of every pod and where they are, and Prometheus metrics; and it
+// makes the endpoints it is served on: a TCP address, or a unix socket
+// that only root and one group can connect to (listen.go), each within the
+// bounds of serve.go (timeouts, sizes, a cap on waiting requests).
 //
 // It only reads the desired and actual state. It never serves, logs or puts
-// into an error the content of a ConfigMap or Secret.
+// into an error the content of a ConfigMap or Secret, and never removes a
+// file at a socket's path that is not a stale socket.
 package status
 
 import (
@@ -12,6 +16,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,7 +35,8 @@ const MaxWait = 5 * time.Minute
 
 // Config configures a Server.
 type Config struct {
-	// Addr to listen on, e.g. "127.0.0.1:9810".
+	// Addr to listen on, as ParseAddr reads it: "127.0.0.1:9810" or
+	// "unix:///run/volume-agent/status.sock".
 	Addr string
 	// Listener, when set, is served instead of listening on Addr: the
 	// caller binds the address before anything runs. Run closes it.
@@ -52,7 +58,16 @@ type Config struct {
 	Profiling bool
 	// Now is the clock of the volumes' "since"; time.Now when nil.
 	Now func() time.Time
+	// Limits bound the server's requests; zero: DefaultLimits.
+	Limits Limits
+	// MaxWaiting bounds the requests waiting at once (?wait=); more are
+	// answered 429. Zero: DefaultMaxWaiting.
+	MaxWaiting int
 }
+
+// DefaultMaxWaiting is how many requests may wait at once by default: a
+// node's container runtime waits for the pods it starts, a few at a time.
+const DefaultMaxWaiting = 64
 
 // Claims lists claims with their phase and PersistentVolume.
 type Claims interface {
@@ -83,6 +98,10 @@ type Server struct {
 	// it never compute a status.
 	pending pendingPods
 
+	// waiting holds a token per request waiting (?wait=); its capacity
+	// is Config.MaxWaiting.
+	waiting chan struct{}
+
 	mu      sync.Mutex
 	waiters map[string]*waiter // guarded by mu; by pod UID
 	addr    net.Addr           // guarded by mu; set once listening
@@ -96,7 +115,14 @@ type waiter struct {
 
 // New returns a server; it starts nothing.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger.Named("status"), waiters: map[string]*waiter{}, stopping: make(chan struct{})}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits
+	}
+	if cfg.MaxWaiting <= 0 {
+		cfg.MaxWaiting = DefaultMaxWaiting
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.Named("status"), waiters: map[string]*waiter{}, stopping: make(chan struct{}),
+		waiting: make(chan struct{}, cfg.MaxWaiting)}
 	if cfg.Worlds.Desired != nil && cfg.Worlds.Actual != nil {
 		s.cfg.Worlds.clock = newStateClock(cfg.Now)
 		s.desired, s.actual = cfg.Worlds.Desired.Watch(), cfg.Worlds.Actual.Watch()
@@ -173,8 +199,11 @@ func (s *Server) Addr() net.Addr {
 func (s *Server) Run(ctx context.Context) error {
 	ln := s.cfg.Listener
 	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", s.cfg.Addr); err != nil {
+		addr, err := ParseAddr(s.cfg.Addr)
+		if err != nil {
+			return err
+		}
+		if ln, err = Listen(addr, -1); err != nil {
 			return err
 		}
 	}
@@ -189,7 +218,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// A request's context ends only when its client goes away; the end of
 	// ctx reaches handlers through s.stopping, so that a request still
 	// waiting gets an answer that says so.
-	return Serve(ctx, ln, s.Handler(), s.stop)
+	return serveWithin(ctx, ln, s.Handler(), s.stop, s.cfg.Limits)
 }
 
 // stop makes waiting requests answer that the agent is stopping.
@@ -220,11 +249,33 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Profiling {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/profile", profiling(pprof.Profile))
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/trace", profiling(pprof.Trace))
 	}
 	return mux
+}
+
+// HealthHandler returns /healthz and /readyz alone: what the kubelet's
+// probes ask for on a loopback port, with nothing on the node's pods.
+func (s *Server) HealthHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusNotFound, "only /healthz and /readyz are served here; the status API is on the agent's --status-addr")
+	})
+	return mux
+}
+
+// profiling gives a profile that lasts ?seconds= the time to answer.
+func profiling(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if sec, err := strconv.Atoi(r.FormValue("seconds")); err == nil && sec > 0 {
+			extendWrite(w, r, time.Duration(min(sec, 3600))*time.Second)
+		}
+		h(w, r)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

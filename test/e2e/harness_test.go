@@ -77,6 +77,9 @@ type agent struct {
 	user *syscall.Credential
 	// env is added to the agent's environment.
 	env []string
+	// socket, when set, is the path of the status endpoint's unix socket;
+	// addr then serves /healthz and /readyz only (--healthz-addr).
+	socket string
 	// ns, when set, is the private mount namespace the agent runs in (with
 	// the test mount.nfs): its mounts are seen through ns.Path and
 	// ns.Mounts only.
@@ -95,8 +98,12 @@ func newAgent(t *testing.T) *agent {
 func (a *agent) start(extra ...string) {
 	a.t.Helper()
 	a.addr = freeAddr(a.t)
-	args := append([]string{"--manifests", a.manifests, "--root-dir", a.root, "--status-addr", a.addr,
-		"--node-name", "node-1", "--log-format", "json", "--log-level", "debug"}, extra...)
+	endpoints := []string{"--status-addr", a.addr}
+	if a.socket != "" {
+		endpoints = []string{"--status-addr", "unix://" + a.socket, "--healthz-addr", a.addr}
+	}
+	args := append(append([]string{"--manifests", a.manifests, "--root-dir", a.root}, endpoints...),
+		append([]string{"--node-name", "node-1", "--log-format", "json", "--log-level", "debug"}, extra...)...)
 	a.args, a.extra = args, extra
 	a.logs = &syncBuffer{}
 	a.cmd = exec.Command(binary, args...)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +30,9 @@ const nodeRootDir = "/var/lib/volume-agent"
 // is deploy/daemonset.yaml), with only the image and the API server's
 // address set as values, to a cluster with a real kubelet node (test/node)
 // and checks what an operator would: the agent's pod turns Ready through its
-// probes; a workload pod's configMap, secret, emptyDir and projected volumes
+// probes (on --healthz-addr); the status API is the node's
+// /run/volume-agent/status.sock, of mode 0660, and root's CLI reads it
+// there; a workload pod's configMap, secret, emptyDir and projected volumes
 // appear under the DaemonSet's root directory on the node, their tmpfs
 // mounts propagated out of the agent's container into the node's mount
 // table; a ConfigMap update reaches the node's file; deleting the pod tears
@@ -37,8 +40,8 @@ const nodeRootDir = "/var/lib/volume-agent"
 // leaves every volume of a still-running pod mounted.
 func TestDaemonSetOnARealNode(t *testing.T) {
 	needRoot(t)
-	// The DaemonSet's agent listens on the node's 127.0.0.1:9810, and the
-	// node shares this machine's network.
+	// The DaemonSet's agent serves its probes on the node's 127.0.0.1:9810
+	// (--healthz-addr), and the node shares this machine's network.
 	l, err := net.Listen("tcp", "127.0.0.1:9810")
 	if err != nil {
 		t.Fatalf("the DaemonSet's status port is taken on this machine (is an agent running?): %v", err)
@@ -66,6 +69,7 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	for _, p := range []*v1.Pod{app, keeper} {
 		waitVolumesMounted(t, n, p)
 	}
+	checkStatusSocket(t, n, app)
 	figure(t, "real node: workload volumes mounted after start", time.Since(start))
 
 	// A ConfigMap update reaches the node's file.
@@ -335,4 +339,24 @@ func nodeMountsUnder(t *testing.T, n *node.Node, dir string) []string {
 		}
 	}
 	return out
+}
+
+// checkStatusSocket checks the DaemonSet's status socket on the node: mode
+// 0660, root's, and root's CLI waits for pod through it and lists it.
+func checkStatusSocket(t *testing.T, n *node.Node, pod *v1.Pod) {
+	t.Helper()
+	sock := n.Path("/run/volume-agent/status.sock")
+	fi, err := os.Lstat(sock)
+	if err != nil {
+		t.Fatalf("the status socket on the node: %v", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o660 || st.Uid != 0 || st.Gid != 0 {
+		t.Errorf("the node's status socket is %v, owned by %d:%d; want a socket of mode 0660 owned by root", fi.Mode(), st.Uid, st.Gid)
+	}
+	if r := runCLI(t, "wait", string(pod.UID), "--addr", "unix://"+sock, "--timeout", "30s"); r.code != 0 {
+		t.Errorf("wait for pod %s through the node's status socket: exit %d: %s", pod.Name, r.code, r.stderr)
+	}
+	if r := runCLI(t, "status", "--addr", "unix://"+sock); r.code != 0 || !strings.Contains(r.stdout, pod.Namespace+"/"+pod.Name) {
+		t.Errorf("status through the node's status socket: exit %d; want 0 and pod %s/%s", r.code, pod.Namespace, pod.Name)
+	}
 }
