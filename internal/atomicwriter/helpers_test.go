@@ -103,7 +103,6 @@ func entries(t *testing.T, dir string) []string {
 	return names
 }
 
-
 // entry is what snapshot records of one file system entry.
 type entry struct {
 	mode     fs.FileMode
