@@ -18,6 +18,7 @@ FUZZ_TARGETS = \
 	./internal/atomicwriter:FuzzWriterAdversary \
 	./internal/plugins/contentdir:FuzzItemPaths \
 	./internal/source/manifest:FuzzParseFile \
+	./internal/source/manifest:FuzzSecretNotInProblems \
 	./internal/plugins/hostpath:FuzzHostPathSetUp \
 	./internal/plugins/nfs:FuzzValidate \
 	./internal/provisioner/nfssubdir:FuzzPathPattern \
