@@ -267,7 +267,7 @@ func agentBinary(given, module string) (string, func(), error) {
 	build.Dir = module
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("build volume-agent: %v\n%s", err, out)
+		return "", nil, fmt.Errorf("build volume-agent: %w\n%s", err, out)
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
 }

@@ -87,7 +87,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Logger: log.Named("plugins"), Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
-		HostPathChecker: []string{selfExe, hostpath.CheckerArg}})
+		HostPathChecker: []string{selfExe, hostpath.CheckerArg}, NoSwap: probeNoSwap(mounter, log)})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, Plugins: registry, Logger: log,
 		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}
@@ -97,7 +97,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		metrics.Terminating(worlds))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
-		CheckPeriod: o.checkPeriod})
+		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter)})
 	lns, err := listen(o)
 	if err != nil {
 		return err

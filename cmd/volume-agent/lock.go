@@ -22,7 +22,7 @@ var lockWait = 15 * time.Second
 // file stays open; the kernel drops it when the process exits, however it
 // exits. Nothing is written: a read-only root can be locked too.
 func lockRoot(root string, log *zap.Logger) (*os.File, error) {
-	f, err := os.OpenFile(root, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(root, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0) //nolint:gosec // G304: --local-path-root is the operator's flag, opened O_NOFOLLOW
 	if err != nil {
 		return nil, fmt.Errorf("--local-path-root: lock %s: %w", root, err)
 	}
@@ -39,10 +39,10 @@ func lockRoot(root string, log *zap.Logger) (*os.File, error) {
 	}
 	switch {
 	case errors.Is(err, unix.EWOULDBLOCK):
-		f.Close()
+		_ = f.Close() // only read: the lock was not taken
 		return nil, fmt.Errorf("--local-path-root %s is in use by another volume-agent (it holds a lock on the directory): two agents sharing a root would hand out, and delete, each other's volumes; give each agent its own --local-path-root", root)
 	case err != nil:
-		f.Close()
+		_ = f.Close() // only read: the lock was not taken
 		return nil, fmt.Errorf("--local-path-root: lock %s: %w", root, err)
 	}
 	return f, nil

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // State is what the agent knows about a volume on disk.
@@ -40,6 +41,9 @@ type Volume struct {
 	Path    string // where the content is on the host (Dir, or a hostPath)
 	State   State
 	Version string // content version written by the last successful SetUp
+	// Swap says whether the volume's tmpfs may reach swap: as the set-up
+	// that mounted it reported, or as the mount table showed it at start.
+	Swap volume.Swap
 	// Reconstructed is true for a volume found on disk at start that no
 	// operation has touched since.
 	Reconstructed bool

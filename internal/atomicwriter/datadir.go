@@ -41,7 +41,7 @@ func (w *Writer) writeDataDir(root *os.Root, payload map[string]File) (string, e
 func mkdirTimestamped(root *os.Root) (string, error) {
 	prefix := ".." + time.Now().UTC().Format(tsLayout) + "."
 	for range 1000 {
-		name := prefix + strconv.FormatUint(uint64(rand.Uint32()), 10)
+		name := prefix + strconv.FormatUint(uint64(rand.Uint32()), 10) //nolint:gosec // G404: uniqueness, not secrecy: Mkdir fails on an existing name and the next is tried
 		err := root.Mkdir(name, dirMode)
 		if errors.Is(err, fs.ErrExist) {
 			continue

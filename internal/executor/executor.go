@@ -221,7 +221,7 @@ func (e *Executor) backoff(n int) time.Duration {
 		d *= 2
 	}
 	d = min(d, e.cfg.MaxBackoff)
-	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+	return d + time.Duration(rand.Int64N(int64(d)/10+1)) //nolint:gosec // G404: retry jitter
 }
 
 // Running reports whether an operation for key is in flight.

@@ -7,6 +7,10 @@
 // passes, the call returns ctx.Err() and the stuck system call is left to
 // finish on its own goroutine; the caller treats the outcome as uncertain.
 //
+// A tmpfs takes noswap (Linux 6.4 and later) when ProbeNoSwap has found
+// the kernel supports it; NoSwapUnder reads, once at start, which mounted
+// tmpfs have it.
+//
 // A tmpfs or a bind mount is made with mount(2) and every mount is taken
 // off with umount2(2), as containerd does: no process is started, and an
 // option mount(2) would drop is refused, not ignored. Types that need a

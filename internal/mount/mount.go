@@ -114,7 +114,7 @@ func (System) MountsUnder(ctx context.Context, dir string) ([]string, error) {
 // storage answers; run returns at ctx's end all the same (through Bounded),
 // and the goroutine waiting for the tool finishes when it does.
 func run(ctx context.Context, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := exec.CommandContext(ctx, name, args...) //nolint:gosec // G204: runs mount(8)/umount(8); arguments are separate argv entries, never a shell
 	cmd.WaitDelay = waitDelay
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

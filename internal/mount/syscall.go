@@ -49,7 +49,7 @@ func remountBind(target string, flags uintptr) error {
 		return fmt.Errorf("read the flags of the new mount: %w", err)
 	}
 	const kept = unix.ST_RDONLY | unix.ST_NOSUID | unix.ST_NODEV | unix.ST_NOEXEC | unix.MS_NOSYMFOLLOW
-	flags |= uintptr(st.Flags) & kept // the ST_ values are the MS_ values (ST_NOSYMFOLLOW too)
+	flags |= uintptr(st.Flags) & kept //nolint:gosec // G115: statfs flags are a bit set; the ST_ values are the MS_ values (ST_NOSYMFOLLOW too)
 	return unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|flags, "")
 }
 

@@ -41,7 +41,7 @@ func mountsOf(dir string) ([]string, error) {
 	}
 	var own *mountinfo.Info
 	for _, info := range infos {
-		if uint64(info.ID) == st.Mnt_id {
+		if uint64(info.ID) == st.Mnt_id { //nolint:gosec // G115: mount IDs are non-negative
 			own = info
 		}
 	}

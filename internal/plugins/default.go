@@ -36,17 +36,21 @@ type Config struct {
 	// HostPathChecker is the command that starts a process to check a
 	// host path in (see hostpath.Plugin.Checker); nil checks in process.
 	HostPathChecker []string
+	// NoSwap mounts every tmpfs (secret, projected, emptyDir of medium
+	// Memory) with noswap; only where the kernel supports it (see
+	// mount.ProbeNoSwap).
+	NoSwap bool
 }
 
 // Default returns a registry of every plugin the agent ships.
 func Default(cfg Config) *Registry {
 	r, err := NewRegistry(
-		&emptydir.Plugin{Mounter: cfg.Mounter},
+		&emptydir.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap},
 		&hostpath.Plugin{HostRoot: cfg.HostRoot, Checker: cfg.HostPathChecker},
 		&configmap.Plugin{Mounter: cfg.Mounter},
-		&secret.Plugin{Mounter: cfg.Mounter},
+		&secret.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap},
 		&downwardapi.Plugin{Mounter: cfg.Mounter},
-		&projected.Plugin{Mounter: cfg.Mounter, Tokens: cfg.Tokens},
+		&projected.Plugin{Mounter: cfg.Mounter, Tokens: cfg.Tokens, NoSwap: cfg.NoSwap},
 		&local.Plugin{Mounter: cfg.Mounter, HostRoot: cfg.HostRoot, NodeName: cfg.NodeName, Devices: devices(cfg), Logger: cfg.Logger},
 		nfs.New(cfg.Logger),
 	)

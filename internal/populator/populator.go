@@ -201,5 +201,5 @@ func podFields(namespace, name string, uid types.UID) []zap.Field {
 }
 
 func jitter(d time.Duration) time.Duration {
-	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1))
+	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1)) //nolint:gosec // G404: resync jitter
 }

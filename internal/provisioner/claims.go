@@ -191,7 +191,7 @@ func (c *Controller) failed(ctx context.Context, req Request, err error) error {
 		return fmt.Errorf("claim %s/%s: %w", req.Claim.Namespace, req.Claim.Name, err)
 	}
 	if uerr := c.unselectNode(ctx, req.Claim); uerr != nil {
-		return fmt.Errorf("claim %s/%s: %w (and removing %s: %v)", req.Claim.Namespace, req.Claim.Name, err, AnnSelectedNode, uerr)
+		return fmt.Errorf("claim %s/%s: %w (and removing %s: %w)", req.Claim.Namespace, req.Claim.Name, err, AnnSelectedNode, uerr)
 	}
 	c.log.Warn("this node cannot provision; the scheduler chooses again",
 		zap.String("claim", req.Claim.Namespace+"/"+req.Claim.Name), zap.Error(err))

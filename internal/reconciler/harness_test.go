@@ -46,6 +46,7 @@ type fakePlugin struct {
 	failTearDown error         // guarded by mu; returned by TearDown when set
 	blockCtx     bool          // guarded by mu; SetUp waits for its context to end
 	release      chan struct{} // guarded by mu; when set, SetUp waits for it to close
+	swap         volume.Swap   // guarded by mu; what a SetUp that succeeds reports
 }
 
 var _ volume.Plugin = (*fakePlugin)(nil)
@@ -65,7 +66,7 @@ func (p *fakePlugin) SetUp(ctx context.Context, _ *volume.Spec, dir string) (vol
 	p.mu.Lock()
 	p.calls = append(p.calls, call)
 	p.setUps = append(p.setUps, time.Now())
-	fail, failMade, blockCtx, release := p.fail, p.failMade, p.blockCtx, p.release
+	fail, failMade, blockCtx, release, swap := p.fail, p.failMade, p.blockCtx, p.release, p.swap
 	p.mu.Unlock()
 	switch {
 	case fail != nil && failMade:
@@ -84,7 +85,7 @@ func (p *fakePlugin) SetUp(ctx context.Context, _ *volume.Spec, dir string) (vol
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return volume.Result{}, err
 	}
-	return volume.Result{Path: dir}, nil
+	return volume.Result{Path: dir, Swap: swap}, nil
 }
 
 func (p *fakePlugin) TearDown(_ context.Context, dir string) error {

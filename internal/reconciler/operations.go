@@ -13,6 +13,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/executor"
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // key serialises operations: one at a time per volume of a pod, and one per
@@ -91,7 +92,7 @@ func (r *Reconciler) setUp(a action) executor.Op {
 			return err
 		}
 		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted,
-			Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV})
+			Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: r.swap(a, res.Swap)})
 		r.cfg.Desired.SetError(a.dsKey(), "")
 		if a.kind == opSetUp && !a.actual.Reconstructed {
 			r.cfg.Recorder.SetUpSucceeded(a.desired.Spec)
@@ -99,6 +100,17 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		logSetUp(log, a, took, res.Path)
 		return nil
 	}
+}
+
+// swap is what is known about the swap of a's volume after a set-up that
+// reported got: a set-up that mounted nothing (the tmpfs was there
+// already) leaves what was known before.
+func (r *Reconciler) swap(a action, got volume.Swap) volume.Swap {
+	if got != volume.SwapUnknown {
+		return got
+	}
+	prev, _ := r.cfg.Actual.Get(a.dsKey())
+	return prev.Swap
 }
 
 // logSetUpFailed logs a failed set-up or refresh at warn level: the volume
@@ -135,11 +147,12 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return
 	}
-	if prev, ok := r.cfg.Actual.Get(a.dsKey()); ok && prev.State == asw.Mounted {
+	prev, ok := r.cfg.Actual.Get(a.dsKey())
+	if ok && prev.State == asw.Mounted {
 		return
 	}
 	r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: dir, State: asw.Uncertain,
-		SpecName: a.desired.SpecName, PV: a.desired.PV})
+		SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: prev.Swap})
 }
 
 func (r *Reconciler) tearDown(a action) executor.Op {

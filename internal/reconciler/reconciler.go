@@ -72,6 +72,11 @@ type Config struct {
 	// rebuilt from disk (the populator looks again: what it keeps depends
 	// on what is set up).
 	OnRecovered func()
+	// MountedNoSwap, when set, reads the mount table once at start and
+	// reports for each tmpfs at or below a directory whether it has
+	// noswap (mount.NoSwapUnder): volumes found on disk then say whether
+	// they may reach swap. Nil: unknown.
+	MountedNoSwap func(ctx context.Context, dir string) (map[string]bool, error)
 }
 
 // Reconciler runs reconcile passes. Create with New, start with Run.
@@ -130,7 +135,7 @@ func (r *Reconciler) Recovered() bool { return r.recovered.Load() }
 // It then lets running operations finish (up to ShutdownGrace) and returns
 // nil; it starts no operation once ctx has ended.
 func (r *Reconciler) Run(ctx context.Context) error {
-	if err := r.reconstruct(); err != nil {
+	if err := r.reconstruct(ctx); err != nil {
 		return err
 	}
 	r.recovered.Store(true)
@@ -212,7 +217,7 @@ func (r *Reconciler) sweep() {
 }
 
 func jitter(d time.Duration) time.Duration {
-	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1))
+	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1)) //nolint:gosec // G404: resync jitter
 }
 
 type nopRecorder struct{}

@@ -1,20 +1,28 @@
 package reconciler
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/layout"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
+
+// mountTableTimeout bounds the one read of the mount table at start.
+const mountTableTimeout = 30 * time.Second
 
 // reconstruct rebuilds the actual state from the pod directories on disk.
 // Every volume found is Uncertain: it is set up again if still wanted (which
 // neither remounts nor rewrites what is right) and torn down otherwise, but
 // only after every source has delivered its complete state. Volumes of
-// plugins this agent does not know are left alone.
-func (r *Reconciler) reconstruct() error {
+// plugins this agent does not know are left alone. A volume on a tmpfs
+// keeps the options it was mounted with; whether they include noswap is
+// read from the mount table, once for all volumes.
+func (r *Reconciler) reconstruct(ctx context.Context) error {
 	pods, found, err := r.cfg.Root.Scan()
 	if err != nil {
 		return fmt.Errorf("reconstruct actual state: %w", err)
@@ -22,19 +30,49 @@ func (r *Reconciler) reconstruct() error {
 	for _, uid := range pods {
 		r.cfg.Actual.AddPodDir(uid, true)
 	}
+	noSwap := r.mountedNoSwap(ctx, len(found))
+	swappable := 0
 	for _, f := range found {
-		r.addFound(f)
+		swap := volume.SwapUnknown
+		if has, ok := noSwap[f.Dir]; ok {
+			swap = volume.SwapOf(has)
+		}
+		if r.addFound(f, swap) && swap == volume.SwapAllowed {
+			swappable++
+		}
 	}
-	r.log.Info("actual state reconstructed", zap.Int("pods", len(pods)), zap.Int("volumes", len(found)))
+	fields := []zap.Field{zap.Int("pods", len(pods)), zap.Int("volumes", len(found))}
+	if swappable > 0 {
+		fields = append(fields, zap.Int("tmpfsWithoutNoswap", swappable))
+	}
+	r.log.Info("actual state reconstructed", fields...)
 	return nil
 }
 
-func (r *Reconciler) addFound(f layout.Found) {
+// mountedNoSwap reads, when there are volumes on disk, whether each tmpfs
+// below the pods directory has noswap. Without it nothing is lost but the
+// report: the volumes are reconstructed all the same.
+func (r *Reconciler) mountedNoSwap(ctx context.Context, found int) map[string]bool {
+	if found == 0 || r.cfg.MountedNoSwap == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, mountTableTimeout)
+	defer cancel()
+	noSwap, err := r.cfg.MountedNoSwap(ctx, r.cfg.Root.PodsDir())
+	if err != nil {
+		r.log.Info("the swap protection of volumes found on disk is not known", zap.Error(err))
+	}
+	return noSwap
+}
+
+// addFound records a volume found on disk, and reports whether it did.
+func (r *Reconciler) addFound(f layout.Found, swap volume.Swap) bool {
 	log := r.log.With(zap.String("podUID", string(f.PodUID)), zap.String("volume", f.Volume), zap.String("plugin", f.Plugin))
 	if _, ok := r.cfg.Plugins.Get(f.Plugin); !ok {
 		log.Warn("leaving volume of an unknown plugin alone", zap.String("dir", f.Dir))
-		return
+		return false
 	}
-	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true})
+	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true, Swap: swap})
 	log.Debug("volume found on disk")
+	return true
 }

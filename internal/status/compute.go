@@ -10,6 +10,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // Volume states shown by the API; a volume of a Terminating pod is
@@ -57,6 +58,14 @@ type Volume struct {
 	// the PersistentVolume it is bound to (once known).
 	Claim string `json:"claim,omitempty"`
 	PV    string `json:"pv,omitempty"`
+	// NoSwap says, for a volume on a tmpfs (secret, projected, emptyDir of
+	// medium Memory) once set up, whether the tmpfs was mounted with
+	// noswap: false when its pages may reach swap (a kernel before Linux
+	// 6.4, or a volume mounted by an agent that did not add noswap).
+	// Absent for a volume on disk, and where the agent does not know (a
+	// tmpfs mounted before a restart whose mount table it could not read;
+	// --unprivileged, which mounts nothing).
+	NoSwap *bool `json:"noSwap,omitempty"`
 	// Since is when the agent first saw the volume in State (UTC, whole
 	// seconds; at most the agent's start); absent when the Worlds were not
 	// given to a Server.
@@ -141,7 +150,7 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 		// Not in the pod's spec: kept as it is on disk, untouched, until
 		// the pod goes (after a restart its state is Uncertain, but no
 		// container uses it, so it is not set up again).
-		v.State, v.Path, v.Plugin, v.Error = Mounted, a.Path, a.Plugin, d.Problem
+		v.State, v.Path, v.Plugin, v.Error, v.NoSwap = Mounted, a.Path, a.Plugin, d.Problem, noSwap(a.Swap)
 	case d.Conflict:
 		v.State, v.Error = Failed, d.Problem
 	case d.Unsupported:
@@ -149,7 +158,7 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 	case d.Problem != "" && !(have && a.State == asw.Mounted):
 		v.State, v.Error = Failed, d.Problem
 	case have && a.State == asw.Mounted && (a.Plugin == d.Plugin || d.Plugin == ""):
-		v.State, v.Path, v.Plugin = Mounted, a.Path, a.Plugin
+		v.State, v.Path, v.Plugin, v.NoSwap = Mounted, a.Path, a.Plugin, noSwap(a.Swap)
 		if d.Problem != "" {
 			v.Error = d.Problem
 		}
@@ -161,6 +170,15 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 		v.State = Pending
 	}
 	return v
+}
+
+// noSwap is the API's noSwap of a volume whose swap is s.
+func noSwap(s volume.Swap) *bool {
+	if s == volume.SwapUnknown {
+		return nil
+	}
+	never := s == volume.SwapNever
+	return &never
 }
 
 // VolumesByState counts the volumes of every pod in each state; every

@@ -28,6 +28,10 @@ func TestVolumeStates(t *testing.T) {
 	problem := dsw.Volume{Name: "v", Problem: "configMap.items[0].path: must be relative"}
 	unsupported := dsw.Volume{Name: "v", Problem: "csi volumes are not supported by volume-agent", Unsupported: true}
 	mounted := setUp("p", "v", cm, "1", asw.Mounted)
+	noSwap, swappable := setUp("p", "v", ed, "1", asw.Mounted), setUp("p", "v", ed, "1", asw.Mounted)
+	noSwap.Swap, swappable.Swap = volume.SwapNever, volume.SwapAllowed
+	foundSwappable := setUp("p", "v", ed, "", asw.Uncertain)
+	foundSwappable.Swap = volume.SwapAllowed
 	conflict := dsw.Volume{Name: "v", SpecName: "b", Claim: "data", PV: "v", Conflict: true,
 		Problem: `volumes "a" and "b" both use claim ns/data, and only "b" is readOnly: …`}
 	kept := dsw.Volume{Name: "v", Kept: true, Problem: `volume "v" is set up but not in the pod's spec: … kept until the pod is deleted`}
@@ -54,6 +58,14 @@ func TestVolumeStates(t *testing.T) {
 			Volume{Name: "v", Plugin: cm, State: Failed, Error: "context deadline exceeded"}},
 		{"mounted by the plugin it no longer wants", wanted("v", ed, "1"), &mounted, "",
 			Volume{Name: "v", Plugin: ed, State: Pending}},
+		{"on a tmpfs with noswap", wanted("v", ed, "1"), &noSwap, "",
+			Volume{Name: "v", Plugin: ed, Path: "/host/v", State: Mounted, NoSwap: ptr(true)}},
+		{"on a tmpfs that may reach swap", wanted("v", ed, "1"), &swappable, "",
+			Volume{Name: "v", Plugin: ed, Path: "/host/v", State: Mounted, NoSwap: ptr(false)}},
+		{"found on disk on a tmpfs that may reach swap, not set up again yet", wanted("v", ed, "1"), &foundSwappable, "",
+			Volume{Name: "v", Plugin: ed, State: Pending}},
+		{"kept, on a tmpfs that may reach swap", dsw.Volume{Name: "v", Kept: true}, &swappable, "",
+			Volume{Name: "v", Plugin: ed, Path: "/host/v", State: Mounted, NoSwap: ptr(false)}},
 		{"unsupported", unsupported, nil, "",
 			Volume{Name: "v", State: Unsupported, Error: unsupported.Problem}},
 		{"unsupported even if something is mounted", unsupported, &mounted, "",
@@ -87,7 +99,7 @@ func TestVolumeStates(t *testing.T) {
 			if len(pods) != 1 || len(pods[0].Volumes) != 1 {
 				t.Fatalf("Pods = %+v", pods)
 			}
-			if got := pods[0].Volumes[0]; got != tt.want {
+			if got := pods[0].Volumes[0]; !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("volume = %+v\nwant %+v", got, tt.want)
 			}
 			if ready := tt.want.State == Mounted; pods[0].Ready != ready {

@@ -178,6 +178,10 @@ func TestPodsJSON(t *testing.T) {
 	}
 
 	f.addPod("u1", true)
+	f.addPod("u3", false)
+	noSwap := setUp("u3", "data", ed, "1", asw.Mounted)
+	noSwap.Swap = volume.SwapNever
+	f.worlds.Actual.Set(noSwap)
 	f.worlds.Desired.SetPod(dsw.Pod{UID: "u2", Namespace: "ns", Name: "web-u2", Volumes: []dsw.Volume{
 		wanted("cfg", cm, "1"),
 		{Name: "vol", Problem: "csi volumes are not supported by volume-agent", Unsupported: true},
@@ -192,7 +196,9 @@ func TestPodsJSON(t *testing.T) {
 		`{"name":"data","plugin":"kubernetes.io/empty-dir","path":"/host/data","state":"Mounted","error":"","since":"2026-05-06T07:08:09Z"}]},` +
 		`{"uid":"u2","namespace":"ns","name":"web-u2","ready":false,"state":"Active","volumes":[` +
 		`{"name":"cfg","plugin":"kubernetes.io/configmap","path":"","state":"Failed","error":"configMap ns/app not found","since":"2026-05-06T07:08:09Z"},` +
-		`{"name":"vol","plugin":"","path":"","state":"Unsupported","error":"csi volumes are not supported by volume-agent","since":"2026-05-06T07:08:09Z"}]}]}`
+		`{"name":"vol","plugin":"","path":"","state":"Unsupported","error":"csi volumes are not supported by volume-agent","since":"2026-05-06T07:08:09Z"}]},` +
+		`{"uid":"u3","namespace":"ns","name":"web-u3","ready":true,"state":"Active","volumes":[` +
+		`{"name":"data","plugin":"kubernetes.io/empty-dir","path":"/host/data","state":"Mounted","error":"","noSwap":true,"since":"2026-05-06T07:08:09Z"}]}]}`
 	if got := compact(t, body); got != want {
 		t.Fatalf("/v1/pods =\n%s\nwant\n%s", got, want)
 	}

@@ -66,7 +66,8 @@ func (w Worlds) terminatingPod(uid types.UID) (Pod, []string, bool) {
 	for i, a := range actual {
 		keys[i] = a.Name
 		name := cmp.Or(a.SpecName, a.Name)
-		out.Volumes = append(out.Volumes, Volume{Name: name, Plugin: a.Plugin, Path: a.Path, State: Terminating, Error: a.TearDownError, PV: a.PV})
+		out.Volumes = append(out.Volumes, Volume{Name: name, Plugin: a.Plugin, Path: a.Path, State: Terminating, Error: a.TearDownError, PV: a.PV,
+			NoSwap: noSwap(a.Swap)})
 		if a.TearDownError != "" && out.Reason == "" {
 			out.Reason = fmt.Sprintf("teardown of volume %q failed: %s", name, a.TearDownError)
 		}

@@ -77,6 +77,34 @@ type Result struct {
 	// Path is where the volume's content is on the host: the volume directory,
 	// or for hostPath the host path itself.
 	Path string
+	// Swap says whether the volume's memory may be written to swap; it is
+	// SwapUnknown for a volume that is not on a tmpfs, and for one whose
+	// tmpfs was mounted before this set-up.
+	Swap Swap
+}
+
+// Swap tells whether the pages of a memory-backed volume (a tmpfs) may be
+// written to the node's swap.
+type Swap uint8
+
+const (
+	// SwapUnknown: not on a tmpfs, or the tmpfs was mounted before and its
+	// options were not read.
+	SwapUnknown Swap = iota
+	// SwapNever: mounted with noswap.
+	SwapNever
+	// SwapAllowed: mounted without noswap (a kernel before Linux 6.4, or
+	// a volume mounted before the agent added it): its pages may reach
+	// swap when the node has swap on.
+	SwapAllowed
+)
+
+// SwapOf is the Swap of a tmpfs mounted with noswap or without.
+func SwapOf(noSwap bool) Swap {
+	if noSwap {
+		return SwapNever
+	}
+	return SwapAllowed
 }
 
 // Plugin sets up and tears down one type of volume.

@@ -52,7 +52,7 @@ func (p *process) wait() {
 func (p *process) exitErr() error {
 	select {
 	case <-p.exited:
-		return fmt.Errorf("%s exited: %v", p.name, p.waitErr)
+		return fmt.Errorf("%s exited: %w", p.name, p.waitErr)
 	default:
 		return nil
 	}

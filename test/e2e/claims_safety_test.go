@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -272,7 +273,7 @@ func runFailing(t *testing.T, args ...string) (int, string) {
 		t.Fatalf("the agent did not exit: %s", out)
 	}
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		code = ee.ExitCode()
 	}
 	return code, string(out)

@@ -122,7 +122,7 @@ func (f *hangFS) wait(h *fuse.InHeader) {
 	if !hung {
 		return
 	}
-	pid, parent := process(int(h.Caller.Pid))
+	pid, parent := process(int(h.Pid))
 	f.mu.Lock()
 	f.blocked[pid]++
 	if parent != pid {

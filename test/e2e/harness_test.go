@@ -231,6 +231,7 @@ type apiVolume struct {
 	Error  string `json:"error"`
 	Claim  string `json:"claim"`
 	PV     string `json:"pv"`
+	NoSwap *bool  `json:"noSwap"`
 }
 
 func (p apiPod) volume(name string) apiVolume {

@@ -33,7 +33,7 @@ func BuildMountHelper(dir string) (string, error) {
 	build := exec.Command("go", "build", "-o", path, "github.com/volume-agent/volume-agent/test/nfs/mountnfs")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the mount.nfs helper: %v\n%s", err, out)
+		return "", fmt.Errorf("build the mount.nfs helper: %w\n%s", err, out)
 	}
 	return path, nil
 }

@@ -67,7 +67,7 @@ func benchTmpfsVolumes(b *testing.B, n int) {
 		start, startCPU := time.Now(), cpuTime(b)
 		for j := range dirs {
 			dirs[j] = filepath.Join(root, "pods", fmt.Sprintf("%d-%d", i, j), "volumes", "kubernetes.io~secret", "s")
-			if err := d.SetUp(ctx, dirs[j], payload); err != nil {
+			if _, err := d.SetUp(ctx, dirs[j], payload); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/atomicwriter"
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // Payload is the content of a volume: relative path → file.
@@ -25,13 +26,18 @@ type Dir struct {
 	Mounter mount.Mounter
 	// Memory puts the volume on a tmpfs (secrets, tokens).
 	Memory bool
+	// NoSwap mounts the tmpfs with noswap, so that its pages never reach
+	// swap; only where the kernel supports it (see mount.ProbeNoSwap).
+	NoSwap bool
 }
 
-// SetUp makes dir hold exactly payload.
-func (d Dir) SetUp(ctx context.Context, dir string, payload Payload) (retErr error) {
+// SetUp makes dir hold exactly payload. It reports whether the tmpfs it
+// mounted may reach swap: SwapUnknown when it mounted none (on disk, or
+// mounted before).
+func (d Dir) SetUp(ctx context.Context, dir string, payload Payload) (_ volume.Swap, retErr error) {
 	created, err := mount.MakeDir(dir, 0o755)
 	if err != nil {
-		return err
+		return volume.SwapUnknown, err
 	}
 	mounted := false
 	defer func() {
@@ -48,15 +54,18 @@ func (d Dir) SetUp(ctx context.Context, dir string, payload Payload) (retErr err
 		}
 	}()
 	if d.Memory {
-		m := mount.Mount{Type: "tmpfs", Source: "tmpfs", Options: []string{"mode=0755"}}
+		m := mount.Tmpfs(d.NoSwap, "mode=0755")
 		if mounted, err = mount.EnsureMounted(ctx, d.Mounter, m, dir); err != nil {
-			return err
+			return volume.SwapUnknown, err
 		}
 	}
 	if _, err := atomicwriter.New(dir).Write(payload); err != nil {
-		return fmt.Errorf("write content: %w", err)
+		return volume.SwapUnknown, fmt.Errorf("write content: %w", err)
 	}
-	return nil
+	if !mounted || !mount.Privileged(d.Mounter) {
+		return volume.SwapUnknown, nil
+	}
+	return volume.SwapOf(d.NoSwap), nil
 }
 
 // TearDown unmounts the tmpfs, if any, and removes the directory.

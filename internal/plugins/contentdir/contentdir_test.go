@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins/contentdir"
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 func TestSetUpRollbackIsBounded(t *testing.T) {
@@ -20,7 +22,7 @@ func TestSetUpRollbackIsBounded(t *testing.T) {
 	m := &plugintest.TimedOutMounter{Fake: &mount.Fake{}, T: t, Cancel: cancel}
 	dir := plugintest.VolumeDir(t)
 	payload := contentdir.Payload{"key": atomicwriter.File{Data: []byte("v"), Mode: 0o644}}
-	err := contentdir.Dir{Mounter: m, Memory: true}.SetUp(ctx, dir, payload)
+	_, err := contentdir.Dir{Mounter: m, Memory: true}.SetUp(ctx, dir, payload)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("SetUp = %v, want the mount's context.Canceled", err)
 	}
@@ -29,5 +31,51 @@ func TestSetUpRollbackIsBounded(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the directory SetUp created was not rolled back: Lstat = %v", err)
+	}
+}
+
+// TestSwap: the tmpfs of a memory-backed volume has noswap when the kernel
+// supports it, and SetUp says which it mounted; a set-up that mounts
+// nothing (on disk, mounted before, unprivileged) cannot say.
+func TestSwap(t *testing.T) {
+	payload := contentdir.Payload{"key": atomicwriter.File{Data: []byte("v"), Mode: 0o644}}
+	for _, tc := range []struct {
+		name        string
+		memory      bool
+		noSwap      bool
+		wantOptions []string // nil: no mount
+		wantSwap    volume.Swap
+	}{
+		{"memory, kernel with noswap", true, true, []string{"mode=0755", "noswap"}, volume.SwapNever},
+		{"memory, kernel without noswap", true, false, []string{"mode=0755"}, volume.SwapAllowed},
+		{"on disk", false, true, nil, volume.SwapUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &mount.Fake{}
+			d := contentdir.Dir{Mounter: f, Memory: tc.memory, NoSwap: tc.noSwap}
+			dir := plugintest.VolumeDir(t)
+			swap, err := d.SetUp(context.Background(), dir, payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, mounted := f.Mounted(dir)
+			if mounted != (tc.wantOptions != nil) || !slices.Equal(m.Options, tc.wantOptions) {
+				t.Errorf("mount = %v (%v), want options %q", m, mounted, tc.wantOptions)
+			}
+			if swap != tc.wantSwap {
+				t.Errorf("swap = %v, want %v", swap, tc.wantSwap)
+			}
+			if swap, err = d.SetUp(context.Background(), dir, payload); err != nil || swap != volume.SwapUnknown {
+				t.Errorf("SetUp again = %v, %v; want SwapUnknown: the mount is not made again", swap, err)
+			}
+		})
+	}
+}
+
+func TestSwapUnprivileged(t *testing.T) {
+	d := contentdir.Dir{Mounter: mount.Unprivileged{}, Memory: true, NoSwap: true}
+	payload := contentdir.Payload{"key": atomicwriter.File{Data: []byte("v"), Mode: 0o644}}
+	if swap, err := d.SetUp(context.Background(), plugintest.VolumeDir(t), payload); err != nil || swap != volume.SwapUnknown {
+		t.Errorf("SetUp = %v, %v; want SwapUnknown: nothing is mounted", swap, err)
 	}
 }

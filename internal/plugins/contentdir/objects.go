@@ -43,8 +43,9 @@ func (d Dir) Publish(ctx context.Context, spec *volume.Spec, dir string, payload
 	if mount.Privileged(d.Mounter) {
 		ApplyFsGroup(spec.Pod, payload)
 	}
-	if err := d.SetUp(ctx, dir, payload); err != nil {
+	swap, err := d.SetUp(ctx, dir, payload)
+	if err != nil {
 		return volume.Result{}, err
 	}
-	return volume.Result{Path: dir}, nil
+	return volume.Result{Path: dir, Swap: swap}, nil
 }

@@ -18,7 +18,7 @@ func Mode(defaultMode *int32) os.FileMode {
 	if defaultMode == nil {
 		return DefaultMode
 	}
-	return os.FileMode(*defaultMode) & os.ModePerm
+	return os.FileMode(*defaultMode) & os.ModePerm //nolint:gosec // G115: masked to the permission bits
 }
 
 // ValidateItems checks a volume's items and defaultMode; field is the
@@ -74,7 +74,7 @@ func Project(what string, data map[string][]byte, items []v1.KeyToPath, mode os.
 		}
 		m := mode
 		if it.Mode != nil {
-			m = os.FileMode(*it.Mode) & os.ModePerm
+			m = os.FileMode(*it.Mode) & os.ModePerm //nolint:gosec // G115: masked to the permission bits
 		}
 		if _, dup := payload[it.Path]; dup {
 			return nil, fmt.Errorf("%s: two items write path %q", what, it.Path)

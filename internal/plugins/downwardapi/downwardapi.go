@@ -92,7 +92,7 @@ func Hash(payload contentdir.Payload) string {
 	for _, path := range paths {
 		f := payload[path]
 		h.Write([]byte(path))
-		h.Write([]byte{0, byte(f.Mode >> 8), byte(f.Mode), 0})
+		h.Write([]byte{0, byte(f.Mode >> 8), byte(f.Mode), 0}) //nolint:gosec // G115: the low two bytes of the mode, for a hash
 		h.Write(f.Data)
 		h.Write([]byte{0})
 	}

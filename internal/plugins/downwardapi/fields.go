@@ -68,7 +68,7 @@ func Payload(pod *v1.Pod, allocatable v1.ResourceList, items []v1.DownwardAPIVol
 		}
 		m := mode
 		if it.Mode != nil {
-			m = os.FileMode(*it.Mode) & os.ModePerm
+			m = os.FileMode(*it.Mode) & os.ModePerm //nolint:gosec // G115: masked to the permission bits
 		}
 		payload[it.Path] = atomicwriter.File{Data: []byte(value), Mode: m}
 	}

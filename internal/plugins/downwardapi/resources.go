@@ -97,7 +97,7 @@ func machineCapacity() v1.ResourceList {
 	}
 	var st unix.Statfs_t
 	if unix.Statfs("/", &st) == nil {
-		list[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
+		list[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI) //nolint:gosec // G115: a file system's size fits in int64
 	}
 	return list
 }

@@ -26,6 +26,9 @@ const Name = "kubernetes.io/empty-dir"
 // Plugin sets up emptyDir volumes.
 type Plugin struct {
 	Mounter mount.Mounter
+	// NoSwap mounts the tmpfs of medium Memory with noswap (the kernel
+	// supports it).
+	NoSwap bool
 }
 
 var (
@@ -68,16 +71,21 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res 
 			return res, err
 		}
 	}
+	swap := volume.SwapUnknown
 	if memory {
-		m := mount.Mount{Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(spec)}
-		if _, err := mount.EnsureMounted(ctx, p.Mounter, m, dir); err != nil {
+		m := mount.Tmpfs(p.NoSwap, tmpfsOptions(spec)...)
+		mounted, err := mount.EnsureMounted(ctx, p.Mounter, m, dir)
+		if err != nil {
 			return res, err
+		}
+		if mounted && mount.Privileged(p.Mounter) {
+			swap = volume.SwapOf(p.NoSwap)
 		}
 	}
 	if err := setPermissions(dir, p.fsGroup(spec.Pod)); err != nil {
 		return res, err
 	}
-	return volume.Result{Path: dir}, nil
+	return volume.Result{Path: dir, Swap: swap}, nil
 }
 
 // checkMedium refuses to change the medium of an existing volume: a tmpfs
@@ -109,7 +117,7 @@ func (p *Plugin) checkMedium(ctx context.Context, dir string, memory bool) error
 
 // hasEntries reports whether dir holds anything.
 func hasEntries(dir string) (bool, error) {
-	f, err := os.Open(dir)
+	f, err := os.Open(dir) //nolint:gosec // G304: the volume directory itself; its parent under --root-dir is root's, so a pod cannot swap it
 	if err != nil {
 		return false, err
 	}

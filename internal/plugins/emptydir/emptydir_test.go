@@ -144,6 +144,56 @@ func TestMemorySize(t *testing.T) {
 	}
 }
 
+// TestMemoryNoSwap: the tmpfs of medium Memory has noswap when the kernel
+// supports it, and the set-up says whether its pages may reach swap; on
+// disk there is no tmpfs to say anything about.
+func TestMemoryNoSwap(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		medium      v1.StorageMedium
+		noSwap      bool
+		wantOptions []string // nil: no mount
+		wantSwap    volume.Swap
+	}{
+		{"memory, kernel with noswap", v1.StorageMediumMemory, true, []string{"mode=0777", "size=8388608", "noswap"}, volume.SwapNever},
+		{"memory, kernel without noswap", v1.StorageMediumMemory, false, []string{"mode=0777", "size=8388608"}, volume.SwapAllowed},
+		{"disk", v1.StorageMediumDefault, true, nil, volume.SwapUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			size := resource.MustParse("8Mi")
+			s := spec(v1.EmptyDirVolumeSource{Medium: tc.medium, SizeLimit: &size})
+			f := &mount.Fake{}
+			p := &emptydir.Plugin{Mounter: f, NoSwap: tc.noSwap}
+			dir := plugintest.VolumeDir(t)
+			res, err := p.SetUp(context.Background(), s, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, mounted := f.Mounted(dir)
+			if mounted != (tc.wantOptions != nil) || !slices.Equal(m.Options, tc.wantOptions) {
+				t.Errorf("mount = %v (%v), want options %q", m, mounted, tc.wantOptions)
+			}
+			if res.Swap != tc.wantSwap {
+				t.Errorf("swap = %v, want %v", res.Swap, tc.wantSwap)
+			}
+		})
+	}
+}
+
+func TestMemoryNoSwapInTheKernel(t *testing.T) {
+	plugintest.NeedNoSwap(t)
+	p := &emptydir.Plugin{Mounter: mount.System{}, NoSwap: true}
+	dir := plugintest.VolumeDir(t)
+	t.Cleanup(func() { plugintest.UnmountAll(t, dir) })
+	if _, err := p.SetUp(context.Background(), spec(v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}), dir); err != nil {
+		t.Fatal(err)
+	}
+	infos := plugintest.Mounts(t, dir)
+	if len(infos) != 1 || !slices.Contains(strings.Split(infos[0].VFSOptions, ","), "noswap") {
+		t.Errorf("mounts at %s = %v, want one tmpfs with noswap in its super options", dir, infos)
+	}
+}
+
 func setUp(t *testing.T, m mount.Mounter, s *volume.Spec) string {
 	t.Helper()
 	res, err := (&emptydir.Plugin{Mounter: m}).SetUp(context.Background(), s, plugintest.VolumeDir(t))

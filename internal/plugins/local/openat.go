@@ -22,7 +22,7 @@ const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_N
 // EAGAIN, which openat2 returns when a rename raced with a RESOLVE_BENEATH
 // lookup, and EINTR.
 func openat2(dirfd int, name string, flags int, resolve uint64) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolve}
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolve} //nolint:gosec // G115: open(2) flags are non-negative
 	for attempt := 0; ; attempt++ {
 		fd, err := unix.Openat2(dirfd, name, &how)
 		if (!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR)) || attempt == 4 {
@@ -149,7 +149,7 @@ var emptyPath = []byte{0}
 // Fchmodat answers ENOSYS as EOPNOTSUPP, which a file system can return
 // too; the raw call keeps the two apart.
 func fchmodat2(fd int, mode uint32) error {
-	_, _, errno := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(fd), uintptr(unsafe.Pointer(&emptyPath[0])), uintptr(mode), unix.AT_EMPTY_PATH, 0, 0)
+	_, _, errno := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(fd), uintptr(unsafe.Pointer(&emptyPath[0])), uintptr(mode), unix.AT_EMPTY_PATH, 0, 0) //nolint:gosec // G103: fchmodat2 has no wrapper in x/sys; the pointer is to a live byte array for the call's duration
 	if errno != 0 {
 		return errno
 	}

@@ -164,3 +164,13 @@ func LoopDevice(t *testing.T) string {
 	t.Cleanup(func() { _ = exec.Command("losetup", "--detach", dev).Run() })
 	return dev
 }
+
+// NeedNoSwap skips t unless it runs as root on a kernel that mounts a
+// tmpfs with noswap (Linux 6.4 and later).
+func NeedNoSwap(t testing.TB) {
+	t.Helper()
+	NeedRoot(t, "mounts a tmpfs with noswap")
+	if err := mount.ProbeNoSwap(""); err != nil {
+		t.Skipf("skipped: %v", err)
+	}
+}

@@ -37,6 +37,8 @@ type Plugin struct {
 	// API server): volumes with serviceAccountToken sources then fail
 	// validation.
 	Tokens Tokens
+	// NoSwap mounts the tmpfs with noswap (the kernel supports it).
+	NoSwap bool
 }
 
 var (
@@ -65,7 +67,9 @@ func (p *Plugin) TearDown(ctx context.Context, dir string) error {
 	return p.dir().TearDown(ctx, dir)
 }
 
-func (p *Plugin) dir() contentdir.Dir { return contentdir.Dir{Mounter: p.Mounter, Memory: true} }
+func (p *Plugin) dir() contentdir.Dir {
+	return contentdir.Dir{Mounter: p.Mounter, Memory: true, NoSwap: p.NoSwap}
+}
 
 // payload merges every source's files; a path written twice is an error.
 // dir is the volume directory, where tokens written before are read back.

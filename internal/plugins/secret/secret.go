@@ -1,6 +1,7 @@
 // Package secret implements secret volumes: the keys of a Secret written as
-// files with the atomic writer on a tmpfs, so that secrets never reach the
-// node's disk, and refreshed when the Secret changes. Secret content is
+// files with the atomic writer on a tmpfs (with noswap where the kernel has
+// it), so that secrets never reach the node's disk or swap, and refreshed
+// when the Secret changes. Secret content is
 // never logged, put into an error or served.
 package secret
 
@@ -23,6 +24,8 @@ const Name = "kubernetes.io/secret"
 // Plugin sets up secret volumes.
 type Plugin struct {
 	Mounter mount.Mounter
+	// NoSwap mounts the tmpfs with noswap (the kernel supports it).
+	NoSwap bool
 }
 
 var (
@@ -77,7 +80,7 @@ func (p *Plugin) TearDown(ctx context.Context, dir string) error {
 }
 
 func (p *Plugin) dir() contentdir.Dir {
-	return contentdir.Dir{Mounter: p.Mounter, Memory: true}
+	return contentdir.Dir{Mounter: p.Mounter, Memory: true, NoSwap: p.NoSwap}
 }
 
 // Payload returns the files a Secret projects: every key, or only the listed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,6 +159,35 @@ func TestSetUpOnTmpfs(t *testing.T) {
 	}
 	if infos := plugintest.Mounts(t, dir); len(infos) > 0 {
 		t.Errorf("TearDown left %d mounts", len(infos))
+	}
+}
+
+// TestSetUpOnTmpfsWithNoSwap: on a kernel that supports it, the secret's
+// tmpfs is mounted with noswap (the kernel's mount table says so) and the
+// set-up reports it.
+func TestSetUpOnTmpfsWithNoSwap(t *testing.T) {
+	plugintest.NeedNoSwap(t)
+	ctx := context.Background()
+	p := &secret.Plugin{Mounter: mount.System{}, NoSwap: true}
+	dir := plugintest.VolumeDir(t)
+	t.Cleanup(func() { plugintest.UnmountAll(t, dir) })
+	s := spec(v1.SecretVolumeSource{}, newSecret("1", map[string]string{"password": password}))
+	res, err := p.SetUp(ctx, s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := plugintest.Mounts(t, dir)
+	if len(infos) != 1 || infos[0].FSType != "tmpfs" || !slices.Contains(strings.Split(infos[0].VFSOptions, ","), "noswap") {
+		t.Fatalf("mounts at %s = %v, want one tmpfs with noswap in its super options", dir, infos)
+	}
+	if res.Swap != volume.SwapNever {
+		t.Errorf("SetUp reports swap %v, want SwapNever", res.Swap)
+	}
+	if res, err = p.SetUp(ctx, s, dir); err != nil || res.Swap != volume.SwapUnknown {
+		t.Errorf("SetUp again = %v, %v; want SwapUnknown (nothing mounted again)", res.Swap, err)
+	}
+	if n := len(plugintest.Mounts(t, dir)); n != 1 {
+		t.Errorf("%d mounts after a second SetUp, want 1", n)
 	}
 }
 

@@ -76,7 +76,7 @@ func New(cfg Config) (*Provisioner, error) {
 // makeRoot creates root with rootMode unless it exists, checks that it is
 // a directory reached without symlinks, and gives it rootMode.
 func makeRoot(root string) error {
-	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil { //nolint:gosec // G301: the root's parent (e.g. /var/lib) is a system directory; the root itself is made 0700 below
 		return fmt.Errorf("create the parent of root %s: %w", root, err)
 	}
 	err := os.Mkdir(root, rootMode)

@@ -146,7 +146,7 @@ func renameOverReservation(dirfd int, old, new string) error {
 		return err
 	}
 	if err := unix.Renameat(dirfd, old, dirfd, new); err != nil {
-		unix.Unlinkat(dirfd, new, unix.AT_REMOVEDIR)
+		_ = unix.Unlinkat(dirfd, new, unix.AT_REMOVEDIR) // best effort: the rename's error is what matters
 		return err
 	}
 	return nil

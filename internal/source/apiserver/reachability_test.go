@@ -66,7 +66,7 @@ func TestReachabilityObserve(t *testing.T) {
 			if got := r.current() == nil; got != tc.reachable {
 				t.Errorf("after %v: reachable = %v, want %v", tc.err, got, tc.reachable)
 			}
-			if !tc.reachable && r.current() != tc.err {
+			if !tc.reachable && !errors.Is(r.current(), tc.err) {
 				t.Errorf("current() = %v, want the call's error %v", r.current(), tc.err)
 			}
 			r.observe(stopped, tc.err)

@@ -83,7 +83,7 @@ func (w *watcher) add(dir string, mask uint32) (wd int, err error) {
 // directory was deleted) is no error.
 func (w *watcher) remove(wd int) {
 	_ = w.control(func(fd int) error {
-		_, err := unix.InotifyRmWatch(fd, uint32(wd))
+		_, err := unix.InotifyRmWatch(fd, uint32(wd)) //nolint:gosec // G115: watch descriptors are non-negative
 		return err
 	})
 }
@@ -149,7 +149,7 @@ func parseEvents(buf []byte) []event {
 			name = name[:i]
 		}
 		evs = append(evs, event{
-			wd:     int(int32(binary.NativeEndian.Uint32(buf[0:4]))),
+			wd:     int(int32(binary.NativeEndian.Uint32(buf[0:4]))), //nolint:gosec // G115: the kernel's wd is an int32 in the event
 			name:   string(name),
 			mask:   binary.NativeEndian.Uint32(buf[4:8]),
 			cookie: binary.NativeEndian.Uint32(buf[8:12]),

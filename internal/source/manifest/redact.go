@@ -17,7 +17,7 @@ func decodeFailure(kind string, err error) error {
 	if kind == kindConfigMap || kind == kindSecret {
 		return fmt.Errorf("invalid %s: a field has the wrong type (details are withheld for %ss)", kind, kind)
 	}
-	return fmt.Errorf("invalid %s: %v", kind, err)
+	return fmt.Errorf("invalid %s: %w", kind, err)
 }
 
 // yamlLine is where a YAML message says its line.

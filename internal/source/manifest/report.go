@@ -78,8 +78,8 @@ func (sc *scanner) logFile(name string, f *fileState) {
 	if report == f.logged {
 		return
 	}
-	switch {
-	case report == "":
+	switch report {
+	case "":
 		sc.logger.Info("manifest file problems resolved", zap.String("file", name))
 	default:
 		sc.logger.Warn("manifest file rejected, last good content stays in force",

@@ -165,7 +165,7 @@ func (s *Source) reread(names []string) {
 
 // jitter returns d ±10%.
 func jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
+	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64())) //nolint:gosec // G404: retry jitter
 }
 
 // debounce is the quiet period of a debouncer.

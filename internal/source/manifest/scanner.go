@@ -309,7 +309,7 @@ func readManifest(path string) ([]byte, fs.FileInfo, error) {
 	if info, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && !info.Mode().IsRegular()) {
 		return nil, nil, errNotManifest
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) //nolint:gosec // G304: a file of the operator's --manifests directory, regular files only, opened O_NONBLOCK
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, errNotManifest
 	}

@@ -106,7 +106,7 @@ func (n *node) fh() []byte { return n.fsys.handle(n.StableAttr().Ino) }
 func (n *node) child(ctx context.Context, fh []byte, attr *nfs.Fattr, out *fuse.EntryOut) *fs.Inode {
 	n.fsys.remember(attr.Fileid, fh)
 	fillAttr(attr, &out.Attr)
-	id := fs.StableAttr{Mode: out.Attr.Mode & syscall.S_IFMT, Ino: attr.Fileid}
+	id := fs.StableAttr{Mode: out.Mode & syscall.S_IFMT, Ino: attr.Fileid}
 	return n.NewInode(ctx, &node{fsys: n.fsys}, id)
 }
 

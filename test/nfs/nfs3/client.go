@@ -163,7 +163,7 @@ func parseReply(rec []byte) (*bytes.Reader, error) {
 	r := bytes.NewReader(rec[4:])
 	var msgType, replyStat, verfFlavor, acceptStat uint32
 	if err := read(r, &msgType, &replyStat); err != nil || msgType != 1 {
-		return nil, fmt.Errorf("malformed RPC reply (message type %d): %v", msgType, err)
+		return nil, fmt.Errorf("malformed RPC reply (message type %d): %w", msgType, err)
 	}
 	if replyStat != 0 {
 		return nil, fmt.Errorf("RPC call denied by the server (reply_stat %d)", replyStat)
