@@ -1,6 +1,6 @@
 # The benchmark suite (as root): see BENCHMARKS.md. Figures go to stdout and
 # bench-results.json; PROFILES=dir adds CPU profiles of the bursts.
-.PHONY: bench test lint
+.PHONY: bench fuzz lint test
 bench:
 	go run ./bench $(if $(PROFILES),-profile-dir $(PROFILES))
 
@@ -18,3 +18,33 @@ LINT = go tool -modfile=tools/go.mod
 lint:
 	$(LINT) staticcheck ./...
 	$(LINT) golangci-lint run --allow-parallel-runners ./...
+
+# The fuzz targets, as package:Target. go test -fuzz runs one target of one
+# package at a time, so they are listed and run in turn, FUZZTIME each.
+# Their committed seeds (f.Add and testdata/fuzz/) also run in make test.
+FUZZ_TARGETS = \
+	./internal/atomicwriter:FuzzValidatePath \
+	./internal/atomicwriter:FuzzWriterAdversary \
+	./internal/plugins/contentdir:FuzzItemPaths \
+	./internal/source/manifest:FuzzParseFile \
+	./internal/source/manifest:FuzzSecretNotInProblems \
+	./internal/plugins/hostpath:FuzzHostPathSetUp \
+	./internal/plugins/nfs:FuzzValidate \
+	./internal/provisioner/nfssubdir:FuzzPathPattern \
+	./internal/provisioner/nfssubdir:FuzzParseClass
+
+# Fuzzing (as root, like make test). FUZZTIME is per target; FUZZPARALLEL,
+# when set, caps the workers (default: one per CPU). FUZZMINIMIZETIME bounds
+# the shrinking of each new input: Go's default of 60s leaves the slower
+# targets (FuzzParseFile) minimizing most of the time. A failing input is
+# written to the package's testdata/fuzz/<Target>/: commit it with the fix.
+FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 5s
+FUZZPARALLEL ?=
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; target=$${t##*:}; \
+		echo "== $$target ($$pkg, $(FUZZTIME))"; \
+		go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) \
+			-fuzzminimizetime $(FUZZMINIMIZETIME) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) $$pkg; \
+	done

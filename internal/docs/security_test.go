@@ -56,3 +56,35 @@ func hasPrefixIn(set map[string]bool, prefix string) bool {
 	}
 	return false
 }
+
+// TestMakeFuzzRunsEveryTarget: `make fuzz` runs the targets its Makefile
+// lists; a fuzz target left off the list would get its seeds run and never
+// be fuzzed.
+func TestMakeFuzzRunsEveryTarget(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(`)
+	found := 0
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		for _, m := range decl.FindAllSubmatch(src, -1) {
+			found++
+			entry := "./" + filepath.ToSlash(filepath.Dir(strings.TrimPrefix(path, root+"/"))) + ":" + string(m[1])
+			if !strings.Contains(string(mk), entry) {
+				t.Errorf("%s: %s is not in the Makefile's FUZZ_TARGETS (want %s)", path, m[1], entry)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found == 0 {
+		t.Fatal("no fuzz targets found")
+	}
+}

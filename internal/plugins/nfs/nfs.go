@@ -107,19 +107,34 @@ func (p *Plugin) Validate(spec *volume.Spec) error {
 	switch {
 	case e.server == "":
 		return fmt.Errorf("%s.server is required", field)
-	case strings.HasPrefix(e.server, "-") || strings.ContainsAny(e.server, " \t\n\r,"):
+	case strings.HasPrefix(e.server, "-") || strings.ContainsAny(e.server, " \t\n\r,\x00"):
 		return fmt.Errorf("%s.server %q may not start with '-' or hold whitespace or a comma", field, e.server)
+	case !bracketsWhole(e.server):
+		return fmt.Errorf("%s.server %q may hold '[' and ']' only around the whole address, as in [fd00::1]", field, e.server)
 	case !path.IsAbs(e.path):
 		return fmt.Errorf("%s.path %q must be an absolute export path", field, e.path)
-	case strings.ContainsAny(e.path, " \t\n\r,"):
+	case strings.ContainsAny(e.path, " \t\n\r,\x00"):
 		return fmt.Errorf("%s.path %q may not hold whitespace or a comma", field, e.path)
 	}
 	for _, o := range volume.MountOptions(spec.PV) {
-		if o == "" || strings.HasPrefix(o, "-") || strings.ContainsAny(o, " \t\n\r,") {
+		if o == "" || strings.HasPrefix(o, "-") || strings.ContainsAny(o, " \t\n\r,\x00") {
 			return fmt.Errorf("PersistentVolume %s: mount option %q may not be empty, start with '-' or hold whitespace or a comma", spec.PV.Name, o)
 		}
 	}
 	return nil
+}
+
+// bracketsWhole reports whether server holds no '[' or ']' but, perhaps,
+// one pair around all of it. mount.nfs and the kernel read "[...]" up to
+// the first ']' as the server and what follows its ':' as the path, so a
+// server "[a]:/x" would move "/x" into the path mounted.
+func bracketsWhole(server string) bool {
+	if inner, ok := strings.CutPrefix(server, "["); ok {
+		if inner, ok = strings.CutSuffix(inner, "]"); ok {
+			server = inner
+		}
+	}
+	return !strings.ContainsAny(server, "[]")
 }
 
 // SetUp mounts the export on dir. On a directory that is mounted already it

@@ -53,6 +53,13 @@ func TestValidateRefusesWhatMountCouldMisread(t *testing.T) {
 		{"server that is an option", inline("-oremount", "/exports/a"), "may not start with '-'"},
 		{"server with a comma", inline("a,b", "/x"), "whitespace or a comma"},
 		{"server with a space", inline("a b", "/x"), "whitespace or a comma"},
+		{"server with a NUL byte", inline("a\x00b", "/x"), "whitespace or a comma"},
+		// mount.nfs would mount [srv]:/other:/x, server srv, path /other:/x.
+		{"server that moves the path", inline("[srv]:/other", "/x"), "only around the whole address"},
+		{"server with ']'", inline("fd00::1]", "/x"), "only around the whole address"},
+		{"server with '[' alone", inline("[fd00::1", "/x"), "only around the whole address"},
+		{"path with a NUL byte", inline("s", "/a\x00b"), "whitespace or a comma"},
+		{"option with a NUL byte", pvSpec("s", "/x", "ro\x00"), "mount option"},
 		{"relative path", inline("s", "exports"), "absolute export path"},
 		{"path with a comma", inline("s", "/a,rw"), "whitespace or a comma"},
 		{"PV path", pvSpec("s", "rel"), "PersistentVolume pv-1: spec.nfs.path"},

@@ -81,12 +81,26 @@ func (e export) check() error {
 		return fmt.Errorf("%s is required", ParamServer)
 	case strings.HasPrefix(e.server, "-") || strings.ContainsAny(e.server, " \t\n\r,/\x00"):
 		return fmt.Errorf("%s %q may not start with '-' or hold whitespace, a comma or '/'", ParamServer, e.server)
+	case !bracketsWhole(e.server):
+		return fmt.Errorf("%s %q may hold '[' and ']' only around the whole address, as in [fd00::1]", ParamServer, e.server)
 	case !path.IsAbs(e.path):
 		return fmt.Errorf("%s %q must be an absolute export path", ParamPath, e.path)
 	case strings.ContainsAny(e.path, " \t\n\r,\x00"):
 		return fmt.Errorf("%s %q may not hold whitespace or a comma", ParamPath, e.path)
 	}
 	return nil
+}
+
+// bracketsWhole reports whether server holds no '[' or ']' but, perhaps,
+// one pair around all of it, as the NFS plugin requires: mount.nfs reads
+// "[a]:x:/e" as server a, path x:/e.
+func bracketsWhole(server string) bool {
+	if inner, ok := strings.CutPrefix(server, "["); ok {
+		if inner, ok = strings.CutSuffix(inner, "]"); ok {
+			server = inner
+		}
+	}
+	return !strings.ContainsAny(server, "[]")
 }
 
 // parseExport reads back export.String: the server holds no '/', so the
