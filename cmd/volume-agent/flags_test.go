@@ -38,6 +38,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "metrics on another address", args: []string{"--manifests", "/m", "--metrics-addr", "0.0.0.0:9811"}},
 		{name: "negative reclaim delay", args: []string{"--manifests", "/m", "--reclaim-delay", "-1s"}, wantErr: "--reclaim-delay -1s"},
 		{name: "no reclaim delay", args: []string{"--manifests", "/m", "--reclaim-delay", "0s"}},
+		{name: "provisioner kubeconfig", args: []string{"--kubeconfig", "/k", "--provisioners", "local", "--provisioner-kubeconfig", "/p"}, clusterOn: true},
+		{name: "provisioner kubeconfig without provisioners", args: []string{"--kubeconfig", "/k", "--provisioner-kubeconfig", "/p"}, wantErr: "--provisioner-kubeconfig /p is only used by --provisioners"},
+		{name: "provisioner kubeconfig without a cluster", args: []string{"--manifests", "/m", "--provisioners", "local", "--provisioner-kubeconfig", "/p"}, wantErr: "only used by --provisioners in a cluster"},
 		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
