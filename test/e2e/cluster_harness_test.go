@@ -29,7 +29,9 @@ const chartDir = "../../deploy/chart/volume-agent"
 
 // clusterEnv is a control plane and a kubeconfig for the agent that holds
 // a token of the ServiceAccount the Helm chart makes, bound by the chart's
-// RBAC (the same as deploy/daemonset.yaml's) and nothing more.
+// RBAC for identity=serviceAccount (deploy/daemonset.yaml with
+// deploy/serviceaccount-mode.yaml) and nothing more. TestNodeIdentity runs
+// the agent with the default identity, the node's, instead.
 type clusterEnv struct {
 	cp              *controlplane.ControlPlane
 	client          kubernetes.Interface
@@ -50,7 +52,7 @@ func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range installObjects(t, nil) {
+	for _, o := range installObjects(t, serviceAccountMode) {
 		if o.GetKind() != "DaemonSet" {
 			createObject(t, dyn, o)
 		}
@@ -59,19 +61,29 @@ func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
 	return env
 }
 
+// serviceAccountFile is what the service-account mode adds to deployFile.
+const serviceAccountFile = "../../deploy/serviceaccount-mode.yaml"
+
 // deployObjects decodes every document of deploy/daemonset.yaml.
-func deployObjects(t *testing.T) []*unstructured.Unstructured {
+func deployObjects(t *testing.T) []*unstructured.Unstructured { return fileObjects(t, deployFile) }
+
+// fileObjects decodes every document of a manifest file.
+func fileObjects(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
-	raw, err := os.ReadFile(deployFile)
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs, err := chart.Decode(raw)
 	if err != nil {
-		t.Fatalf("%s: %v", deployFile, err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	return objs
 }
+
+// serviceAccountMode are the chart's values for the agent with its
+// ServiceAccount's identity, for clusters without the Node authorizer.
+var serviceAccountMode = map[string]any{"identity": "serviceAccount"}
 
 // installObjects are the objects the README's Helm install creates, in the
 // order it creates them: the namespace, labelled by kubectl (the Namespace
