@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"fmt"
 	"math/big"
 	"os"
@@ -78,13 +79,36 @@ type NodeCredentials struct {
 func (c *ControlPlane) NodeCredentials(t testing.TB, node string, validity time.Duration) *NodeCredentials {
 	t.Helper()
 	dir := t.TempDir()
-	n := &NodeCredentials{Kubeconfig: filepath.Join(dir, "kubelet.conf"), CertFile: filepath.Join(dir, "pki", "kubelet-client-current.pem"),
-		node: node, ca: c.layout.pki.ca}
-	if err := os.MkdirAll(filepath.Dir(n.CertFile), 0o700); err != nil {
-		t.Fatalf("controlplane: %v", err)
+	return c.NodeCredentialsAt(t, node, CredentialFiles{
+		Kubeconfig: filepath.Join(dir, "kubelet.conf"),
+		CertFile:   filepath.Join(dir, "pki", "kubelet-client-current.pem"),
+		Validity:   validity,
+	})
+}
+
+// CredentialFiles says where NodeCredentialsAt writes.
+type CredentialFiles struct {
+	Kubeconfig, CertFile string
+	// CertFileSeenAs is the path the kubeconfig names the certificate
+	// by, for a kubelet whose mount namespace sees CertFile elsewhere;
+	// default CertFile.
+	CertFileSeenAs string
+	// Validity of the first certificate; 24h when 0.
+	Validity time.Duration
+}
+
+// NodeCredentialsAt is NodeCredentials with the files where f says.
+func (c *ControlPlane) NodeCredentialsAt(t testing.TB, node string, f CredentialFiles) *NodeCredentials {
+	t.Helper()
+	n := &NodeCredentials{Kubeconfig: f.Kubeconfig, CertFile: f.CertFile, node: node, ca: c.layout.pki.ca}
+	for _, file := range []string{f.Kubeconfig, f.CertFile} {
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			t.Fatalf("controlplane: %v", err)
+		}
 	}
-	n.Rotate(t, validity)
-	auth := &clientcmdapi.AuthInfo{ClientCertificate: n.CertFile, ClientKey: n.CertFile}
+	n.Rotate(t, f.Validity)
+	seen := cmp.Or(f.CertFileSeenAs, f.CertFile)
+	auth := &clientcmdapi.AuthInfo{ClientCertificate: seen, ClientKey: seen}
 	if err := writeKubeconfig(n.Kubeconfig, c.Server(), c.layout.pki.caPEM, "system:node:"+node, auth); err != nil {
 		t.Fatalf("controlplane: %v", err)
 	}
