@@ -43,6 +43,13 @@ func startCluster(t *testing.T) *clusterEnv { return startClusterWith(t, control
 // startClusterWith is startCluster with more of the control plane (the
 // scheduler, the controller manager).
 func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
+	return startClusterValues(t, opts, serviceAccountMode)
+}
+
+// startClusterValues is startClusterWith with the RBAC the chart renders
+// with values (nil: the default, the node identity's, where the
+// ServiceAccount may only provision).
+func startClusterValues(t *testing.T, opts controlplane.Options, values map[string]any) *clusterEnv {
 	needRoot(t)
 	start := time.Now()
 	cp := controlplane.Start(t, opts)
@@ -52,7 +59,7 @@ func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range installObjects(t, serviceAccountMode) {
+	for _, o := range installObjects(t, values) {
 		if o.GetKind() != "DaemonSet" {
 			createObject(t, dyn, o)
 		}

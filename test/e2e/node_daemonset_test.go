@@ -202,7 +202,7 @@ func testClusterValues(cp *controlplane.ControlPlane) map[string]any {
 	host, port, _ := strings.Cut(strings.TrimPrefix(cp.Server(), "https://"), ":")
 	i := strings.LastIndex(node.AgentImageRef, ":")
 	return map[string]any{
-		"image": map[string]any{"repository": node.AgentImageRef[:i], "tag": node.AgentImageRef[i+1:]},
+		"image":        map[string]any{"repository": node.AgentImageRef[:i], "tag": node.AgentImageRef[i+1:]},
 		"nodeIdentity": map[string]any{"kubeconfig": node.KubeletKubeconfig, "credentialDir": node.KubeletCertDir},
 		"extraEnv": []any{
 			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/volume-agent/volume-agent/test/controlplane"
 )
 
 // firstCertLife is how long the agent's first node certificate is valid:
@@ -97,6 +99,46 @@ func TestNodeIdentity(t *testing.T) {
 		}
 	}
 	assertNoSecretIn(t, a, "hunter2-cluster")
+}
+
+// TestNodeIdentityProvisioning: with the default deployment's RBAC, the
+// agent mounts with the node's certificate and provisions with the
+// ServiceAccount, which may provision and nothing else: a claim of a
+// volume-agent.io/local class is provisioned on the node the scheduler
+// picks, bound by the PV controller, and mounted.
+func TestNodeIdentityProvisioning(t *testing.T) {
+	env := startClusterValues(t, controlplane.Options{ControllerManager: true, Scheduler: true}, nil)
+	ctx := context.Background()
+	const ns, node = "node-identity-prov", "node-identity-prov-1"
+	env.cp.CreateNamespace(t, ns)
+	env.schedulableNode(t, node)
+	creds := env.cp.NodeCredentials(t, node, 0)
+	data := filepath.Join(t.TempDir(), "local")
+	a := newAgent(t)
+	a.start("--kubeconfig", creds.Kubeconfig, "--provisioner-kubeconfig", env.agentKubeconfig, "--node-name", node,
+		"--provisioners", "local", "--local-path-root", data)
+	env.localClass(t, "va-local", v1.PersistentVolumeReclaimDelete, nil)
+	claim := env.dynamicClaim(t, ns, "data", "va-local")
+	pod := env.createPod(t, unscheduledPod(ns, "use-data", "data"))
+	p := a.waitReady(string(pod.UID), 60*time.Second)
+	if v := p.volume("store"); v.PV != "pvc-"+string(claim.UID) {
+		t.Errorf("volume store = %+v, want the provisioned PV pvc-%s", v, claim.UID)
+	}
+	if len(claimEvents(t, env, claim, "ProvisioningSucceeded")) == 0 {
+		t.Error("no ProvisioningSucceeded event on the claim")
+	}
+	// The provisioners' identity reads no Secret.
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.agentKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the provisioners' ServiceAccount lists secrets: %v, want forbidden", err)
+	}
 }
 
 // byGetLog is what the agent logs when it turns to reading claims or PVs
