@@ -36,6 +36,12 @@ func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) 
 	if cfg == nil || err != nil {
 		return nil, err
 	}
+	if len(cfg.CertData) > 0 && cfg.CertFile == "" {
+		// client-go reloads a client certificate named by path (the
+		// kubelet's, on kubeadm), not one embedded in the kubeconfig.
+		log.Info("the kubeconfig embeds its client certificate: after it is renewed, restart the agent",
+			zap.String("kubeconfig", o.kubeconfig))
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
