@@ -107,12 +107,17 @@ func TestValues(t *testing.T) {
 		values: "nodeIdentity: {kubeconfig: /etc/kubernetes/kubelet.conf, credentialDir: \"\"}",
 		edit:   func(o objects) { dropVolume(o, "kubelet-credentials") },
 	}, {
-		name: "image and extraEnv, as the real-node test sets them",
+		name: "image, nodeIdentity and extraEnv, as the real-node test sets them",
 		values: `
 image: {repository: volume-agent.test/volume-agent, tag: e2e}
+nodeIdentity: {kubeconfig: /var/lib/kubelet/kubeconfig, credentialDir: /var/lib/kubelet/pki}
 extraEnv: [{name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}, {name: KUBERNETES_SERVICE_PORT, value: "6443"}]`,
 		edit: func(o objects) {
 			c := container(o)
+			args := c["args"].([]any)
+			args[slices.Index(args, any(kubeletKubeconfigArg))] = "--kubeconfig=/var/lib/kubelet/kubeconfig"
+			named(volumeMounts(o), "kubelet-kubeconfig")["mountPath"] = "/var/lib/kubelet/kubeconfig"
+			hostPath(o, "kubelet-kubeconfig")["path"] = "/var/lib/kubelet/kubeconfig"
 			c["image"] = "volume-agent.test/volume-agent:e2e"
 			c["env"] = append(c["env"].([]any),
 				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
