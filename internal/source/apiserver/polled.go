@@ -80,7 +80,7 @@ func (p *polled) lookup(namespace, name string) (runtime.Object, bool, error) {
 		if denied(o.err) {
 			return nil, false, fmt.Errorf("%s %s: %w", p.kind, key(namespace, name), o.err)
 		}
-		return nil, false, fmt.Errorf("%s %s: %w (%v)", p.kind, key(namespace, name), volume.ErrNotReady, o.err)
+		return nil, false, fmt.Errorf("%s %s: %w (%w)", p.kind, key(namespace, name), volume.ErrNotReady, o.err)
 	case !o.read:
 		return nil, false, fmt.Errorf("%s %s: %w", p.kind, key(namespace, name), errNotSynced)
 	}
