@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -62,7 +63,7 @@ func TestNodeIdentity(t *testing.T) {
 	if n := len(podEvents(t, env.client, pod, "SuccessfulMountVolume")); n == 0 {
 		t.Error("no SuccessfulMountVolume event on the pod")
 	}
-	checkNodeRights(t, creds.Kubeconfig, ns)
+	checkNodeRights(t, env, creds.Kubeconfig, ns)
 	if time.Now().After(firstExpiry) {
 		t.Fatalf("set-up took past the first certificate's expiry (%v): raise firstCertLife", firstExpiry)
 	}
@@ -189,8 +190,9 @@ func (env *clusterEnv) boundLocalClaim(t *testing.T, ns, claim, pvName, node, di
 
 // checkNodeRights proves the kubeconfig holds a node's rights and no
 // more: the Node authorizer refuses it a Secret no pod of its node uses,
-// and listing Secrets or claims.
-func checkNodeRights(t *testing.T, kubeconfig, ns string) {
+// and listing Secrets or claims; NodeRestriction refuses it changing
+// another Node.
+func checkNodeRights(t *testing.T, env *clusterEnv, kubeconfig, ns string) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -209,6 +211,14 @@ func checkNodeRights(t *testing.T, kubeconfig, ns string) {
 	}
 	if _, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("node identity list of claims: %v, want forbidden", err)
+	}
+	const other = "node-identity-other"
+	if _, err := env.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"labels":{"changed-by":"another-node"}}}`)
+	if _, err := c.CoreV1().Nodes().Patch(ctx, other, types.MergePatchType, patch, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node identity patch of another Node: %v, want forbidden (NodeRestriction)", err)
 	}
 }
 
