@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
