@@ -48,6 +48,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "bad metrics address", args: []string{"--manifests", "/m", "--metrics-addr", "unix://x"}, wantErr: "--metrics-addr: address"},
 		{name: "health on loopback beside a socket", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/va.sock", "--healthz-addr", "127.0.0.1:9810"}},
 		{name: "health on the status address", args: []string{"--manifests", "/m", "--healthz-addr", "127.0.0.1:9810"}, wantErr: "--healthz-addr 127.0.0.1:9810 is --status-addr"},
+		{name: "provisioner kubeconfig", args: []string{"--kubeconfig", "/k", "--provisioners", "local", "--provisioner-kubeconfig", "/p"}, clusterOn: true},
+		{name: "provisioner kubeconfig without provisioners", args: []string{"--kubeconfig", "/k", "--provisioner-kubeconfig", "/p"}, wantErr: "--provisioner-kubeconfig /p is only used by --provisioners"},
+		{name: "provisioner kubeconfig without a cluster", args: []string{"--manifests", "/m", "--provisioners", "local", "--provisioner-kubeconfig", "/p"}, wantErr: "only used by --provisioners in a cluster"},
 		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
