@@ -17,11 +17,11 @@ set -euo pipefail
 #                        deletion half way
 #   ip                   the real-node test's CNI plugin
 #   btrfs, mkfs.btrfs    capacity's tests make a loop-backed btrfs with
-#   resize2fs            quotas; its image volumes grow ext4 online
+#   resize2fs, e2fsck    quotas; its image volumes grow ext4 (online)
 declare -A packages=(
   [mount]=mount [umount]=mount
   [losetup]=util-linux [blkid]=util-linux [nsenter]=util-linux [unshare]=util-linux
-  [mkfs.ext4]=e2fsprogs [chattr]=e2fsprogs [resize2fs]=e2fsprogs
+  [mkfs.ext4]=e2fsprogs [chattr]=e2fsprogs [resize2fs]=e2fsprogs [e2fsck]=e2fsprogs
   [btrfs]=btrfs-progs [mkfs.btrfs]=btrfs-progs
   [mount.nfs]=nfs-common
   [ip]=iproute2

@@ -164,12 +164,11 @@ func first(s []string) string {
 	return s[0]
 }
 
-// expand grows the image, tells the loop device its new size and grows
-// ext4 while it stays mounted.
+// expand grows the image and tells the loop device its new size, then
+// grows ext4: online when the volume is mounted (no remount: files open
+// in it stay usable), else checked and grown offline before it is
+// mounted again (after a node restart).
 func (d *imageDriver) expand(ctx context.Context, v *record) error {
-	if err := d.attach(ctx, v); err != nil {
-		return err
-	}
 	if err := growFile(d.img(v), v.Size); err != nil {
 		return err
 	}
@@ -180,7 +179,42 @@ func (d *imageDriver) expand(ctx context.Context, v *record) error {
 	if _, err := d.run.run(ctx, "losetup", "--set-capacity", dev); err != nil {
 		return err
 	}
-	_, err = d.run.run(ctx, "resize2fs", dev)
+	mounted, err := d.mounter.IsMountPoint(ctx, d.dir(v))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if mounted {
+		return d.growOnline(ctx, d.dir(v), dev)
+	}
+	if err := d.check(ctx, dev); err != nil {
+		return err
+	}
+	if _, err := d.run.run(ctx, "resize2fs", dev); err != nil {
+		return err
+	}
+	return d.attach(ctx, v)
+}
+
+func (d *imageDriver) growOnline(ctx context.Context, dir, dev string) error {
+	if err := sameDevice(dir, dev); err != nil {
+		return err
+	}
+	_, err := d.run.run(ctx, "resize2fs", dev)
+	var te *toolError
+	if errors.As(err, &te) && strings.Contains(te.stderr, "Permission denied") {
+		return fmt.Errorf("growing a mounted ext4 file system needs the capability CAP_SYS_RESOURCE, which the agent lacks (the expansion is finished when the volume is next found unmounted): %w", err)
+	}
+	return err
+}
+
+// check runs e2fsck in preen mode, which resize2fs wants before it grows
+// an unmounted file system; exit status 1 means it fixed something.
+func (d *imageDriver) check(ctx context.Context, dev string) error {
+	_, err := d.run.run(ctx, "e2fsck", "-f", "-p", dev)
+	var te *toolError
+	if errors.As(err, &te) && te.code == 1 {
+		return nil
+	}
 	return err
 }
 
