@@ -23,6 +23,10 @@ const subvolumeIno = 256
 // which it does only once no file in it is open.
 const dropTimeout = 30 * time.Second
 
+// errNotDropped: a deleted subvolume's qgroup can be destroyed only once
+// the kernel has dropped the subvolume.
+var errNotDropped = errors.New("the kernel has not dropped the deleted subvolume yet (is a file in it still open?); the next attempt finishes the deletion")
+
 // btrfsDriver makes each volume a subvolume limited by its qgroup. Paths
 // given to btrfs(8) are absolute, so none is read as an option (btrfs(8)
 // does not take "--" everywhere).
@@ -180,7 +184,7 @@ func (b *btrfsDriver) destroyQgroup(ctx context.Context, id uint64) error {
 	}
 	wait := runner{timeout: min(b.run.timeout, dropTimeout)}
 	if _, err := wait.run(ctx, "btrfs", "subvolume", "sync", b.root, ids); err != nil {
-		return fmt.Errorf("the kernel has not dropped deleted subvolume %s yet (is a file in it still open?); the next attempt finishes the deletion: %w", ids, err)
+		return fmt.Errorf("subvolume %s: %w: %w", ids, errNotDropped, err)
 	}
 	out, err := b.run.run(ctx, "btrfs", "qgroup", "show", "--raw", b.root)
 	if err != nil {

@@ -16,6 +16,10 @@ import (
 
 const imageSuffix = ".img"
 
+// errNeedSysResource: the kernel grows a mounted ext4 only for a process
+// with CAP_SYS_RESOURCE.
+var errNeedSysResource = errors.New("growing a mounted ext4 file system needs the capability CAP_SYS_RESOURCE, which the agent lacks; the expansion is finished when the volume is next found unmounted")
+
 // imageDriver makes each volume a sparse ext4 image <root>/<name>.img on a
 // loop device, mounted on <root>/<name>. Every path given to a tool is
 // absolute, so none is read as an option.
@@ -202,7 +206,7 @@ func (d *imageDriver) growOnline(ctx context.Context, dir, dev string) error {
 	_, err := d.run.run(ctx, "resize2fs", dev)
 	var te *toolError
 	if errors.As(err, &te) && strings.Contains(te.stderr, "Permission denied") {
-		return fmt.Errorf("growing a mounted ext4 file system needs the capability CAP_SYS_RESOURCE, which the agent lacks (the expansion is finished when the volume is next found unmounted): %w", err)
+		return fmt.Errorf("%w: %w", errNeedSysResource, err)
 	}
 	return err
 }
