@@ -319,4 +319,13 @@ func TestImageLeavesForeignAlone(t *testing.T) {
 	if out, _ := exec.Command("blkid", "-p", "-o", "value", "-s", "TYPE", d.img(xfs)).Output(); strings.TrimSpace(string(out)) != "ext2" {
 		t.Errorf("image holds %q after the refusal, want ext2", out)
 	}
+	// An image that holds ext4 already is left as it is.
+	const uuid = "0d3f5c1e-7a4b-4c1d-9e2f-3a4b5c6d7e8f"
+	sh(t, "mkfs.ext4", "-q", "-F", "-U", uuid, d.img(xfs))
+	if err := d.format(t.Context(), xfs); err != nil {
+		t.Fatal(err)
+	}
+	if out := sh(t, "blkid", "-p", "-o", "value", "-s", "UUID", d.img(xfs)); strings.TrimSpace(out) != uuid {
+		t.Errorf("image UUID %q after format, want %s: formatted again", out, uuid)
+	}
 }

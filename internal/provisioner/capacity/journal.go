@@ -67,9 +67,12 @@ func (j journal) save(r *record) error {
 		return fmt.Errorf("encode record of volume %s: %w", r.Name, err)
 	}
 	tmp := filepath.Join(j.dir, "."+r.Name+".tmp")
+	crashPoint()
 	if err := writeSynced(tmp, b); err != nil {
 		return fmt.Errorf("write record of volume %s: %w", r.Name, err)
 	}
+	crashPoint()
+	defer crashPoint()
 	if err := os.Rename(tmp, j.path(r.Name)); err != nil {
 		return fmt.Errorf("write record of volume %s: %w", r.Name, err)
 	}
@@ -78,6 +81,8 @@ func (j journal) save(r *record) error {
 
 // remove deletes the record of name; gone already is fine.
 func (j journal) remove(name string) error {
+	crashPoint()
+	defer crashPoint()
 	if err := os.Remove(j.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove record of volume %s: %w", name, err)
 	}

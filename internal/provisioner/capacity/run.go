@@ -39,6 +39,8 @@ func (e *toolError) Unwrap() error { return e.err }
 // its standard output. A tool stuck in the kernel is given up on at the
 // deadline (mount.Bounded), like a stuck mount.
 func (r runner) run(ctx context.Context, name string, args ...string) (string, error) {
+	crashPoint()
+	defer crashPoint()
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...) //nolint:gosec // G204: fixed tool names; names and paths are separate argv entries, never a shell
