@@ -147,8 +147,9 @@ func resolveRoot(root string) (string, error) {
 	return resolved, nil
 }
 
-// maxName leaves room under NAME_MAX for ".img" and the record's suffixes.
-const maxName = 200
+// maxName leaves room under NAME_MAX (255) for ".img", ".json" and the
+// record's temporary ".<name>.tmp".
+const maxName = 250
 
 // validName checks that name is one plain path element of ours.
 func validName(name string) error {

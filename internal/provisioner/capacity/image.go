@@ -140,6 +140,11 @@ func (d *imageDriver) loop(ctx context.Context, img string) (string, error) {
 	}
 	out, err := d.run.run(ctx, "losetup", "--find", "--show", "--direct-io=on", img)
 	if err != nil {
+		// Direct I/O refused. Some losetup versions attach the device
+		// before they fail to switch it on: use that one, never a second.
+		if devs, lerr := d.loops(ctx, img); lerr != nil || len(devs) > 0 {
+			return first(devs), lerr
+		}
 		out, err = d.run.run(ctx, "losetup", "--find", "--show", img)
 	}
 	if err != nil {
