@@ -329,3 +329,38 @@ func TestImageLeavesForeignAlone(t *testing.T) {
 		t.Errorf("image UUID %q after format, want %s: formatted again", out, uuid)
 	}
 }
+
+// TestImageConcurrent: volumes made at once each get their own loop
+// device; removed at once, none is left.
+func TestImageConcurrent(t *testing.T) {
+	root := imageRoot(t)
+	b, _ := open(t, Config{Root: root})
+	const n = 6
+	name := func(i int) string { return "vol-" + strconv.Itoa(i) }
+	all := func(op func(string) error) {
+		errs := make(chan error, n)
+		for i := range n {
+			go func() { errs <- op(name(i)) }()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	all(func(v string) error { _, err := b.Create(t.Context(), v, 4*mi); return err })
+	seen := map[string]bool{}
+	for i := range n {
+		devs := loopsOf(t, filepath.Join(root, name(i)+imageSuffix))
+		if len(devs) != 1 || seen[devs[0]] {
+			t.Errorf("%s: loop devices %v (seen: %v)", name(i), devs, seen)
+		}
+		if len(devs) > 0 {
+			seen[devs[0]] = true
+		}
+	}
+	all(func(v string) error { return b.Delete(t.Context(), v) })
+	for i := range n {
+		checkImageGone(t, root, name(i))
+	}
+}

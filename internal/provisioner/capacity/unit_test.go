@@ -127,3 +127,42 @@ func TestOpenRefusesBadRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusesBadNamesBeforeActing: a name that is not one plain path
+// element is refused by every method, and nothing is made.
+func TestRefusesBadNamesBeforeActing(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "root")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(t.Context(), Config{Root: root, Logger: zapNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"../escape", "a/b", "..", ".capacity", "x.img", ""} {
+		if _, err := b.Create(t.Context(), name, 4096); err == nil {
+			t.Errorf("Create(%q): no error", name)
+		}
+		if err := b.Expand(t.Context(), name, 8192); err == nil {
+			t.Errorf("Expand(%q): no error", name)
+		}
+		if _, err := b.Usage(t.Context(), name); err == nil {
+			t.Errorf("Usage(%q): no error", name)
+		}
+		if err := b.Delete(t.Context(), name); err == nil {
+			t.Errorf("Delete(%q): no error", name)
+		}
+	}
+	for _, dir := range []string{parent, root} {
+		des, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, de := range des {
+			if de.Name() != "root" && de.Name() != ".capacity" {
+				t.Errorf("%s was made in %s", de.Name(), dir)
+			}
+		}
+	}
+}
