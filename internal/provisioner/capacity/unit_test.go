@@ -1,11 +1,13 @@
 package capacity
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -164,5 +166,24 @@ func TestRefusesBadNamesBeforeActing(t *testing.T) {
 				t.Errorf("%s was made in %s", de.Name(), dir)
 			}
 		}
+	}
+}
+
+// TestRunnerDeadline: a tool that does not finish is given up on at the
+// runner's deadline; a failing tool's exit status and message are kept.
+func TestRunnerDeadline(t *testing.T) {
+	r := runner{timeout: 200 * time.Millisecond}
+	start := time.Now()
+	_, err := r.run(t.Context(), "sleep", "10")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("sleep 10: %v, want the deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("gave up after %v", d)
+	}
+	_, err = r.run(t.Context(), "sh", "-c", "echo oops >&2; exit 3")
+	var te *toolError
+	if !errors.As(err, &te) || te.code != 3 || te.stderr != "oops" {
+		t.Errorf("failing tool: %#v", err)
 	}
 }
