@@ -7,12 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // subvolumeIno is the inode number of every btrfs subvolume's root
@@ -164,16 +166,89 @@ func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) 
 		if err := save(); err != nil { // the qgroup's name, for after a crash
 			return err
 		}
-		if _, err := b.run.run(ctx, "btrfs", "subvolume", "delete", "--commit-after", dir); err != nil {
+		if err := b.deleteTree(ctx, v, dir, save); err != nil {
 			return err
 		}
 	} else if ok, err := lexists(dir); err != nil || ok {
 		return errors.Join(err, fmt.Errorf("%s is not a subvolume; leaving it", dir))
 	}
-	if v.ID == 0 {
-		return nil // never made
+	for _, id := range append(v.Nested, v.ID) {
+		if id == 0 {
+			continue // never made
+		}
+		if err := b.destroyQgroup(ctx, id); err != nil {
+			return err
+		}
 	}
-	return b.destroyQgroup(ctx, v.ID)
+	return nil
+}
+
+// deleteTree deletes the subvolume dir. Any user may create a subvolume
+// inside it, which btrfs refuses to delete it over: those are deleted
+// first, deepest first, their IDs written down for their qgroups.
+func (b *btrfsDriver) deleteTree(ctx context.Context, v *record, dir string, save func() error) error {
+	_, err := b.run.run(ctx, "btrfs", "subvolume", "delete", "--commit-after", dir)
+	var te *toolError
+	if err == nil || !errors.As(err, &te) || !strings.Contains(te.stderr, "Directory not empty") {
+		return err
+	}
+	nested, err := nestedSubvolumes(dir)
+	if err != nil {
+		return err
+	}
+	for i := len(nested) - 1; i >= 0; i-- {
+		id, err := b.rootID(ctx, nested[i])
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(v.Nested, id) {
+			v.Nested = append(v.Nested, id)
+			if err := save(); err != nil {
+				return err
+			}
+		}
+		if _, err := b.run.run(ctx, "btrfs", "subvolume", "delete", "--commit-after", nested[i]); err != nil {
+			return err
+		}
+	}
+	_, err = b.run.run(ctx, "btrfs", "subvolume", "delete", "--commit-after", dir)
+	return err
+}
+
+// nestedSubvolumes lists the subvolumes below dir, each before those
+// inside it, without following symlinks or entering another mount.
+func nestedSubvolumes(dir string) ([]string, error) {
+	top, err := mountIDOf(dir)
+	if err != nil {
+		return nil, err
+	}
+	var found []string
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || path == dir {
+			return err
+		}
+		id, err := mountIDOf(path)
+		if err != nil {
+			return err
+		}
+		if id != top {
+			return filepath.SkipDir // a mount: not the volume's
+		}
+		if sub, err := isSubvolume(path); err != nil || sub {
+			found = append(found, path)
+			return err
+		}
+		return nil
+	})
+	return found, err
+}
+
+func mountIDOf(path string) (uint64, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
+		return 0, &os.PathError{Op: "statx", Path: path, Err: err}
+	}
+	return st.Mnt_id, nil
 }
 
 func (b *btrfsDriver) destroyQgroup(ctx context.Context, id uint64) error {

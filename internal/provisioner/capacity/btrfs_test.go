@@ -201,3 +201,38 @@ func TestBtrfsLeavesForeignAlone(t *testing.T) {
 		t.Errorf("subvolume theirs: %v: %s", err, out)
 	}
 }
+
+// TestBtrfsNestedSubvolumes: subvolumes a user made inside a volume (any
+// user may) do not stop its deletion, and leave no qgroup.
+func TestBtrfsNestedSubvolumes(t *testing.T) {
+	root := btrfsRoot(t, true)
+	b, _ := open(t, Config{Root: root})
+	dir, err := b.Create(t.Context(), "vol", 8*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := subvolumeID(t, dir)
+	var nested []uint64
+	for _, p := range []string{"a", "a/deeper", "b"} {
+		sh(t, "btrfs", "subvolume", "create", filepath.Join(dir, p))
+		nested = append(nested, subvolumeID(t, filepath.Join(dir, p)))
+	}
+	if err := os.Symlink(root, filepath.Join(dir, "up")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(t.Context(), "other", 8*mi); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(t.Context(), "vol"); err != nil {
+		t.Fatal(err)
+	}
+	checkGone(t, root, "vol", id)
+	for _, n := range nested {
+		if _, err := referenced(sh(t, "btrfs", "qgroup", "show", "--raw", root), n); err == nil {
+			t.Errorf("qgroup 0/%d of a nested subvolume remains", n)
+		}
+	}
+	if _, err := b.Usage(t.Context(), "other"); err != nil {
+		t.Errorf("the volume beside it (and the symlink to the root): %v", err)
+	}
+}

@@ -7,8 +7,9 @@
 //
 //   - btrfs (the root is on btrfs with quotas on): each volume is a
 //     subvolume with a qgroup limit on its referenced bytes; usage is the
-//     qgroup's; growing raises the limit; removal deletes the subvolume,
-//     waits for the cleaner and destroys the qgroup.
+//     qgroup's; growing raises the limit; removal deletes the subvolume
+//     (and any made inside it), waits for the cleaner and destroys the
+//     qgroups.
 //   - image (any other file system): each volume is a sparse ext4 image
 //     <root>/<name>.img on a loop device (direct I/O where the kernel
 //     allows), mounted on <root>/<name>; usage is statfs of the mount;
@@ -49,8 +50,9 @@
 //     directory under the root without one is left alone.
 //
 // Known limits: a btrfs qgroup limits the subvolume only, and any user may
-// create a nested subvolume inside a volume, which has its own qgroup (not
-// limited, and removal then fails until it is removed). ext4 keeps part
+// create a nested subvolume inside a volume, which has its own qgroup and
+// is not limited (removal deletes such subvolumes first, with their
+// qgroups). ext4 keeps part
 // of an image for its journal and inode tables (about 6 % of 1 GiB, 20 %
 // of 10 MiB), as on any block device. Growing a mounted ext4 needs
 // CAP_SYS_RESOURCE; without it an expansion finishes offline when the

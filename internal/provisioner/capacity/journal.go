@@ -31,6 +31,9 @@ type record struct {
 	Size int64 `json:"size"`
 	// ID is the backend's own identifier: a btrfs subvolume ID.
 	ID uint64 `json:"id,omitempty"`
+	// Nested are the IDs of subvolumes found inside a btrfs volume being
+	// deleted (their qgroups go too).
+	Nested []uint64 `json:"nested,omitempty"`
 }
 
 const recordSuffix = ".json"

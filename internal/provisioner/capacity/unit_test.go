@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -86,12 +87,12 @@ func TestJournal(t *testing.T) {
 	if _, err := j.load("v"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("load missing: %v", err)
 	}
-	r := &record{Name: "v", Backend: "image", State: expanding, Size: 8192, ID: 7}
+	r := &record{Name: "v", Backend: "btrfs", State: deleting, Size: 8192, ID: 7, Nested: []uint64{8, 9}}
 	if err := j.save(r); err != nil {
 		t.Fatal(err)
 	}
 	got, err := j.load("v")
-	if err != nil || *got != *r {
+	if err != nil || !reflect.DeepEqual(got, r) {
 		t.Fatalf("load = %+v, %v; want %+v", got, err, r)
 	}
 	// A crash between writing the temporary file and the rename.
