@@ -20,7 +20,8 @@ const (
 	envCrashAt = "CAPACITY_TEST_CRASH_AT" // the crash point to die at (1, 2, …)
 	envRoot    = "CAPACITY_TEST_ROOT"
 	envRound   = "CAPACITY_TEST_ROUND"
-	envExpand  = "CAPACITY_TEST_EXPAND" // "1": expand the volume "keep"
+	envExpand  = "CAPACITY_TEST_EXPAND" // "true": expand the volume "keep"
+	envNested  = "CAPACITY_TEST_NESTED" // "true": make a subvolume inside "a"
 )
 
 // TestCrashAnywhere kills a process running Create, Expand and Delete
@@ -31,11 +32,11 @@ const (
 // recovered image has one loop device and is mounted; the volume made
 // before the crashes keeps its data.
 func TestCrashAnywhere(t *testing.T) {
-	t.Run("btrfs", func(t *testing.T) { crashAnywhere(t, btrfsRoot(t, true), true) })
-	t.Run("image", func(t *testing.T) { root := imageRoot(t); crashAnywhere(t, root, capSysResource(t)) })
+	t.Run("btrfs", func(t *testing.T) { crashAnywhere(t, btrfsRoot(t, true), true, true) })
+	t.Run("image", func(t *testing.T) { root := imageRoot(t); crashAnywhere(t, root, capSysResource(t), false) })
 }
 
-func crashAnywhere(t *testing.T, root string, expand bool) {
+func crashAnywhere(t *testing.T, root string, expand, nested bool) {
 	b, _ := open(t, Config{Root: root})
 	dir, err := b.Create(t.Context(), "keep", 8*mi)
 	if err != nil {
@@ -51,7 +52,7 @@ func crashAnywhere(t *testing.T, root string, expand bool) {
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
 		cmd.Env = append(os.Environ(), envCrashAt+"="+strconv.Itoa(at), envRoot+"="+root,
-			envRound+"="+strconv.Itoa(at), envExpand+"="+strconv.FormatBool(expand))
+			envRound+"="+strconv.Itoa(at), envExpand+"="+strconv.FormatBool(expand), envNested+"="+strconv.FormatBool(nested))
 		out, err := cmd.CombinedOutput()
 		killed := false
 		var exit *exec.ExitError
@@ -100,8 +101,12 @@ func TestCrashHelper(t *testing.T) {
 			select {} // the signal is on its way
 		}
 	}
-	if _, err := b.Create(t.Context(), "a", 8*mi); err != nil {
+	dir, err := b.Create(t.Context(), "a", 8*mi)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if os.Getenv(envNested) == "true" {
+		sh(t, "btrfs", "subvolume", "create", filepath.Join(dir, "nested"))
 	}
 	if os.Getenv(envExpand) == "true" {
 		if err := b.Expand(t.Context(), "keep", int64(8+round)*mi); err != nil {
@@ -187,12 +192,25 @@ func checkLoops(t *testing.T, at int, root string, names []string) {
 	}
 }
 
-// checkQgroups wants a subvolume per volume and a qgroup per subvolume.
+// checkQgroups wants a subvolume per volume (and those made inside
+// them), none elsewhere, and a qgroup per subvolume and none other.
 func checkQgroups(t *testing.T, at int, root string, names []string) {
 	t.Helper()
 	want := []string{"0/5"}
-	for _, n := range names {
-		want = append(want, "0/"+strconv.FormatUint(subvolumeID(t, filepath.Join(root, n)), 10))
+	var tops []string
+	for _, line := range strings.Split(sh(t, "btrfs", "subvolume", "list", root), "\n") {
+		f := strings.Fields(line) // ID 257 gen 9 top level 5 path vol
+		if len(f) < 9 || f[0] != "ID" {
+			continue
+		}
+		want = append(want, "0/"+f[1])
+		if top, _, _ := strings.Cut(f[8], "/"); !slices.Contains(tops, top) {
+			tops = append(tops, top)
+		}
+	}
+	slices.Sort(tops)
+	if !slices.Equal(tops, names) {
+		t.Fatalf("crash point %d: subvolumes under %v, want %v", at, tops, names)
 	}
 	var got []string
 	for _, line := range strings.Split(sh(t, "btrfs", "qgroup", "show", "--raw", root), "\n") {
