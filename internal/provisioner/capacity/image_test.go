@@ -28,8 +28,18 @@ func TestImageLimit(t *testing.T) {
 	if again, err := b.Create(t.Context(), "vol", 10*mi); err != nil || again != dir {
 		t.Fatalf("create again: %q, %v", again, err)
 	}
-	if devs := loopsOf(t, filepath.Join(root, "vol.img")); len(devs) != 1 {
+	devs := loopsOf(t, filepath.Join(root, "vol.img"))
+	if len(devs) != 1 {
 		t.Fatalf("loop devices of the image: %v, want one", devs)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.EXT4_SUPER_MAGIC || st.Type == unix.XFS_SUPER_MAGIC {
+		if dio := strings.TrimSpace(sh(t, "losetup", "--list", "--noheadings", "--output", "DIO", devs[0])); dio != "1" {
+			t.Errorf("loop device of an image on ext4 or XFS: direct I/O %q, want 1", dio)
+		}
 	}
 	f := create(t, filepath.Join(dir, "data"))
 	n, err := fill(f, 11)
