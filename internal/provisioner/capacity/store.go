@@ -82,7 +82,10 @@ func (s *store) Create(ctx context.Context, name string, size int64) (string, er
 	case r.Size != size:
 		return "", fmt.Errorf("create volume %s of %d bytes: %w (%d bytes)", name, size, ErrExists, r.Size)
 	case r.State == expanding:
-		return s.dir(name), s.finishExpand(ctx, r)
+		if err := s.finishExpand(ctx, r); err != nil {
+			return "", err
+		}
+		return s.dir(name), nil
 	case r.State == ready:
 		if err := s.d.attach(ctx, r); err != nil {
 			return "", fmt.Errorf("attach volume %s: %w", name, err)
