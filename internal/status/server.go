@@ -65,9 +65,12 @@ type Config struct {
 	MaxWaiting int
 }
 
-// DefaultMaxWaiting is how many requests may wait at once by default: a
-// node's container runtime waits for the pods it starts, a few at a time.
-const DefaultMaxWaiting = 64
+// DefaultMaxWaiting is how many requests may wait at once by default. A
+// node's container runtime may wait for every pod it starts at once: the
+// kubelet's --max-pods is 110 by default and some clusters raise it to 250,
+// so the bound stays above twice that. Each waiting request costs a
+// goroutine and a connection, some 20 KiB: 10 MiB at most.
+const DefaultMaxWaiting = 512
 
 // Claims lists claims with their phase and PersistentVolume.
 type Claims interface {
