@@ -1,0 +1,184 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/dsw"
+)
+
+var dsw0 = dsw.Key{PodUID: "pod", Volume: "v"}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func mountTmpfs(t *testing.T, dir, opts string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+}
+
+func TestStatfsOfTmpfs(t *testing.T) {
+	needRoot(t)
+	vol := filepath.Join(t.TempDir(), "vol")
+	mountTmpfs(t, vol, "size=8m")
+	writeFile(t, filepath.Join(vol, "f"), 1<<20)
+	u := New(Config{Period: time.Minute})
+	m, ok, err := u.measureTarget(context.Background(), &slot{}, vol)
+	if err != nil || !ok {
+		t.Fatalf("measure: %v, %v", ok, err)
+	}
+	if m.Method != MethodStatfs || m.CapacityBytes != 8<<20 {
+		t.Fatalf("measured %+v; want statfs, capacity 8 MiB", m)
+	}
+	if m.UsedBytes != 1<<20 || m.AvailableBytes != 7<<20 || m.InodesUsed < 2 || m.Inodes == 0 {
+		t.Fatalf("measured %+v; want 1 MiB used, 7 MiB available, the inodes", m)
+	}
+}
+
+func TestProbe(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.Mkdir(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(dir, "own")
+	mountTmpfs(t, own, "size=1m")
+	// A bind mount of a subdirectory: a mount point whose root is not its
+	// file system's, walked.
+	sub := filepath.Join(t.TempDir(), "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bind := filepath.Join(dir, "bind")
+	if err := os.Mkdir(bind, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(sub, bind, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(bind, unix.MNT_DETACH) })
+	table := &mountTable{maxAge: time.Minute, now: time.Now}
+	for path, want := range map[string]how{plain: byWalk, own: byStatfs, bind: byWalk} {
+		if got, err := table.probe(path); err != nil || got != want {
+			t.Errorf("probe(%s) = %v, %v; want %v", path, got, err, want)
+		}
+	}
+	if _, err := table.probe(filepath.Join(dir, "missing")); err == nil {
+		t.Error("probe of a missing directory did not fail")
+	}
+}
+
+func TestNetworkTypes(t *testing.T) {
+	for fsType, want := range map[string]bool{"nfs": true, "nfs4": true, "fuse.sshfs": true, "ext4": false, "tmpfs": false, "btrfs": false} {
+		if network(fsType) != want {
+			t.Errorf("network(%q) = %v", fsType, !want)
+		}
+	}
+}
+
+// targets is a Targets the test sets.
+type targets struct {
+	mu   sync.Mutex
+	list []Target
+}
+
+func (t *targets) UsageTargets() []Target {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Target(nil), t.list...)
+}
+
+func (t *targets) set(list ...Target) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.list = list
+}
+
+func TestRunMeasuresEveryVolume(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(a, "f"), 64<<10)
+	tg := &targets{}
+	ka, kb := dsw.Key{PodUID: "p", Volume: "a"}, dsw.Key{PodUID: "p", Volume: "b"}
+	tg.set(Target{Key: ka, Path: a}, Target{Key: kb, Path: b})
+	u := New(Config{Targets: tg, Period: 100 * time.Millisecond})
+	changes := u.Watch()
+	changes.Take()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- u.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, func() bool { _, okA := u.Usage(ka); _, okB := u.Usage(kb); return okA && okB })
+	m, _ := u.Usage(ka)
+	if m.Method != MethodWalk || m.UsedBytes < 64<<10 || m.InodesUsed != 2 || m.Time.IsZero() {
+		t.Fatalf("measured %+v; want a walk of 64 KiB and 2 inodes", m)
+	}
+	if pods, all := changes.Take(); !all && len(pods) == 0 {
+		t.Fatal("a measurement named no pod as changed")
+	}
+	// New content shows within a period or two.
+	writeFile(t, filepath.Join(a, "g"), 256<<10)
+	waitFor(t, func() bool { m, _ := u.Usage(ka); return m.UsedBytes >= 320<<10 })
+	// A volume gone is forgotten.
+	tg.set(Target{Key: ka, Path: a})
+	u.Notify()
+	waitFor(t, func() bool { return len(u.Stats()) == 1 })
+}
+
+func TestWalksOff(t *testing.T) {
+	u := New(Config{Period: 0})
+	_, ok, err := u.measureTarget(context.Background(), &slot{}, t.TempDir())
+	if ok || err != nil {
+		t.Fatalf("with walks off a plain directory was measured: %v, %v", ok, err)
+	}
+}
+
+// The first measurements are spread over a period, not all at start.
+func TestFirstMeasurementsSpread(t *testing.T) {
+	tg := &targets{}
+	var list []Target
+	for i := range 100 {
+		list = append(list, Target{Key: dsw.Key{PodUID: "p", Volume: itoa(i)}})
+	}
+	tg.set(list...)
+	u := New(Config{Targets: tg, Period: time.Minute})
+	now := time.Now()
+	u.sync(now)
+	var early, late int
+	for _, s := range u.slots {
+		switch d := s.due.Sub(now); {
+		case d < 0 || d >= time.Minute:
+			t.Fatalf("first measurement due in %v; want within the period", d)
+		case d < 30*time.Second:
+			early++
+		default:
+			late++
+		}
+	}
+	if early < 20 || late < 20 {
+		t.Fatalf("%d due in the first half of the period, %d in the second: not spread", early, late)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
