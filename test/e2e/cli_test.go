@@ -97,7 +97,7 @@ func TestCLI(t *testing.T) {
 			t.Errorf("readiness line %q, want Ready: yes", lines[0])
 		}
 		lines = lines[1:]
-		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "POD VOLUME PLUGIN STATE AGE ERROR" {
+		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "POD VOLUME PLUGIN STATE AGE USED SIZE ERROR" {
 			t.Fatalf("header %q", lines[0])
 		}
 		// Sorted by namespace/name, then volume; one row per volume.
