@@ -161,12 +161,23 @@ func compare(a, b string) int {
 	return 0
 }
 
-// Run measures the volumes, one at a time, until ctx ends.
+// Run measures the volumes, one at a time, until ctx ends. It takes the
+// list of volumes again when told (Notify), and at least once a period.
 func (u *Usage) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var synced time.Time
+	dirty := true
 	for {
-		u.sync(time.Now())
+		select {
+		case <-u.notify:
+			dirty = true
+		default:
+		}
+		if now := time.Now(); dirty || now.Sub(synced) >= u.cfg.Period {
+			u.sync(now)
+			synced, dirty = now, false
+		}
 		if s, ok := u.next(time.Now()); ok {
 			u.measure(ctx, s)
 			if ctx.Err() != nil {
@@ -179,6 +190,7 @@ func (u *Usage) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-u.notify:
+			dirty = true
 		case <-timer.C:
 		}
 	}
