@@ -42,7 +42,7 @@ type options struct {
 	// statsPeriod is how often each volume's usage is measured at most
 	// (--volume-stats-period); 0 turns walks off.
 	statsPeriod time.Duration
-	profiling    bool
+	profiling   bool
 	// provisioners are the dynamic provisioners to run (--provisioners).
 	provisioners  []string
 	localPathRoot string

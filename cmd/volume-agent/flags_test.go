@@ -48,6 +48,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "bad metrics address", args: []string{"--manifests", "/m", "--metrics-addr", "unix://x"}, wantErr: "--metrics-addr: address"},
 		{name: "health on loopback beside a socket", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/va.sock", "--healthz-addr", "127.0.0.1:9810"}},
 		{name: "health on the status address", args: []string{"--manifests", "/m", "--healthz-addr", "127.0.0.1:9810"}, wantErr: "--healthz-addr 127.0.0.1:9810 is --status-addr"},
+		{name: "volume stats off", args: []string{"--manifests", "/m", "--volume-stats-period", "0s"}},
+		{name: "volume stats every 5s", args: []string{"--manifests", "/m", "--volume-stats-period", "5s"}},
+		{name: "volume stats period negative", args: []string{"--manifests", "/m", "--volume-stats-period", "-1s"}, wantErr: "--volume-stats-period -1s"},
+		{name: "volume stats period too short", args: []string{"--manifests", "/m", "--volume-stats-period", "10ms"}, wantErr: "want 0s (walks off) or at least 1s"},
 		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,8 +43,8 @@ volume_agent_volume_stats_capacity_bytes{namespace="ns",persistentvolumeclaim="d
 	for name, v := range map[string]float64{
 		"volume_agent_volume_stats_available_bytes{namespace=ns,persistentvolumeclaim=data,pod=,volume=}": 3 << 20,
 		"volume_agent_volume_stats_inodes{namespace=ns,persistentvolumeclaim=,pod=web,volume=cache}":      100,
-		"volume_agent_volume_stats_inodes_free{namespace=ns,persistentvolumeclaim=,pod=web,volume=cache}":  90,
-		"volume_agent_volume_stats_inodes_used{namespace=ns,persistentvolumeclaim=data,pod=,volume=}":      10,
+		"volume_agent_volume_stats_inodes_free{namespace=ns,persistentvolumeclaim=,pod=web,volume=cache}": 90,
+		"volume_agent_volume_stats_inodes_used{namespace=ns,persistentvolumeclaim=data,pod=,volume=}":     10,
 	} {
 		if got[name] != v {
 			t.Errorf("%s = %v, want %v", name, got[name], v)

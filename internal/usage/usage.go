@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,22 +144,9 @@ func (u *Usage) Stats() []Stat {
 	}
 	u.mu.Unlock()
 	slices.SortFunc(out, func(a, b Stat) int {
-		if a.Key.PodUID != b.Key.PodUID {
-			return compare(string(a.Key.PodUID), string(b.Key.PodUID))
-		}
-		return compare(a.Key.Volume, b.Key.Volume)
+		return cmp.Or(cmp.Compare(a.Key.PodUID, b.Key.PodUID), cmp.Compare(a.Key.Volume, b.Key.Volume))
 	})
 	return out
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Run measures the volumes, one at a time, until ctx ends. It takes the
