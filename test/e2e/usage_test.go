@@ -159,3 +159,48 @@ func TestVolumeUsage(t *testing.T) {
 		}
 	})
 }
+
+const usageHungPod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: hung}
+spec:
+  containers: [{name: c, image: busybox}]
+  volumes:
+  - {name: data, emptyDir: {}}
+  - {name: cache, emptyDir: {medium: Memory}}
+`
+
+// TestVolumeUsageNeverEntersAHungMount: a FUSE file system mounted inside
+// a disk emptyDir hangs. The walks of the volume, every second, stop at
+// the mount point without sending it a request, and keep measuring what
+// is beside it; the other volume is measured too, and SIGTERM still ends
+// the agent promptly.
+func TestVolumeUsageNeverEntersAHungMount(t *testing.T) {
+	a := newAgent(t)
+	a.writeManifest("pod.yaml", usageHungPod)
+	a.start("--volume-stats-period=1s")
+	p := a.waitPod("default", "hung", 10*time.Second, ready)
+	mnt := filepath.Join(p.volume("data").Path, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fs := mountHangFS(t, mnt)
+	fs.hang()
+	hungAt := time.Now()
+	if err := os.WriteFile(filepath.Join(p.volume("data").Path, "one"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "a measurement of both volumes after the hang, 1 MiB beside the mount", func() (bool, string) {
+		got := a.usageOf("default", "hung")
+		data, cache := got["data"], got["cache"]
+		ok := data != nil && cache != nil && data.Time.After(hungAt.Add(time.Second)) && cache.Time.After(hungAt.Add(time.Second)) &&
+			within(data.UsedBytes, 1<<20+8<<10)
+		b, _ := json.Marshal(got)
+		return ok, string(b)
+	})
+	if n := fs.blockedBy(a.cmd.Process.Pid); n > 0 {
+		t.Errorf("the agent sent %d requests to the hung file system; want none", n)
+	}
+	stopWithin(t, a)
+}
