@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,5 +181,52 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A volume whose file system hangs holds the others up for StallTimeout
+// once, then not at all: it is not asked again while its call hangs.
+func TestRunGoesOnPastAHungVolume(t *testing.T) {
+	hungDir, fine := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(hungDir, "hang"), 1)
+	release := make(chan struct{})
+	var asked atomic.Int32
+	hung := func(dirfd int, name string, flags, mask int, st *unix.Statx_t) error {
+		if name == "hang" {
+			asked.Add(1)
+			<-release
+		}
+		return unix.Statx(dirfd, name, flags, mask, st)
+	}
+	tg := &targets{}
+	kh, kf := dsw.Key{PodUID: "p", Volume: "hung"}, dsw.Key{PodUID: "p", Volume: "fine"}
+	tg.set(Target{Key: kh, Path: hungDir}, Target{Key: kf, Path: fine})
+	u := New(Config{Targets: tg, Period: 50 * time.Millisecond, StallTimeout: 100 * time.Millisecond, stat: hung})
+	changes := u.Watch()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- u.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		close(release)
+		u.mu.Lock()
+		busy := u.slots[kh].busy
+		u.mu.Unlock()
+		<-busy // the hung walk has returned
+	}()
+	// The fine volume is measured again and again: ten times at least.
+	measured := 0
+	waitFor(t, func() bool {
+		if pods, _ := changes.Take(); len(pods) > 0 {
+			measured++
+		}
+		return measured >= 10
+	})
+	if _, ok := u.Usage(kh); ok {
+		t.Fatal("the hung volume was measured")
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("the hung file system was asked %d times; want once (not again while the call hangs)", n)
 	}
 }
