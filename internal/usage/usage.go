@@ -50,6 +50,8 @@ type Config struct {
 
 	// stat replaces statx in walks (tests make a file system hang).
 	stat statFn
+	// statfs replaces statfs(2) (tests make a file system hang).
+	statfs func(path string) (fsSize, error)
 	// sleep paces walks; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -98,6 +100,9 @@ func New(cfg Config) *Usage {
 	}
 	if cfg.stat == nil {
 		cfg.stat = unix.Statx
+	}
+	if cfg.statfs == nil {
+		cfg.statfs = statfs
 	}
 	if cfg.sleep == nil {
 		cfg.sleep = sleep
@@ -149,8 +154,14 @@ func (u *Usage) Stats() []Stat {
 	return out
 }
 
-// Run measures the volumes, one at a time, until ctx ends. It takes the
-// list of volumes again when told (Notify), and at least once a period.
+// minResync is the least time between two readings of the targets when
+// told they changed: a burst of pods starting costs one reading a second,
+// not one per pod.
+const minResync = time.Second
+
+// Run measures the volumes, one at a time, until ctx ends. It reads the
+// targets again when told they changed (Notify), at most once a
+// minResync, and at least once a period.
 func (u *Usage) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -162,18 +173,23 @@ func (u *Usage) Run(ctx context.Context) error {
 			dirty = true
 		default:
 		}
-		if now := time.Now(); dirty || now.Sub(synced) >= u.cfg.Period {
+		now := time.Now()
+		if (dirty && now.Sub(synced) >= minResync) || now.Sub(synced) >= u.cfg.Period {
 			u.sync(now)
 			synced, dirty = now, false
 		}
-		if s, ok := u.next(time.Now()); ok {
+		if s, ok := u.next(now); ok {
 			u.measure(ctx, s)
 			if ctx.Err() != nil {
 				return nil
 			}
 			continue
 		}
-		timer.Reset(u.untilNext(time.Now()))
+		wait := u.untilNext(now)
+		if dirty {
+			wait = min(wait, synced.Add(minResync).Sub(now))
+		}
+		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -291,7 +307,7 @@ func (u *Usage) measureTarget(ctx context.Context, s *slot, path string) (Measur
 	}
 	switch {
 	case h == byStatfs:
-		size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return statfs(path) })
+		size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(path) })
 		return size.measurement(), err == nil, err
 	case h == notAtAll || !u.walks:
 		return Measurement{}, false, nil

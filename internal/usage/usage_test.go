@@ -230,3 +230,35 @@ func TestRunGoesOnPastAHungVolume(t *testing.T) {
 		t.Fatalf("the hung file system was asked %d times; want once (not again while the call hangs)", n)
 	}
 }
+
+// A statfs that does not return (a dead NFS server) is given up on after
+// CallTimeout, and not asked again while it hangs.
+func TestStatfsIsBounded(t *testing.T) {
+	needRoot(t)
+	vol := filepath.Join(t.TempDir(), "vol")
+	mountTmpfs(t, vol, "size=1m")
+	release := make(chan struct{})
+	var asked atomic.Int32
+	u := New(Config{Period: time.Minute, CallTimeout: 50 * time.Millisecond})
+	u.cfg.statfs = func(string) (fsSize, error) {
+		asked.Add(1)
+		<-release
+		return fsSize{}, nil
+	}
+	s := &slot{target: Target{Key: dsw0, Path: vol}}
+	u.slots[dsw0] = s
+	start := time.Now()
+	u.measure(context.Background(), s)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a hung statfs held the measurer %v", took)
+	}
+	u.measure(context.Background(), s)
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("statfs asked %d times while hung; want once", n)
+	}
+	if _, ok := u.Usage(dsw0); ok || !s.warned {
+		t.Fatal("a hung statfs gave a measurement, or was not logged")
+	}
+	close(release)
+	<-s.busy
+}
