@@ -281,6 +281,9 @@ func (u *Usage) measure(ctx context.Context, s *slot) {
 	defer u.mu.Unlock()
 	log := u.log.With(zap.String("pod", t.Namespace+"/"+t.Pod), zap.String("volume", t.Volume), zap.String("path", t.Path))
 	switch {
+	case errors.Is(err, unix.ENOENT):
+		// Torn down since the targets were read: not a failure.
+		log.Debug("volume usage not measured", zap.Error(err))
 	case err != nil && !s.warned:
 		s.warned = true
 		log.Warn("volume usage not measured", zap.Error(err))

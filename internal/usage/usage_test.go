@@ -262,3 +262,14 @@ func TestStatfsIsBounded(t *testing.T) {
 	close(release)
 	<-s.busy
 }
+
+// A volume torn down since the targets were read is not a failure.
+func TestVolumeGoneIsNoFailure(t *testing.T) {
+	u := New(Config{Period: time.Minute})
+	s := &slot{target: Target{Key: dsw0, Path: filepath.Join(t.TempDir(), "gone")}}
+	u.slots[dsw0] = s
+	u.measure(context.Background(), s)
+	if s.warned {
+		t.Fatal("a volume gone was logged as a failure")
+	}
+}

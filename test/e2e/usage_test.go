@@ -120,9 +120,9 @@ func TestVolumeUsage(t *testing.T) {
 
 	t.Run("metrics", func(t *testing.T) {
 		for sample, want := range map[string]uint64{
-			`volume_agent_volume_stats_used_bytes{namespace="default",persistentvolumeclaim="",pod="usage",volume="scratch"}`: got["scratch"].UsedBytes,
-			`volume_agent_volume_stats_used_bytes{namespace="default",persistentvolumeclaim="",pod="usage",volume="cache"}`:   got["cache"].UsedBytes,
-			`volume_agent_volume_stats_used_bytes{namespace="default",persistentvolumeclaim="data",pod="",volume=""}`:         got["store"].UsedBytes,
+			`volume_agent_volume_stats_used_bytes{namespace="default",persistentvolumeclaim="",pod="usage",volume="scratch"}`:   got["scratch"].UsedBytes,
+			`volume_agent_volume_stats_used_bytes{namespace="default",persistentvolumeclaim="",pod="usage",volume="cache"}`:     got["cache"].UsedBytes,
+			`volume_agent_volume_stats_used_bytes{namespace="default",persistentvolumeclaim="data",pod="",volume=""}`:           got["store"].UsedBytes,
 			`volume_agent_volume_stats_capacity_bytes{namespace="default",persistentvolumeclaim="",pod="usage",volume="cache"}`: 16 << 20,
 		} {
 			if v := a.metric(sample); !within(uint64(v), want) {
