@@ -38,7 +38,7 @@ type Config struct {
 	// measured, every DefaultPeriod.
 	Period time.Duration
 	// EntriesPerSecond bounds a walk's pace; default
-	// DefaultEntriesPerSecond.
+	// DefaultEntriesPerSecond; negative: no bound (benchmarks).
 	EntriesPerSecond int
 	// CallTimeout bounds a statfs and the check of what a volume's
 	// directory is; default DefaultCallTimeout.
