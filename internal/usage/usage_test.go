@@ -273,3 +273,33 @@ func TestVolumeGoneIsNoFailure(t *testing.T) {
 		t.Fatal("a volume gone was logged as a failure")
 	}
 }
+
+// Network storage is never walked: its own mount is measured by statfs,
+// and a directory inside it not at all.
+func TestProbeNeverWalksNetworkStorage(t *testing.T) {
+	needRoot(t)
+	plain := t.TempDir()
+	export := filepath.Join(t.TempDir(), "export")
+	mountTmpfs(t, export, "size=1m")
+	sub := filepath.Join(export, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	table := &mountTable{maxAge: time.Hour, now: time.Now}
+	if _, err := table.probe(plain); err != nil { // reads the table
+		t.Fatal(err)
+	}
+	// Make both mounts look like NFS in the cached table.
+	for _, dir := range []string{plain, export} {
+		var st unix.Statx_t
+		if err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
+			t.Fatal(err)
+		}
+		table.byID[st.Mnt_id] = mountInfo{root: "/export/" + filepath.Base(dir), fsType: "nfs4"}
+	}
+	for path, want := range map[string]how{plain: notAtAll, sub: notAtAll, export: byStatfs} {
+		if got, err := table.probe(path); err != nil || got != want {
+			t.Errorf("probe(%s) on NFS = %v, %v; want %v", path, got, err, want)
+		}
+	}
+}
