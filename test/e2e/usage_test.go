@@ -204,3 +204,40 @@ func TestVolumeUsageNeverEntersAHungMount(t *testing.T) {
 	}
 	stopWithin(t, a)
 }
+
+// TestVolumeUsageAfterRestartIsSpread: after a restart, the first
+// measurements of a node's volumes are spread over the period, not all
+// made at start (no storm of walks).
+func TestVolumeUsageAfterRestartIsSpread(t *testing.T) {
+	a := newAgent(t)
+	var vols strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&vols, "  - {name: v%02d, emptyDir: {}}\n", i)
+	}
+	a.writeManifest("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: many}\nspec:\n  containers: [{name: c, image: busybox}]\n  volumes:\n"+vols.String())
+	const period = 4 * time.Second
+	a.start("--volume-stats-period=" + period.String())
+	a.waitPod("default", "many", 10*time.Second, ready)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	a.start(a.extra...)
+	start := time.Now()
+	first := map[string]time.Duration{}
+	waitFor(t, 3*period, "a first measurement of every volume after the restart", func() (bool, string) {
+		for name, u := range a.usageOf("default", "many") {
+			if _, seen := first[name]; u != nil && !seen {
+				first[name] = time.Since(start)
+			}
+		}
+		return len(first) == 20, fmt.Sprint(first)
+	})
+	lo, hi := period, time.Duration(0)
+	for _, d := range first {
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if hi-lo < period/3 {
+		t.Fatalf("the first measurements after a restart came within %v of each other (%v): not spread over the %v period", hi-lo, first, period)
+	}
+	figure(t, "spread of the first usage measurements of 20 volumes after a restart, period 4s", hi-lo)
+}
