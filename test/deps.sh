@@ -16,10 +16,13 @@ set -euo pipefail
 #   chattr               claims' tests make a file immutable to stop a
 #                        deletion half way
 #   ip                   the real-node test's CNI plugin
+#   btrfs, mkfs.btrfs    capacity's tests make a loop-backed btrfs with
+#   resize2fs, e2fsck    quotas; its image volumes grow ext4 (online)
 declare -A packages=(
   [mount]=mount [umount]=mount
   [losetup]=util-linux [blkid]=util-linux [nsenter]=util-linux [unshare]=util-linux
-  [mkfs.ext4]=e2fsprogs [chattr]=e2fsprogs
+  [mkfs.ext4]=e2fsprogs [chattr]=e2fsprogs [resize2fs]=e2fsprogs [e2fsck]=e2fsprogs
+  [btrfs]=btrfs-progs [mkfs.btrfs]=btrfs-progs
   [mount.nfs]=nfs-common
   [ip]=iproute2
 )

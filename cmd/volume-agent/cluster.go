@@ -36,6 +36,12 @@ func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) 
 	if cfg == nil || err != nil {
 		return nil, err
 	}
+	if len(cfg.CertData) > 0 && cfg.CertFile == "" {
+		// client-go reloads a client certificate named by path (the
+		// kubelet's, on kubeadm), not one embedded in the kubeconfig.
+		log.Info("the kubeconfig embeds its client certificate: after it is renewed, restart the agent",
+			zap.String("kubeconfig", o.kubeconfig))
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -55,10 +61,52 @@ func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) 
 	if o.mintTokens {
 		c.tokens = tokens.New(tokens.Config{Client: client, Logger: log, OnChange: notify})
 	}
-	if c.provisioners, err = provs.runners(client, o, log); err != nil {
+	if len(o.provisioners) == 0 {
+		return c, nil
+	}
+	provClient := kubernetes.Interface(client)
+	if pcfg, err := provisionerConfig(o, log); err != nil {
+		return nil, err
+	} else if pcfg != nil {
+		if provClient, err = kubernetes.NewForConfig(pcfg); err != nil {
+			return nil, fmt.Errorf("kubernetes client for the provisioners: %w", err)
+		}
+	}
+	if c.provisioners, err = provs.runners(provClient, o, log); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// provisionerConfig returns the identity of the provisioners' clients, or
+// nil for the agent's own. Provisioning watches claims, PVs and
+// StorageClasses cluster-wide, which a node identity (the kubelet's
+// credentials in --kubeconfig, under the Node authorizer) may not: it gets
+// an identity of its own, so that the mounting path never holds those
+// rights. It is --provisioner-kubeconfig, else in a pod given --kubeconfig
+// the pod's service account, else the agent's own config.
+func provisionerConfig(o options, log *zap.Logger) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	switch {
+	case o.provisionerKubeconfig != "":
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.provisionerKubeconfig)
+	case o.kubeconfig != "" && o.podServiceAccount():
+		cfg, err = rest.InClusterConfig()
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load the provisioners' API server config: %w", err)
+	}
+	from := "the pod's service account"
+	if o.provisionerKubeconfig != "" {
+		from = o.provisionerKubeconfig
+	}
+	log.Info("provisioners use an identity of their own", zap.String("identity", from))
+	cfg.QPS, cfg.Burst = o.apiQPS, o.apiBurst
+	cfg.UserAgent = "volume-agent/" + o.nodeName + "/provisioner"
+	return cfg, nil
 }
 
 // restConfig loads --kubeconfig, or the in-cluster config inside a pod.

@@ -34,11 +34,14 @@ type options struct {
 	unprivileged bool
 	hostRoot     string
 	kubeconfig   string
-	inCluster    bool
-	mintTokens   bool
-	apiQPS       float32
-	apiBurst     int
-	checkPeriod  time.Duration
+	// provisionerKubeconfig is the identity of the provisioners' clients
+	// (--provisioner-kubeconfig); see provisionerConfig.
+	provisionerKubeconfig string
+	inCluster             bool
+	mintTokens            bool
+	apiQPS                float32
+	apiBurst              int
+	checkPeriod           time.Duration
 	// statsPeriod is how often each volume's usage is measured at most
 	// (--volume-stats-period); 0 turns walks off.
 	statsPeriod time.Duration
@@ -92,6 +95,7 @@ func agentFlags(o *options) (fs *flag.FlagSet, finish func()) {
 	fs.BoolVar(&o.unprivileged, "unprivileged", false, "run without root: mount nothing, so memory-backed emptyDir, secret and projected volumes are written to disk instead of tmpfs")
 	fs.StringVar(&o.hostRoot, "host-root", "/", "where the host's root file system is visible to the agent (e.g. /host in a container); hostPath volumes are checked below it")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to watch pods bound to --node-name from; inside a pod the in-cluster config is used without it (see --in-cluster)")
+	fs.StringVar(&o.provisionerKubeconfig, "provisioner-kubeconfig", "", "kubeconfig the dynamic provisioners (--provisioners) alone use, for the cluster-wide claims, PVs and StorageClasses a node identity in --kubeconfig cannot read (default: in a pod, the pod's service account; else --kubeconfig)")
 	fs.BoolVar(&o.inCluster, "in-cluster", true, "inside a pod ($KUBERNETES_SERVICE_HOST set) and without --kubeconfig, become a node agent of the pod's cluster; --in-cluster=false serves only --manifests, even in a pod")
 	fs.BoolVar(&o.mintTokens, "mint-tokens", true, "mint service account tokens for projected serviceAccountToken sources (TokenRequest API); when false such volumes fail")
 	fs.DurationVar(&o.checkPeriod, "volume-check-period", 30*time.Second, "how often mounted network volumes (NFS) are checked for a server that stopped answering; a dead one turns Uncertain and is set up again until it lives")
@@ -180,6 +184,12 @@ func (o options) inPod() bool {
 	return o.kubeconfig == "" && o.inCluster && os.Getenv("KUBERNETES_SERVICE_HOST") != ""
 }
 
+// podServiceAccount reports whether the pod's service account is at hand
+// (in a pod, unless --in-cluster=false), --kubeconfig or not.
+func (o options) podServiceAccount() bool {
+	return o.inCluster && os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+}
+
 // clusterMode reports whether the agent talks to an API server.
 func (o options) clusterMode() bool { return o.kubeconfig != "" || o.inPod() }
 
@@ -197,6 +207,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--kube-api-burst %d: want at least 1", o.apiBurst)
 	case o.nodeName == "":
 		return errors.New("--node-name is empty and neither $NODE_NAME nor the hostname is set")
+	case o.provisionerKubeconfig != "" && (len(o.provisioners) == 0 || !o.clusterMode()):
+		return fmt.Errorf("--provisioner-kubeconfig %s is only used by --provisioners in a cluster: give both, with --kubeconfig or in a pod", o.provisionerKubeconfig)
 	case o.metricsAddr != "" && o.metricsAddr == o.statusAddr:
 		return fmt.Errorf("--metrics-addr %s is --status-addr: give another address, or leave it empty (the status endpoint serves /metrics too)", o.metricsAddr)
 	case o.healthzAddr != "" && (o.healthzAddr == o.statusAddr || o.healthzAddr == o.metricsAddr):

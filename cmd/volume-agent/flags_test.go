@@ -52,6 +52,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "volume stats every 5s", args: []string{"--manifests", "/m", "--volume-stats-period", "5s"}},
 		{name: "volume stats period negative", args: []string{"--manifests", "/m", "--volume-stats-period", "-1s"}, wantErr: "--volume-stats-period -1s"},
 		{name: "volume stats period too short", args: []string{"--manifests", "/m", "--volume-stats-period", "10ms"}, wantErr: "want 0s (walks off) or at least 1s"},
+		{name: "provisioner kubeconfig", args: []string{"--kubeconfig", "/k", "--provisioners", "local", "--provisioner-kubeconfig", "/p"}, clusterOn: true},
+		{name: "provisioner kubeconfig without provisioners", args: []string{"--kubeconfig", "/k", "--provisioner-kubeconfig", "/p"}, wantErr: "--provisioner-kubeconfig /p is only used by --provisioners"},
+		{name: "provisioner kubeconfig without a cluster", args: []string{"--manifests", "/m", "--provisioners", "local", "--provisioner-kubeconfig", "/p"}, wantErr: "only used by --provisioners in a cluster"},
 		{name: "rates do not matter without a cluster", args: []string{"--manifests", "/m", "--kube-api-qps", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

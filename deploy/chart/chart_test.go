@@ -20,6 +20,8 @@ const (
 	chartDir = "volume-agent"
 	// deployFile is the manifest the chart's default rendering must equal.
 	deployFile = "../daemonset.yaml"
+	// serviceAccountFile holds what identity=serviceAccount adds.
+	serviceAccountFile = "../serviceaccount-mode.yaml"
 )
 
 // TestDefaultRendering holds the chart's rendering with its default values
@@ -72,6 +74,8 @@ localPathRoot: /srv/volumes
 reclaimDelay: 1h
 metricsAddr: 0.0.0.0:9811
 statusSocketGroup: "4242"
+identity: serviceAccount
+nodeIdentity: {kubeconfig: /var/lib/kubelet/kubeconfig, credentialDir: /var/lib/kubelet/pki-gke}
 mintTokens: false
 extraArgs: [--log-level=debug]
 extraEnv: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]
@@ -111,15 +115,17 @@ func render(t *testing.T, rel Release, values map[string]any) objects {
 	return byKey(t, list)
 }
 
-func deployObjects(t *testing.T) objects {
+func deployObjects(t *testing.T) objects { return fileObjects(t, deployFile) }
+
+func fileObjects(t *testing.T, file string) objects {
 	t.Helper()
-	raw, err := os.ReadFile(deployFile)
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	list, err := Decode(raw)
 	if err != nil {
-		t.Fatalf("%s: %v", deployFile, err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	return byKey(t, list)
 }

@@ -80,9 +80,20 @@ func TestValues(t *testing.T) {
 			c["args"] = slices.Insert(args, i+1, any("--status-socket-group=4242"))
 		},
 	}, {
-		name:   "mintTokens=false: the flag, and no TokenRequest rule",
+		// The node identity has no ClusterRole whose rule would go.
+		name:   "mintTokens=false: the flag",
 		values: `mintTokens: false`,
+		edit:   func(o objects) { addArgs(o, "--mint-tokens=false") },
+	}, {
+		// What deploy/daemonset.yaml's header says to do for this mode.
+		name:   "identity=serviceAccount: deploy/serviceaccount-mode.yaml, no node credentials",
+		values: `identity: serviceAccount`,
+		edit:   serviceAccountMode(t),
+	}, {
+		name:   "identity=serviceAccount and mintTokens=false: the flag, and no TokenRequest rule",
+		values: "identity: serviceAccount\nmintTokens: false",
 		edit: func(o objects) {
+			serviceAccountMode(t)(o)
 			addArgs(o, "--mint-tokens=false")
 			role := o["ClusterRole /volume-agent"].Object
 			role["rules"] = slices.DeleteFunc(role["rules"].([]any), func(r any) bool {
@@ -90,12 +101,32 @@ func TestValues(t *testing.T) {
 			})
 		},
 	}, {
-		name: "image and extraEnv, as the real-node test sets them",
+		name:   "nodeIdentity: k3s's paths",
+		values: "nodeIdentity: {kubeconfig: /var/lib/rancher/k3s/agent/kubelet.kubeconfig, credentialDir: /var/lib/rancher/k3s/agent}",
+		edit: func(o objects) {
+			args := container(o)["args"].([]any)
+			args[slices.Index(args, any(kubeletKubeconfigArg))] = "--kubeconfig=/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+			named(volumeMounts(o), "kubelet-kubeconfig")["mountPath"] = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+			hostPath(o, "kubelet-kubeconfig")["path"] = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+			named(volumeMounts(o), "kubelet-credentials")["mountPath"] = "/var/lib/rancher/k3s/agent"
+			hostPath(o, "kubelet-credentials")["path"] = "/var/lib/rancher/k3s/agent"
+		},
+	}, {
+		name:   "nodeIdentity without a credential directory: the kubeconfig alone",
+		values: "nodeIdentity: {kubeconfig: /etc/kubernetes/kubelet.conf, credentialDir: \"\"}",
+		edit:   func(o objects) { dropVolume(o, "kubelet-credentials") },
+	}, {
+		name: "image, nodeIdentity and extraEnv, as the real-node test sets them",
 		values: `
 image: {repository: volume-agent.test/volume-agent, tag: e2e}
+nodeIdentity: {kubeconfig: /var/lib/kubelet/kubeconfig, credentialDir: /var/lib/kubelet/pki}
 extraEnv: [{name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}, {name: KUBERNETES_SERVICE_PORT, value: "6443"}]`,
 		edit: func(o objects) {
 			c := container(o)
+			args := c["args"].([]any)
+			args[slices.Index(args, any(kubeletKubeconfigArg))] = "--kubeconfig=/var/lib/kubelet/kubeconfig"
+			named(volumeMounts(o), "kubelet-kubeconfig")["mountPath"] = "/var/lib/kubelet/kubeconfig"
+			hostPath(o, "kubelet-kubeconfig")["path"] = "/var/lib/kubelet/kubeconfig"
 			c["image"] = "volume-agent.test/volume-agent:e2e"
 			c["env"] = append(c["env"].([]any),
 				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
@@ -155,9 +186,7 @@ func TestReleaseName(t *testing.T) {
 	}
 	slices.Sort(keys)
 	want := []string{
-		"ClusterRole /agents-volume-agent",
 		"ClusterRole /agents-volume-agent-provisioner",
-		"ClusterRoleBinding /agents-volume-agent",
 		"ClusterRoleBinding /agents-volume-agent-provisioner",
 		"DaemonSet storage/agents-volume-agent",
 		"ResourceQuota storage/agents-volume-agent-node-critical",
@@ -177,15 +206,26 @@ func TestReleaseName(t *testing.T) {
 // render into a broken DaemonSet, or ignore, and names the value.
 func TestValuesRefused(t *testing.T) {
 	for _, tc := range []struct{ values, names string }{
-		{`provisioners: local`, "/provisioners"},           // a string, not a list
-		{`provisioners: [lokal]`, "/provisioners"},         // no such provisioner
-		{`provisoners: [local]`, "'provisoners'"},          // misspelt: would be ignored
-		{`rbac: {enabled: false}`, "'enabled'"},            // the same
-		{`metricsAddr: 0.0.0.0`, "/metricsAddr"},           // no port to declare
-		{`statusSocketGroup: wheel`, "/statusSocketGroup"}, // the image has not the node's groups
-		{`reclaimDelay: 10 minutes`, "/reclaimDelay"},      // not a Go duration
-		{`rootDir: var/lib/volume-agent`, "/rootDir"},      // relative
-		{`image: {repository: ""}`, "/image/repository"},   // no image
+		{`provisioners: local`, "/provisioners"},                                 // a string, not a list
+		{`provisioners: [lokal]`, "/provisioners"},                               // no such provisioner
+		{`provisoners: [local]`, "'provisoners'"},                                // misspelt: would be ignored
+		{`rbac: {enabled: false}`, "'enabled'"},                                  // the same
+		{`metricsAddr: 0.0.0.0`, "/metricsAddr"},                                 // no port to declare
+		{`statusSocketGroup: wheel`, "/statusSocketGroup"},                       // the image has not the node's groups
+		{`reclaimDelay: 10 minutes`, "/reclaimDelay"},                            // not a Go duration
+		{`rootDir: var/lib/volume-agent`, "/rootDir"},                            // relative
+		{`image: {repository: ""}`, "/image/repository"},                         // no image
+		{`provisioners: local`, "/provisioners"},                                 // a string, not a list
+		{`provisioners: [lokal]`, "/provisioners"},                               // no such provisioner
+		{`provisoners: [local]`, "'provisoners'"},                                // misspelt: would be ignored
+		{`rbac: {enabled: false}`, "'enabled'"},                                  // the same
+		{`metricsAddr: 0.0.0.0`, "/metricsAddr"},                                 // no port to declare
+		{`reclaimDelay: 10 minutes`, "/reclaimDelay"},                            // not a Go duration
+		{`rootDir: var/lib/volume-agent`, "/rootDir"},                            // relative
+		{`image: {repository: ""}`, "/image/repository"},                         // no image
+		{`identity: nodes`, "/identity"},                                         // no such identity
+		{`nodeIdentity: {kubeconfig: kubelet.conf}`, "/nodeIdentity/kubeconfig"}, // relative
+		{`nodeIdentity: {kubeconfg: /k}`, "'kubeconfg'"},                         // misspelt
 	} {
 		_, err := Render(chartDir, DefaultRelease, readValues(t, tc.values))
 		if err == nil || !strings.Contains(err.Error(), tc.names) {
@@ -205,6 +245,33 @@ func TestNotes(t *testing.T) {
 			t.Errorf("NOTES.txt (values %q) does not say how to label the namespace:\n%s", values, text)
 		}
 	}
+}
+
+// kubeletKubeconfigArg is the default node identity's flag.
+const kubeletKubeconfigArg = "--kubeconfig=/etc/kubernetes/kubelet.conf"
+
+// serviceAccountMode edits the default rendering as
+// deploy/daemonset.yaml's header says to switch to the service-account
+// mode: the --kubeconfig argument and the kubelet's volumes go, and the
+// objects of deploy/serviceaccount-mode.yaml come.
+func serviceAccountMode(t *testing.T) func(objects) {
+	return func(o objects) {
+		c := container(o)
+		c["args"] = slices.DeleteFunc(c["args"].([]any), func(a any) bool { return a == kubeletKubeconfigArg })
+		dropVolume(o, "kubelet-kubeconfig")
+		dropVolume(o, "kubelet-credentials")
+		for k, obj := range fileObjects(t, serviceAccountFile) {
+			o[k] = obj
+		}
+	}
+}
+
+// dropVolume removes a volume of the DaemonSet and its mount.
+func dropVolume(o objects, name string) {
+	byName := func(e any) bool { return e.(map[string]any)["name"] == name }
+	c, s := container(o), podSpec(o)
+	c["volumeMounts"] = slices.DeleteFunc(c["volumeMounts"].([]any), byName)
+	s["volumes"] = slices.DeleteFunc(s["volumes"].([]any), byName)
 }
 
 func readValues(t *testing.T, text string) map[string]any {

@@ -43,6 +43,8 @@ var internalMessages = map[string]string{
 	"remove …: no owner given":                                   "storagedir.RemoveMarked's argument check; nfssubdir always passes the PV name",
 	"no MemTotal in /proc/meminfo":                               "never shown: the machine's memory is then left out of the defaults",
 	"tree deeper than the mount scan goes":                       "never shown: mount.MountsUnder then reads the mount table instead",
+	"capacity: Root and Logger are required":                     "Config validation; the provisioner sets them",
+	"losetup attached … as …, not a loop device":                 "losetup --show prints the device it attached; never seen",
 }
 
 var (

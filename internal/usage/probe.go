@@ -82,7 +82,7 @@ func (t *mountTable) probe(path string) (how, error) {
 		return 0, &os.PathError{Op: "statx", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return 0, fmt.Errorf("%s is not a directory", path)
+		return 0, fmt.Errorf("volume path %s is not a directory", path)
 	}
 	if err := unix.Statx(unix.AT_FDCWD, filepath.Dir(path), flags, unix.STATX_MNT_ID, &parent); err != nil {
 		return 0, &os.PathError{Op: "statx", Path: filepath.Dir(path), Err: err}

@@ -52,7 +52,11 @@ func (l *layout) etcdArgs() []string {
 }
 
 // apiserverArgs keeps the default admission plugins (ServiceAccount
-// admission among them, so pods get a kube-api-access-* volume). The
+// admission among them, so pods get a kube-api-access-* volume) and adds
+// NodeRestriction, which is not among them: with the Node authorizer it is
+// what a real cluster (kubeadm, EKS, GKE, k3s) uses to hold a
+// system:node:<name> identity to its own Node, its own pods and tokens
+// bound to them. The
 // endpoint reconciler is off: it would try every 10s to publish the
 // loopback advertise address as the endpoint of the "kubernetes" Service,
 // which validation rejects, and nothing in a test routes through that
@@ -69,6 +73,7 @@ func (l *layout) apiserverArgs() []string {
 		"--tls-private-key-file=" + p.path(servingKey),
 		"--client-ca-file=" + p.path(caCertFile),
 		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
 		"--service-account-issuer=" + issuer,
 		"--service-account-key-file=" + p.path(saPublicFile),
 		"--service-account-signing-key-file=" + p.path(saPrivateFile),

@@ -29,7 +29,9 @@ const chartDir = "../../deploy/chart/volume-agent"
 
 // clusterEnv is a control plane and a kubeconfig for the agent that holds
 // a token of the ServiceAccount the Helm chart makes, bound by the chart's
-// RBAC (the same as deploy/daemonset.yaml's) and nothing more.
+// RBAC for identity=serviceAccount (deploy/daemonset.yaml with
+// deploy/serviceaccount-mode.yaml) and nothing more. TestNodeIdentity runs
+// the agent with the default identity, the node's, instead.
 type clusterEnv struct {
 	cp              *controlplane.ControlPlane
 	client          kubernetes.Interface
@@ -41,6 +43,13 @@ func startCluster(t *testing.T) *clusterEnv { return startClusterWith(t, control
 // startClusterWith is startCluster with more of the control plane (the
 // scheduler, the controller manager).
 func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
+	return startClusterValues(t, opts, serviceAccountMode)
+}
+
+// startClusterValues is startClusterWith with the RBAC the chart renders
+// with values (nil: the default, the node identity's, where the
+// ServiceAccount may only provision).
+func startClusterValues(t *testing.T, opts controlplane.Options, values map[string]any) *clusterEnv {
 	needRoot(t)
 	start := time.Now()
 	cp := controlplane.Start(t, opts)
@@ -50,7 +59,7 @@ func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range installObjects(t, nil) {
+	for _, o := range installObjects(t, values) {
 		if o.GetKind() != "DaemonSet" {
 			createObject(t, dyn, o)
 		}
@@ -59,19 +68,29 @@ func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
 	return env
 }
 
+// serviceAccountFile is what the service-account mode adds to deployFile.
+const serviceAccountFile = "../../deploy/serviceaccount-mode.yaml"
+
 // deployObjects decodes every document of deploy/daemonset.yaml.
-func deployObjects(t *testing.T) []*unstructured.Unstructured {
+func deployObjects(t *testing.T) []*unstructured.Unstructured { return fileObjects(t, deployFile) }
+
+// fileObjects decodes every document of a manifest file.
+func fileObjects(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
-	raw, err := os.ReadFile(deployFile)
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs, err := chart.Decode(raw)
 	if err != nil {
-		t.Fatalf("%s: %v", deployFile, err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	return objs
 }
+
+// serviceAccountMode are the chart's values for the agent with its
+// ServiceAccount's identity, for clusters without the Node authorizer.
+var serviceAccountMode = map[string]any{"identity": "serviceAccount"}
 
 // installObjects are the objects the README's Helm install creates, in the
 // order it creates them: the namespace, labelled by kubectl (the Namespace

@@ -24,7 +24,7 @@ const (
 
 // TestClusterNewPodLatency: a new API pod with a configMap, a secret, an
 // emptyDir and a hostPath volume gets its files and becomes ready, one pod
-// at a time and in a burst, with the RBAC of deploy/daemonset.yaml (get,
+// at a time and in a burst, with the RBAC of deploy/serviceaccount-mode.yaml (get,
 // list and watch on ConfigMaps and Secrets: the direct read answers first)
 // and with get taken away, as in a role deployed before the agent read
 // directly (the direct read of a new object is refused and its lookups
@@ -57,7 +57,7 @@ func TestClusterNewPodLatency(t *testing.T) {
 }
 
 // latencyKubeconfig is the agent's ServiceAccount with the ClusterRole of
-// deploy/daemonset.yaml, less get on ConfigMaps and Secrets without get.
+// deploy/serviceaccount-mode.yaml, less get on ConfigMaps and Secrets without get.
 func (env *clusterEnv) latencyKubeconfig(t *testing.T, name string, get bool) string {
 	t.Helper()
 	return env.kubeconfigWithRole(t, name, func(r rbacv1.PolicyRule) rbacv1.PolicyRule {

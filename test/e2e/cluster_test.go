@@ -19,7 +19,7 @@ import (
 
 // TestCluster runs the agent as a node agent of a real control plane
 // (etcd + kube-apiserver on loopback, RBAC on), holding only the
-// permissions the Helm chart (and deploy/daemonset.yaml) grants it.
+// permissions the Helm chart grants it in its service-account mode (deploy/serviceaccount-mode.yaml).
 func TestCluster(t *testing.T) {
 	env := startCluster(t)
 	t.Run("DeployManifestIsAccepted", env.testDeployDryRun)
@@ -32,15 +32,18 @@ func TestCluster(t *testing.T) {
 	t.Run("APIServerRestart", env.testAPIServerRestart) // last: it restarts the server
 }
 
-// testDeployDryRun applies every object of deploy/daemonset.yaml and of the
-// chart's default rendering with a server-side dry run: the API server
-// validates and admits the DaemonSet of each.
+// testDeployDryRun applies every object of deploy/daemonset.yaml, of
+// deploy/serviceaccount-mode.yaml and of the chart's rendering in both
+// modes with a server-side dry run: the API server validates and admits
+// the DaemonSet of each.
 func (env *clusterEnv) testDeployDryRun(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(env.cp.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range append(deployObjects(t), installObjects(t, nil)...) {
+	objs := append(deployObjects(t), fileObjects(t, serviceAccountFile)...)
+	objs = append(objs, installObjects(t, nil)...)
+	for _, o := range append(objs, installObjects(t, serviceAccountMode)...) {
 		_, err := resourceFor(t, dyn, o).Apply(context.Background(), o.GetName(), o,
 			metav1.ApplyOptions{FieldManager: "e2e", DryRun: []string{metav1.DryRunAll}, Force: true})
 		if err != nil {

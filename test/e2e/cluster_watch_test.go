@@ -168,7 +168,7 @@ func (env *clusterEnv) startAgentWith(t *testing.T, node, kubeconfig string) *ag
 }
 
 // kubeconfigWithout returns a kubeconfig for a new ServiceAccount name,
-// bound to the agent's ClusterRole (the chart's, deploy/daemonset.yaml's)
+// bound to the agent's ClusterRole (deploy/serviceaccount-mode.yaml's)
 // less every permission on resource.
 func (env *clusterEnv) kubeconfigWithout(t *testing.T, name, resource string) string {
 	t.Helper()
@@ -179,15 +179,15 @@ func (env *clusterEnv) kubeconfigWithout(t *testing.T, name, resource string) st
 }
 
 // kubeconfigWithRole returns a kubeconfig for a new ServiceAccount name,
-// bound to the agent's ClusterRole of the chart's default rendering
-// (volume-agent, not the provisioners'; deploy/daemonset.yaml's) with each
+// bound to the agent's ClusterRole of the chart's service-account mode
+// (volume-agent, not the provisioners'; deploy/serviceaccount-mode.yaml's) with each
 // rule passed through edit; a rule left without resources or verbs is
 // dropped.
 func (env *clusterEnv) kubeconfigWithRole(t *testing.T, name string, edit func(rbacv1.PolicyRule) rbacv1.PolicyRule) string {
 	t.Helper()
 	ctx := context.Background()
 	var role rbacv1.ClusterRole
-	for _, o := range installObjects(t, nil) {
+	for _, o := range installObjects(t, serviceAccountMode) {
 		if o.GetKind() == "ClusterRole" && o.GetName() == "volume-agent" {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
 				t.Fatal(err)

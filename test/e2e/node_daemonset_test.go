@@ -27,9 +27,11 @@ import (
 const nodeRootDir = "/var/lib/volume-agent"
 
 // TestDaemonSetOnARealNode installs the Helm chart (whose default rendering
-// is deploy/daemonset.yaml), with only the image and the API server's
-// address set as values, to a cluster with a real kubelet node (test/node)
-// and checks what an operator would: the agent's pod turns Ready through its
+// is deploy/daemonset.yaml), with only the image, the paths of the
+// kubelet's credentials and the API server's address set as values, to a
+// cluster with a real kubelet node (test/node) and checks what an operator
+// would: the agent runs with the kubelet's own identity (system:node:<name>,
+// Node authorizer and NodeRestriction), and its pod turns Ready through its
 // probes (on --healthz-addr); the status API is the node's
 // /run/volume-agent/status.sock, of mode 0660, and root's CLI reads it
 // there; a workload pod's configMap, secret, emptyDir and projected volumes
@@ -66,6 +68,9 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	createVolumeSources(t, cp)
 	app := createWorkload(t, cp, "app")
 	keeper := createWorkload(t, cp, "keeper")
+	// The agent's ServiceAccount holds no right on Secrets or ConfigMaps
+	// (deploy/chart's TestNodeIdentityGrantsNoSecrets): these volumes
+	// mount with the kubelet's credentials, as the Node authorizer allows.
 	for _, p := range []*v1.Pod{app, keeper} {
 		waitVolumesMounted(t, n, p)
 	}
@@ -154,14 +159,18 @@ func lastStatusBeforeDeletion(t *testing.T, events <-chan watch.Event, timeout t
 }
 
 // installChart installs the agent as the README's Helm install does: the
-// labelled namespace, then every object of the chart's rendering, with two
-// values set. image is the one imported into the node; extraEnv adds
-// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT: the test cluster
-// runs no kube-proxy, so the "kubernetes" Service's cluster IP (which the
-// kubelet would otherwise put there) leads nowhere; they point the agent's
-// in-cluster config at the API server's loopback address instead, which
-// the hostNetwork pod shares. Everything else is the chart's default
-// rendering, which is deploy/daemonset.yaml (deploy/chart's tests).
+// labelled namespace, then every object of the chart's rendering, with
+// three values set. image is the one imported into the node; nodeIdentity
+// names where the test node's kubelet keeps its kubeconfig and client
+// certificate (GKE's paths, test/node): the agent runs with the kubelet's
+// own credentials, the chart's default identity; extraEnv adds
+// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, for the pod's
+// in-cluster config that the provisioners would use: the test cluster runs
+// no kube-proxy, so the "kubernetes" Service's cluster IP (which the
+// kubelet would otherwise put there) leads nowhere; they point it at the
+// API server's loopback address instead, which the hostNetwork pod shares.
+// Everything else is the chart's default rendering, which is
+// deploy/daemonset.yaml (deploy/chart's tests).
 func installChart(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	cfg := cp.AdminConfig()
@@ -191,12 +200,14 @@ func installChart(t *testing.T, cp *controlplane.ControlPlane) {
 }
 
 // testClusterValues are the chart's values for the test cluster: the
-// agent's image as imported into the node, and the API server's address.
+// agent's image as imported into the node, where the kubelet keeps its
+// credentials, and the API server's address.
 func testClusterValues(cp *controlplane.ControlPlane) map[string]any {
 	host, port, _ := strings.Cut(strings.TrimPrefix(cp.Server(), "https://"), ":")
 	i := strings.LastIndex(node.AgentImageRef, ":")
 	return map[string]any{
-		"image": map[string]any{"repository": node.AgentImageRef[:i], "tag": node.AgentImageRef[i+1:]},
+		"image":        map[string]any{"repository": node.AgentImageRef[:i], "tag": node.AgentImageRef[i+1:]},
+		"nodeIdentity": map[string]any{"kubeconfig": node.KubeletKubeconfig, "credentialDir": node.KubeletCertDir},
 		"extraEnv": []any{
 			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},
 			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port},

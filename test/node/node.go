@@ -107,7 +107,7 @@ func (n *Node) path(name string) string { return filepath.Join(n.dir, name) }
 
 // writeFiles lays out the node's directory: the state directories bound
 // over /var/lib, /var/log and /run, the CNI configuration, the containerd
-// and kubelet configurations and the kubelet's kubeconfig.
+// and kubelet configurations and the kubelet's kubeconfig and certificate.
 func (n *Node) writeFiles(cp *controlplane.ControlPlane) {
 	t := n.t
 	for _, d := range []string{"var-lib", "var-log", "run", "cni", "cni-bin"} {
@@ -133,11 +133,24 @@ func (n *Node) writeFiles(cp *controlplane.ControlPlane) {
 	if err := os.Symlink(filepath.Join(n.root, "usr/lib/cni/loopback"), n.path("cni-bin/loopback")); err != nil {
 		t.Fatalf("node: %v", err)
 	}
-	kubeconfig := cp.NodeKubeconfig(t, n.name)
-	if err := os.Rename(kubeconfig, n.path("kubelet.kubeconfig")); err != nil {
-		t.Fatalf("node: %v", err)
-	}
+	// The kubelet's credentials as files, where GKE keeps them: the
+	// kubeconfig names the client certificate by its path on the node.
+	cp.NodeCredentialsAt(t, n.name, controlplane.CredentialFiles{
+		Kubeconfig:     n.path("var-lib" + strings.TrimPrefix(KubeletKubeconfig, "/var/lib")),
+		CertFile:       n.path("var-lib" + strings.TrimPrefix(KubeletCertFile, "/var/lib")),
+		CertFileSeenAs: KubeletCertFile,
+	})
 }
+
+// Where the node's kubelet keeps its kubeconfig and client certificate
+// (its own identity, system:node:<name>), as the node sees them: GKE's
+// layout (kubeadm's kubeconfig is /etc/kubernetes/kubelet.conf, which the
+// node shares with this machine).
+const (
+	KubeletKubeconfig = "/var/lib/kubelet/kubeconfig"
+	KubeletCertDir    = "/var/lib/kubelet/pki"
+	KubeletCertFile   = KubeletCertDir + "/kubelet-client-current.pem"
+)
 
 // holderScript runs as init of the node's PID namespace, in its mount
 // namespace: it binds the node's state directories ($1) over the host's,
@@ -268,7 +281,7 @@ func (n *Node) importImage(ref string, img Image) {
 func (n *Node) startKubelet(kubelet string, cp *controlplane.ControlPlane) {
 	n.daemon("kubelet.log", kubelet,
 		"--config="+n.path("kubelet.yaml"),
-		"--kubeconfig="+n.path("kubelet.kubeconfig"),
+		"--kubeconfig="+KubeletKubeconfig,
 		"--hostname-override="+n.name,
 		"--v=1")
 }

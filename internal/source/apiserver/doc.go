@@ -19,6 +19,14 @@
 // has listed. A read that fails or is not allowed (no "get" in the RBAC)
 // only leaves the lookup waiting for the watch, as before.
 //
+// With a node identity (the kubelet's credentials, under the Node
+// authorizer) listing claims and PVs cluster-wide is refused: the node may
+// only get those its pods refer to. Once such a list is refused, the claim
+// or PV informer stops and each object is read by GET instead, again while
+// lookups ask for it, at most every minute once it stops changing
+// (polled.go). ConfigMaps and Secrets need no such change: the Node
+// authorizer allows a node's single-object watches of those its pods use.
+//
 // Whether the API server is reachable is judged from the list and watch
 // calls of the pod and Node informers only, whose watches are always open:
 // one rejected event or failed TokenRequest says nothing about them, while

@@ -17,8 +17,11 @@ import (
 )
 
 // denyList makes every list of resource fail with 403.
-func (h *harness) denyList(resource string) {
-	h.client.PrependReactor("list", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+func (h *harness) denyList(resource string) { h.deny("list", resource) }
+
+// deny makes the fake API server refuse verb on resource.
+func (h *harness) deny(verb, resource string) {
+	h.client.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("RBAC: access denied"))
 	})
 }

@@ -1,9 +1,11 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
+	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -15,16 +17,22 @@ import (
 // agent whose pods use no persistent volumes never lists every PV and PVC
 // of the cluster. Its cache drops managedFields. Like a per-object watch,
 // it signals a change on its events, once it has synced, and when its list
-// or watch fails anew.
+// or watch fails anew. When its list is refused (a node identity may not
+// list claims and PVs) and byGet is set, it stops and lookups read each
+// object by GET through byGet instead.
 type lazyInformer struct {
 	kind     string
 	build    func(observer) cache.SharedIndexInformer // the observer sees its calls
 	runner   *runner
 	onChange func()
+	byGet    *polled // nil: a refused list is reported, as for any informer
+	log      *zap.Logger
 
 	mu       sync.Mutex
 	inf      cache.SharedIndexInformer // guarded by mu; nil until first use
 	failures *failures                 // guarded by mu
+	stop     context.CancelFunc        // guarded by mu; ends inf
+	polling  bool                      // guarded by mu; lookups go to byGet
 }
 
 // informer starts the informer if needed and returns it, or an error
@@ -43,6 +51,7 @@ func (l *lazyInformer) informer() (cache.SharedIndexInformer, error) {
 		_ = inf.SetTransform(dropManagedFields)
 		_, _ = inf.AddEventHandler(notifyHandler(l.onChange))
 		l.failures = errs
+		ctx, l.stop = context.WithCancel(ctx)
 		l.runner.run(ctx, inf.RunWithContext)
 		l.runner.run(ctx, whenSynced(l.onChange, inf))
 		l.inf = inf
@@ -50,12 +59,36 @@ func (l *lazyInformer) informer() (cache.SharedIndexInformer, error) {
 	return l.inf, nil
 }
 
+// polls reports whether lookups read by GET.
+func (l *lazyInformer) polls() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.polling
+}
+
+// pollIfRefused stops the informer and turns lookups to GETs if its list
+// was refused and there is a way to GET; it reports whether it did.
+func (l *lazyInformer) pollIfRefused(inf cache.SharedIndexInformer, errs *failures) bool {
+	err := errs.current()
+	if l.byGet == nil || inf.HasSynced() || !denied(err) {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.polling {
+		l.polling = true
+		l.stop()
+		logSwitch(l.log, l.kind, err)
+	}
+	return true
+}
+
 // current returns the informer's current watch error, if it runs.
 func (l *lazyInformer) current() error {
 	l.mu.Lock()
-	f := l.failures
+	f, polling := l.failures, l.polling
 	l.mu.Unlock()
-	if f == nil {
+	if f == nil || polling {
 		return nil
 	}
 	return f.current()
@@ -68,8 +101,12 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// lazyGet looks an object up through a lazy informer.
+// lazyGet looks an object up through a lazy informer, or by GET once its
+// list was refused.
 func lazyGet[T runtime.Object](l *lazyInformer, namespace, name string) (T, error) {
+	if l.polls() {
+		return polledGet[T](l.byGet, namespace, name)
+	}
 	inf, err := l.informer()
 	if err != nil {
 		var zero T
@@ -78,5 +115,8 @@ func lazyGet[T runtime.Object](l *lazyInformer, namespace, name string) (T, erro
 	l.mu.Lock()
 	errs := l.failures
 	l.mu.Unlock()
+	if l.pollIfRefused(inf, errs) {
+		return polledGet[T](l.byGet, namespace, name)
+	}
 	return get[T](inf, errs, l.kind, namespace, name)
 }

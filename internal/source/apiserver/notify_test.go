@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -23,11 +24,13 @@ import (
 // otherwise the volume would wait for a slow resync.
 func TestLookupsAreRetriedOnSyncAndFailure(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		pod    *v1.Pod
-		deny   string // resource whose list is refused
-		lookup func(*Source) error
-		want   func(error) bool
+		name    string
+		pod     *v1.Pod
+		deny    string // resource whose list is refused
+		denyGet bool   // and its get too
+		objs    []runtime.Object
+		lookup  func(*Source) error
+		want    func(error) bool
 	}{{
 		name:   "missing configMap",
 		pod:    testPod("ns", "app", "node-1", cmVolume("missing")),
@@ -45,16 +48,32 @@ func TestLookupsAreRetriedOnSyncAndFailure(t *testing.T) {
 		lookup: func(s *Source) error { _, err := s.PersistentVolume("pv"); return err },
 		want:   func(err error) bool { return errors.Is(err, volume.ErrNotFound) },
 	}, {
-		name:   "forbidden persistentVolumeClaim",
+		// A node identity: the Node authorizer refuses listing claims
+		// but lets the node get those of its pods.
+		name:   "persistentVolumeClaim list forbidden, read by GET",
 		pod:    testPod("ns", "app", "node-1"),
 		deny:   "persistentvolumeclaims",
+		objs:   []runtime.Object{&v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim"}}},
 		lookup: func(s *Source) error { _, err := s.PersistentVolumeClaim("ns", "claim"); return err },
-		want:   apierrors.IsForbidden,
+		want:   func(err error) bool { return err == nil },
+	}, {
+		name:    "persistentVolume list and get forbidden",
+		pod:     testPod("ns", "app", "node-1"),
+		deny:    "persistentvolumes",
+		denyGet: true,
+		lookup:  func(s *Source) error { _, err := s.PersistentVolume("pv"); return err },
+		want:    apierrors.IsForbidden,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			if tc.deny != "" {
 				h.denyList(tc.deny)
+			}
+			if tc.denyGet {
+				h.deny("get", tc.deny)
+			}
+			for _, o := range tc.objs {
+				h.create(o)
 			}
 			// A slow answer, as from a real API server: the first list
 			// ends after the OnChange that follows the pod's event.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -76,16 +77,20 @@ func New(cfg Config) (*Source, error) {
 	s.node = informer(listWatch[*v1.NodeList](plainLists{c}, core.Nodes(), byName(cfg.NodeName), s.nodeErrs, s.nodeReach), &v1.Node{})
 	s.podErrs.install(s.pods)
 	s.nodeErrs.install(s.node)
-	s.pvs = &lazyInformer{kind: "persistentVolume", runner: s.runner, onChange: cfg.OnChange, build: func(o observer) cache.SharedIndexInformer {
-		return informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything(), o), &v1.PersistentVolume{})
-	}}
-	s.pvcs = &lazyInformer{kind: "persistentVolumeClaim", runner: s.runner, onChange: cfg.OnChange, build: func(o observer) cache.SharedIndexInformer {
-		return informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything(), o), &v1.PersistentVolumeClaim{})
-	}}
 	reads := cfg.Client.CoreV1()
 	if cfg.Reads != nil {
 		reads = cfg.Reads.CoreV1()
 	}
+	s.pvs = &lazyInformer{kind: "persistentVolume", runner: s.runner, onChange: cfg.OnChange, log: log, build: func(o observer) cache.SharedIndexInformer {
+		return informer(listWatch[*v1.PersistentVolumeList](c, core.PersistentVolumes(), fields.Everything(), o), &v1.PersistentVolume{})
+	}, byGet: s.polledOf("persistentVolume", func(ctx context.Context, r ref) (runtime.Object, error) {
+		return getObject(core.PersistentVolumes().Get(ctx, r.name, metav1.GetOptions{}))
+	})}
+	s.pvcs = &lazyInformer{kind: "persistentVolumeClaim", runner: s.runner, onChange: cfg.OnChange, log: log, build: func(o observer) cache.SharedIndexInformer {
+		return informer(listWatch[*v1.PersistentVolumeClaimList](c, core.PersistentVolumeClaims(""), fields.Everything(), o), &v1.PersistentVolumeClaim{})
+	}, byGet: s.polledOf("persistentVolumeClaim", func(ctx context.Context, r ref) (runtime.Object, error) {
+		return getObject(core.PersistentVolumeClaims(r.namespace).Get(ctx, r.name, metav1.GetOptions{}))
+	})}
 	s.configMaps = s.objectsOf("configmaps", &v1.ConfigMap{}, func(r ref, o observer) cache.ListerWatcher {
 		return listWatch[*v1.ConfigMapList](c, core.ConfigMaps(r.namespace), byName(r.name), o)
 	}, func(ctx context.Context, r ref) (runtime.Object, error) {
@@ -110,6 +115,11 @@ func New(cfg Config) (*Source, error) {
 func (s *Source) objectsOf(resource string, example runtime.Object, lw func(ref, observer) cache.ListerWatcher, get func(context.Context, ref) (runtime.Object, error)) *objects {
 	return &objects{resource: resource, example: example, listWatch: lw, runner: s.runner, log: s.log, onChange: s.cfg.OnChange,
 		reader: &reader{resource: resource, get: get, tokens: s.cfg.ReadTokens, log: s.log}}
+}
+
+// polledOf reads objects of one kind one at a time (see polled).
+func (s *Source) polledOf(kind string, get func(context.Context, ref) (runtime.Object, error)) *polled {
+	return &polled{kind: kind, get: get, runner: s.runner, onChange: s.cfg.OnChange, now: time.Now}
 }
 
 func informer(lw cache.ListerWatcher, obj runtime.Object) cache.SharedIndexInformer {

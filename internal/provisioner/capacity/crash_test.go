@@ -1,0 +1,226 @@
+package capacity
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// The environment of TestCrashHelper, the process the crash test kills.
+const (
+	envCrashAt = "CAPACITY_TEST_CRASH_AT" // the crash point to die at (1, 2, …)
+	envRoot    = "CAPACITY_TEST_ROOT"
+	envRound   = "CAPACITY_TEST_ROUND"
+	envExpand  = "CAPACITY_TEST_EXPAND" // "true": expand the volume "keep"
+	envNested  = "CAPACITY_TEST_NESTED" // "true": make a subvolume inside "a"
+)
+
+// TestCrashAnywhere kills a process running Create, Expand and Delete
+// with SIGKILL at every crash point in turn (before and after each tool
+// and each record write), then recovers as a restarted agent would, and
+// checks: Recover succeeds; no loop device, image, subvolume, qgroup,
+// directory or record remains that is not a recovered volume; each
+// recovered image has one loop device and is mounted; the volume made
+// before the crashes keeps its data.
+func TestCrashAnywhere(t *testing.T) {
+	t.Run("btrfs", func(t *testing.T) { crashAnywhere(t, btrfsRoot(t, true), true, true) })
+	t.Run("image", func(t *testing.T) { root := imageRoot(t); crashAnywhere(t, root, capSysResource(t), false) })
+}
+
+func crashAnywhere(t *testing.T, root string, expand, nested bool) {
+	b, _ := open(t, Config{Root: root})
+	dir, err := b.Create(t.Context(), "keep", 8*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data"), []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Delete(t.Context(), "keep") })
+	for at := 1; ; at++ {
+		if at > 300 {
+			t.Fatal("the helper never finished")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
+		cmd.Env = append(os.Environ(), envCrashAt+"="+strconv.Itoa(at), envRoot+"="+root,
+			envRound+"="+strconv.Itoa(at), envExpand+"="+strconv.FormatBool(expand), envNested+"="+strconv.FormatBool(nested))
+		out, err := cmd.CombinedOutput()
+		killed := false
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			ws, ok := exit.Sys().(syscall.WaitStatus)
+			killed = ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+		}
+		if err != nil && !killed {
+			t.Fatalf("crash point %d: helper: %v\n%s", at, err, out)
+		}
+		r, _ := open(t, Config{Root: root})
+		vols, err := r.Recover(t.Context())
+		if err != nil {
+			t.Fatalf("crash point %d: recover: %v", at, err)
+		}
+		checkConsistent(t, at, root, vols)
+		for _, v := range vols {
+			if v.Name != "keep" {
+				if err := r.Delete(t.Context(), v.Name); err != nil {
+					t.Fatalf("crash point %d: delete %s: %v", at, v.Name, err)
+				}
+			}
+		}
+		if !killed {
+			t.Logf("%d crash points, each recovered", at-1)
+			return
+		}
+	}
+}
+
+// TestCrashHelper is the process TestCrashAnywhere kills; alone, it skips.
+func TestCrashHelper(t *testing.T) {
+	at, err := strconv.Atoi(os.Getenv(envCrashAt))
+	if err != nil {
+		t.Skip("the helper of TestCrashAnywhere")
+	}
+	round, _ := strconv.Atoi(os.Getenv(envRound))
+	b, err := Open(t.Context(), Config{Root: os.Getenv(envRoot), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	stepHook = func() {
+		if n++; n == at {
+			_ = unix.Kill(os.Getpid(), unix.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+	dir, err := b.Create(t.Context(), "a", 8*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv(envNested) == "true" {
+		sh(t, "btrfs", "subvolume", "create", filepath.Join(dir, "nested"))
+	}
+	if os.Getenv(envExpand) == "true" {
+		if err := b.Expand(t.Context(), "keep", int64(8+round)*mi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Delete(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(t.Context(), "b", 4*mi); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkConsistent checks that what is under root is exactly vols.
+func checkConsistent(t *testing.T, at int, root string, vols []Volume) {
+	t.Helper()
+	var names []string
+	for _, v := range vols {
+		names = append(names, v.Name)
+	}
+	slices.Sort(names)
+	if !slices.Contains(names, "keep") {
+		t.Fatalf("crash point %d: keep was not recovered (%v)", at, names)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "keep", "data")); err != nil || string(got) != "kept" {
+		t.Fatalf("crash point %d: keep's data: %q, %v", at, got, err)
+	}
+	var dirs, images, records []string
+	des, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		switch n := de.Name(); {
+		case n == ".capacity":
+		case strings.HasSuffix(n, imageSuffix):
+			images = append(images, strings.TrimSuffix(n, imageSuffix))
+		default:
+			dirs = append(dirs, n)
+		}
+	}
+	des, err = os.ReadDir(filepath.Join(root, ".capacity"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		records = append(records, strings.TrimSuffix(de.Name(), recordSuffix))
+	}
+	if !slices.Equal(dirs, names) || !slices.Equal(records, names) {
+		t.Fatalf("crash point %d: recovered %v; directories %v, records %v", at, names, dirs, records)
+	}
+	if len(images) > 0 && !slices.Equal(images, names) {
+		t.Fatalf("crash point %d: recovered %v; images %v", at, names, images)
+	}
+	if len(images) > 0 || len(dirs) == 0 {
+		checkLoops(t, at, root, names)
+	} else {
+		checkQgroups(t, at, root, names)
+	}
+}
+
+// checkLoops wants one loop device, mounted, per image, and none other
+// backed by a file under root.
+func checkLoops(t *testing.T, at int, root string, names []string) {
+	t.Helper()
+	out := sh(t, "losetup", "--list", "--noheadings", "--output", "BACK-FILE")
+	var backing []string
+	for _, f := range strings.Split(out, "\n") {
+		if f = strings.TrimSpace(f); strings.HasPrefix(f, root+"/") {
+			backing = append(backing, strings.TrimSuffix(strings.TrimPrefix(f, root+"/"), imageSuffix))
+		}
+	}
+	slices.Sort(backing)
+	if !slices.Equal(backing, names) {
+		t.Fatalf("crash point %d: loop devices backed by %v, want one each for %v", at, backing, names)
+	}
+	for _, n := range names {
+		dev := loopsOf(t, filepath.Join(root, n+imageSuffix))[0]
+		if err := sameDevice(filepath.Join(root, n), dev); err != nil {
+			t.Fatalf("crash point %d: %s: %v", at, n, err)
+		}
+	}
+}
+
+// checkQgroups wants a subvolume per volume (and those made inside
+// them), none elsewhere, and a qgroup per subvolume and none other.
+func checkQgroups(t *testing.T, at int, root string, names []string) {
+	t.Helper()
+	want := []string{"0/5"}
+	var tops []string
+	for _, line := range strings.Split(sh(t, "btrfs", "subvolume", "list", root), "\n") {
+		f := strings.Fields(line) // ID 257 gen 9 top level 5 path vol
+		if len(f) < 9 || f[0] != "ID" {
+			continue
+		}
+		want = append(want, "0/"+f[1])
+		if top, _, _ := strings.Cut(f[8], "/"); !slices.Contains(tops, top) {
+			tops = append(tops, top)
+		}
+	}
+	slices.Sort(tops)
+	if !slices.Equal(tops, names) {
+		t.Fatalf("crash point %d: subvolumes under %v, want %v", at, tops, names)
+	}
+	var got []string
+	for _, line := range strings.Split(sh(t, "btrfs", "qgroup", "show", "--raw", root), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "0/") {
+			got = append(got, f[0])
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("crash point %d: qgroups %v, want %v", at, got, want)
+	}
+}

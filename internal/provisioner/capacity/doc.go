@@ -1,0 +1,60 @@
+// Package capacity makes provisioned local volumes whose size is enforced
+// by the kernel: writes past a volume's size fail (EDQUOT, ENOSPC) instead
+// of filling the disk under every other volume of the node.
+//
+// A Backend makes, grows, measures and removes volumes, each a directory
+// <root>/<name>, through a driver of idempotent steps:
+//
+//   - btrfs (the root is on btrfs with quotas on): each volume is a
+//     subvolume with a qgroup limit on its referenced bytes; usage is the
+//     qgroup's; growing raises the limit; removal deletes the subvolume
+//     (and any made inside it), waits for the cleaner and destroys the
+//     qgroups.
+//   - image (any other file system): each volume is a sparse ext4 image
+//     <root>/<name>.img on a loop device (direct I/O where the kernel
+//     allows), mounted on <root>/<name>; usage is statfs of the mount;
+//     growing extends the file, refreshes the loop device's capacity and
+//     resizes ext4 online, without a remount.
+//
+// Adding a backend (XFS or ext4 project quotas, once a kernel with
+// CONFIG_QUOTA can test it) is one file: a type with the driver methods
+// (create, expand, attach, usage, remove), each idempotent, and a case in
+// Open. The journal, the locking, the recovery and the name checks are
+// shared and need nothing new; the record's ID field holds the backend's
+// own identifier (a subvolume ID, a project ID).
+//
+// Crash safety: every change is written down first. A volume's record
+// (<state dir>/<name>.json, written with fsync and an atomic rename) names
+// the step under way — creating, expanding, deleting — before the driver
+// acts, and says ready once it is done. Recover, run at start, reads the
+// records: a creation that did not finish is rolled back (its caller never
+// got a path, so nothing uses it), an expansion or a deletion is finished,
+// and a ready volume is made usable again (its loop device re-attached and
+// mounted). A SIGKILL anywhere thus leaves no orphan loop device, qgroup or
+// image after Recover.
+//
+// Invariants:
+//
+//   - An existing image is never formatted again: blkid probes it first,
+//     and only a file with no signature at all is given a file system.
+//   - Sizes only grow; a smaller size is refused (ErrShrink).
+//   - A loop device is found by its backing file before one is attached,
+//     so a retry never attaches a second.
+//   - Names are one path element (no "/", not "." or "..", not hidden, not
+//     ending in ".img"), and every path is under the root resolved at
+//     Open; external tools are run with argv, never a shell, each with a
+//     deadline.
+//   - Nothing here decides whether a volume is in use: callers must not
+//     Delete a volume a pod has mounted.
+//   - Only what has a record is touched: a subvolume, an image or a
+//     directory under the root without one is left alone.
+//
+// Known limits: a btrfs qgroup limits the subvolume only, and any user may
+// create a nested subvolume inside a volume, which has its own qgroup and
+// is not limited (removal deletes such subvolumes first, with their
+// qgroups). ext4 keeps part
+// of an image for its journal and inode tables (about 6 % of 1 GiB, 20 %
+// of 10 MiB), as on any block device. Growing a mounted ext4 needs
+// CAP_SYS_RESOURCE; without it an expansion finishes offline when the
+// volume is next attached unmounted (after a node restart).
+package capacity

@@ -1,0 +1,306 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/volume-agent/volume-agent/internal/keylock"
+	"github.com/volume-agent/volume-agent/internal/mount"
+)
+
+// driver is one way of enforcing a size: the steps a Backend takes, each
+// idempotent (a step repeated after a crash, or after it half ran, ends
+// in the same place). v.Name is valid; dir is <root>/<v.Name>.
+type driver interface {
+	kind() string
+	// exists reports whether anything of v is on disk: a volume without a
+	// record that does is not this agent's, and is left alone.
+	exists(v *record) (bool, error)
+	// create makes v, or finishes making it; save writes v down (after
+	// the driver learnt v.ID).
+	create(ctx context.Context, v *record, save func() error) error
+	// expand grows v to v.Size.
+	expand(ctx context.Context, v *record) error
+	// attach makes a made volume usable again after a restart.
+	attach(ctx context.Context, v *record) error
+	usage(ctx context.Context, v *record) (Usage, error)
+	// remove removes what v uses, whatever part of it exists.
+	remove(ctx context.Context, v *record, save func() error) error
+}
+
+// sizeUnit: sizes are rounded up to whole 4 KiB blocks.
+const sizeUnit = 4096
+
+// store is the Backend over a driver: it checks names, serialises work
+// per volume and writes each step down before the driver takes it.
+type store struct {
+	cfg   Config
+	d     driver
+	log   *zap.Logger
+	locks keylock.Locks
+}
+
+var _ Backend = (*store)(nil)
+
+func (s *store) journal() journal { return journal{dir: s.cfg.StateDir} }
+
+func (s *store) dir(name string) string { return filepath.Join(s.cfg.Root, name) }
+
+// Create: see Backend.
+func (s *store) Create(ctx context.Context, name string, size int64) (string, error) {
+	size, err := checkArgs(name, size)
+	if err != nil {
+		return "", err
+	}
+	defer s.locks.Lock(name)()
+	r, err := s.load(name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		r = &record{Name: name, Backend: s.d.kind(), State: creating, Size: size}
+		found, err := s.d.exists(r)
+		if err != nil {
+			return "", fmt.Errorf("create volume %s: %w", name, err)
+		}
+		if found {
+			return "", fmt.Errorf("create volume %s: its files exist under the local path root but were not made by volume-agent; leaving them", name)
+		}
+	case err != nil:
+		return "", err
+	case r.State == deleting:
+		return "", fmt.Errorf("create volume %s: it is being deleted; retry once it is gone", name)
+	case r.State == creating:
+		// A creation that failed and could not be rolled back: start
+		// again from nothing rather than trust what it left.
+		if err := s.rollBack(ctx, r); err != nil {
+			return "", err
+		}
+		r = &record{Name: name, Backend: s.d.kind(), State: creating, Size: size}
+	case r.Size != size:
+		return "", fmt.Errorf("create volume %s of %d bytes: %w (%d bytes)", name, size, ErrExists, r.Size)
+	case r.State == expanding:
+		if err := s.finishExpand(ctx, r); err != nil {
+			return "", err
+		}
+		return s.dir(name), nil
+	case r.State == ready:
+		if err := s.d.attach(ctx, r); err != nil {
+			return "", fmt.Errorf("attach volume %s: %w", name, err)
+		}
+		return s.dir(name), nil
+	}
+	if err := s.create(ctx, r); err != nil {
+		return "", err
+	}
+	return s.dir(name), nil
+}
+
+// create writes r down as creating, lets the driver make it, and rolls it
+// back when that fails.
+func (s *store) create(ctx context.Context, r *record) (retErr error) {
+	save := func() error { return s.journal().save(r) }
+	if err := save(); err != nil {
+		return err
+	}
+	defer func() {
+		if retErr != nil {
+			rctx, cancel := mount.RollbackContext(ctx)
+			defer cancel()
+			if err := s.rollBack(rctx, r); err != nil {
+				s.log.Warn("could not roll back a failed volume creation", zap.String("volume", r.Name), zap.Error(err))
+			}
+		}
+	}()
+	if err := s.d.create(ctx, r, save); err != nil {
+		return fmt.Errorf("create volume %s: %w", r.Name, err)
+	}
+	r.State = ready
+	if err := save(); err != nil {
+		return err
+	}
+	s.log.Info("volume created", zap.String("volume", r.Name), zap.Int64("size", r.Size))
+	return nil
+}
+
+// rollBack removes all of r and its record.
+func (s *store) rollBack(ctx context.Context, r *record) error {
+	r.State = deleting
+	return s.delete(ctx, r)
+}
+
+// delete removes what r uses, then its record; r is written down as
+// deleting first.
+func (s *store) delete(ctx context.Context, r *record) error {
+	save := func() error { return s.journal().save(r) }
+	if err := save(); err != nil {
+		return err
+	}
+	if err := s.d.remove(ctx, r, save); err != nil {
+		return fmt.Errorf("delete volume %s: %w", r.Name, err)
+	}
+	return s.journal().remove(r.Name)
+}
+
+// Expand: see Backend.
+func (s *store) Expand(ctx context.Context, name string, size int64) error {
+	size, err := checkArgs(name, size)
+	if err != nil {
+		return err
+	}
+	defer s.locks.Lock(name)()
+	r, err := s.loadMade(name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case size < r.Size:
+		return fmt.Errorf("expand volume %s to %d bytes: %w (it has %d)", name, size, ErrShrink, r.Size)
+	case size == r.Size && r.State == ready:
+		return nil
+	}
+	r.State, r.Size = expanding, size
+	if err := s.journal().save(r); err != nil {
+		return err
+	}
+	return s.finishExpand(ctx, r)
+}
+
+func (s *store) finishExpand(ctx context.Context, r *record) error {
+	if err := s.d.expand(ctx, r); err != nil {
+		return fmt.Errorf("expand volume %s to %d bytes: %w", r.Name, r.Size, err)
+	}
+	r.State = ready
+	if err := s.journal().save(r); err != nil {
+		return err
+	}
+	s.log.Info("volume expanded", zap.String("volume", r.Name), zap.Int64("size", r.Size))
+	return nil
+}
+
+// Usage: see Backend.
+func (s *store) Usage(ctx context.Context, name string) (Usage, error) {
+	if err := validName(name); err != nil {
+		return Usage{}, err
+	}
+	defer s.locks.Lock(name)()
+	r, err := s.loadMade(name)
+	if err != nil {
+		return Usage{}, err
+	}
+	u, err := s.d.usage(ctx, r)
+	if err != nil {
+		return Usage{}, fmt.Errorf("measure volume %s: %w", name, err)
+	}
+	return u, nil
+}
+
+// Delete: see Backend.
+func (s *store) Delete(ctx context.Context, name string) error {
+	if err := validName(name); err != nil {
+		return err
+	}
+	defer s.locks.Lock(name)()
+	r, err := s.load(name)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.State = deleting
+	if err := s.delete(ctx, r); err != nil {
+		return err
+	}
+	s.log.Info("volume deleted", zap.String("volume", name))
+	return nil
+}
+
+// Recover: see Backend. A volume that cannot be recovered is left out of
+// the result and its error joined to the one returned; the others are
+// recovered all the same.
+func (s *store) Recover(ctx context.Context) ([]Volume, error) {
+	names, err := s.journal().names()
+	if err != nil {
+		return nil, err
+	}
+	var vols []Volume
+	var errs []error
+	for _, name := range names {
+		v, ok, err := s.recoverOne(ctx, name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			vols = append(vols, v)
+		}
+	}
+	return vols, errors.Join(errs...)
+}
+
+// recoverOne finishes or rolls back the step the record of name names.
+func (s *store) recoverOne(ctx context.Context, name string) (Volume, bool, error) {
+	defer s.locks.Lock(name)()
+	r, err := s.load(name)
+	if err != nil {
+		return Volume{}, false, err
+	}
+	log := s.log.With(zap.String("volume", name), zap.String("state", string(r.State)))
+	switch r.State {
+	case creating, deleting:
+		r.State = deleting
+		if err := s.delete(ctx, r); err != nil {
+			return Volume{}, false, err
+		}
+		log.Info("unfinished volume removed")
+		return Volume{}, false, nil
+	case expanding:
+		err = s.finishExpand(ctx, r)
+	case ready:
+		err = s.d.attach(ctx, r)
+	default:
+		err = fmt.Errorf("record of volume %s has unknown state %q", name, r.State)
+	}
+	if err != nil {
+		return Volume{}, false, fmt.Errorf("recover volume %s: %w", name, err)
+	}
+	log.Debug("volume recovered")
+	return Volume{Name: name, Path: s.dir(name), Size: r.Size}, true, nil
+}
+
+// load reads the record of name and checks it is this backend's.
+func (s *store) load(name string) (*record, error) {
+	r, err := s.journal().load(name)
+	if err != nil {
+		return nil, err
+	}
+	if r.Backend != s.d.kind() {
+		return nil, fmt.Errorf("volume %s was made by the %s backend, not %s: was the local path root moved to another file system?", name, r.Backend, s.d.kind())
+	}
+	return r, nil
+}
+
+// loadMade loads a volume that has been made (ready or being expanded).
+func (s *store) loadMade(name string) (*record, error) {
+	r, err := s.load(name)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != ready && r.State != expanding {
+		return nil, fmt.Errorf("volume %s is %s: %w", name, r.State, ErrNotFound)
+	}
+	return r, nil
+}
+
+// checkArgs validates name and returns size rounded up to sizeUnit.
+func checkArgs(name string, size int64) (int64, error) {
+	if err := validName(name); err != nil {
+		return 0, err
+	}
+	if size <= 0 || size > 1<<62 {
+		return 0, fmt.Errorf("volume %s: size %d bytes is out of range", name, size)
+	}
+	return (size + sizeUnit - 1) / sizeUnit * sizeUnit, nil
+}
