@@ -48,6 +48,7 @@ type agentConfig struct {
 	rootParent   string // where the --root-dir is made; "" for the temporary directory
 	logDir       string // "" for a temporary one
 	logLevel     string
+	args         []string // more flags (-agent-args)
 }
 
 func newAgent(r *runner, c agentConfig) *agent {
@@ -64,6 +65,7 @@ func newAgent(r *runner, c agentConfig) *agent {
 	if c.kubeconfig != "" {
 		a.extra = append(a.extra, "--kubeconfig", c.kubeconfig)
 	}
+	a.extra = append(a.extra, c.args...)
 	a.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4096, MaxConnsPerHost: 0, DisableCompression: true}}
 	r.Cleanup(a.cleanup)
 	return a

@@ -44,6 +44,7 @@ type options struct {
 	logDir     string // where agent logs go (kept), or "" for a temporary directory
 	logLevel   string
 	rootParent string // where agents' root directories are made
+	agentArgs  []string // more flags for every agent (-agent-args)
 }
 
 func main() {
@@ -78,9 +79,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the agents' --log-level (debug shows each step with its time)")
 	fs.StringVar(&o.rootParent, "root-parent", "", "directory in which each agent's --root-dir is made (default: the temporary directory); its file system's metadata costs are part of every figure")
 	fs.StringVar(&o.agent, "agent", "", "volume-agent binary to measure (default: build ./cmd/volume-agent)")
+	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.agentArgs = strings.Fields(*agentArgs)
 	switch *size {
 	case "full":
 		o.size = fullSize
@@ -128,7 +131,7 @@ func run(o options, out io.Writer, logf func(string, ...any)) (*report, error) {
 	}
 	for _, mode := range o.modes {
 		logf("bench: %s mode", mode)
-		if err := runMode(o, rep, mode, agentConfig{binary: bin, self: self, node: benchNode, rootParent: o.rootParent, logDir: o.logDir, logLevel: o.logLevel}, logf); err != nil {
+		if err := runMode(o, rep, mode, agentConfig{binary: bin, self: self, node: benchNode, rootParent: o.rootParent, logDir: o.logDir, logLevel: o.logLevel, args: o.agentArgs}, logf); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s mode: %v", mode, err))
 		}
 	}

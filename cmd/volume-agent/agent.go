@@ -27,6 +27,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/source/manifest"
 	"github.com/volume-agent/volume-agent/internal/status"
+	volumeusage "github.com/volume-agent/volume-agent/internal/usage"
 )
 
 // stuckAfter is how long a loop may leave a change unprocessed before
@@ -50,6 +51,8 @@ type agent struct {
 	binder *binder.Source
 	// provs are the dynamic provisioners (set before anything runs).
 	provs *provisioners
+	// usage measures the volumes' usage in the background.
+	usage *volumeusage.Usage
 	// others run beside the loops (token manager, event recorder).
 	others map[string]runner
 }
@@ -68,11 +71,13 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	a := &agent{others: map[string]runner{}}
-	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify() })
+	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify(); a.usage.Notify() })
 	a.actual = asw.New(func() {
 		a.server.Notify()
+		a.usage.Notify()
 		a.notifyActual()
 	})
+	a.usage = volumeusage.New(volumeusage.Config{Targets: usageTargets{desired: a.desired, actual: a.actual}, Period: o.statsPeriod, Logger: log})
 	notify := func() { a.populator.Notify() }
 	provs, err := newProvisioners(o, root, mounter, a.inUse, log)
 	if err != nil {
@@ -90,11 +95,11 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		HostPathChecker: []string{selfExe, hostpath.CheckerArg}, NoSwap: probeNoSwap(mounter, log)})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, Plugins: registry, Logger: log,
 		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})
-	worlds := status.Worlds{Desired: a.desired, Actual: a.actual}
+	worlds := status.Worlds{Desired: a.desired, Actual: a.actual, Usage: a.usage}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, worlds.VolumesByState, metrics.Sources(a.sources), metrics.Uncertain(a.actual),
-		metrics.Terminating(worlds))
+		metrics.Terminating(worlds), metrics.VolumeStats(a.usage))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
 		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter)})
@@ -205,6 +210,7 @@ func (a *agent) run(ctx context.Context) error {
 	g.Go(func() error { return named("populator", a.populator.Run(ctx)) })
 	g.Go(func() error { return named("reconciler", a.reconciler.Run(ctx)) })
 	g.Go(func() error { return named("status endpoint", a.server.Run(ctx)) })
+	g.Go(func() error { return named("volume usage", a.usage.Run(ctx)) })
 	return g.Wait()
 }
 

@@ -33,6 +33,8 @@ has it in full).
   PLUGIN  the plugin serving it (- when none does)
   STATE   Pending, Mounted, Failed or Unsupported
   AGE     how long it has been in that state
+  USED    the bytes it uses, in binary units (Ki, Mi, Gi...; - until measured)
+  SIZE    the capacity of its file system (- until measured)
   ERROR   why it is not Mounted, or why its last refresh failed; cut to
           80 characters (-o wide and -o json have it in full)
 -o wide adds the pod's UID (for volume-agent wait) and the volume's path on
@@ -109,9 +111,9 @@ func writeTable(env cmdEnv, pods []status.Pod, wide bool) {
 	slices.SortFunc(pods, func(a, b status.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
 	})
-	rows := [][]string{{"POD", "VOLUME", "PLUGIN", "STATE", "AGE", "ERROR"}}
+	rows := [][]string{{"POD", "VOLUME", "PLUGIN", "STATE", "AGE", "USED", "SIZE", "ERROR"}}
 	if wide {
-		rows[0] = []string{"POD", "UID", "VOLUME", "PLUGIN", "STATE", "AGE", "PATH", "ERROR"}
+		rows[0] = []string{"POD", "UID", "VOLUME", "PLUGIN", "STATE", "AGE", "USED", "SIZE", "PATH", "ERROR"}
 	}
 	now := env.now()
 	for _, p := range pods {
@@ -120,10 +122,11 @@ func writeTable(env cmdEnv, pods []status.Pod, wide bool) {
 			if wide {
 				msg = strings.Join(strings.Fields(v.Error), " ") // one line, whole
 			}
-			row := []string{p.Namespace + "/" + p.Name, v.Name, orDash(v.Plugin), orDash(v.State), age(now, v.Since), msg}
+			used, size := usedAndSize(v.Usage)
+			row := []string{p.Namespace + "/" + p.Name, v.Name, orDash(v.Plugin), orDash(v.State), age(now, v.Since), used, size, msg}
 			if wide {
 				row = slices.Insert(row, 1, p.UID)
-				row = slices.Insert(row, 6, orDash(v.Path))
+				row = slices.Insert(row, 8, orDash(v.Path))
 			}
 			rows = append(rows, row)
 		}
@@ -156,6 +159,34 @@ func volumeRows(p status.Pod) []status.Volume {
 	vols := slices.Clone(p.Volumes)
 	slices.SortStableFunc(vols, func(a, b status.Volume) int { return cmp.Compare(a.Name, b.Name) })
 	return vols
+}
+
+// usedAndSize returns the USED and SIZE cells of a volume's usage.
+func usedAndSize(u *status.Usage) (string, string) {
+	if u == nil {
+		return "-", "-"
+	}
+	return bytesIEC(u.UsedBytes), bytesIEC(u.CapacityBytes)
+}
+
+// bytesIEC writes n in binary units as kubectl writes quantities: 512B,
+// 1.5Ki, 20Mi, 120Gi (one decimal below 10).
+func bytesIEC(n uint64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%dB", n)
+	}
+	v := float64(n)
+	unit := ""
+	for _, u := range []string{"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	if v < 10 && v != float64(int(v)) {
+		return fmt.Sprintf("%.1f%s", v, unit)
+	}
+	return fmt.Sprintf("%.0f%s", v, unit)
 }
 
 func orDash(s string) string { return cmp.Or(s, "-") }

@@ -145,6 +145,15 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
+func TestBytesIEC(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0B", 1023: "1023B", 1024: "1Ki", 1536: "1.5Ki", 5 << 20: "5Mi",
+		5<<20 + 300<<10: "5.3Mi", 120 << 30: "120Gi", 8 << 40: "8Ti"} {
+		if got := bytesIEC(n); got != want {
+			t.Errorf("bytesIEC(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 // TestStatusCutsErrors: an error is one line in the table, cut to
 // maxErrorWidth characters; a pod without volumes has one row; a volume
 // without since has no age.
@@ -155,14 +164,14 @@ func TestStatusCutsErrors(t *testing.T) {
 	addr := serve(t, "/v1/pods", http.StatusOK, []byte(body))
 	out := runCmd(recordedAt, "status", "--addr", addr)
 	want := "Ready: yes\n" +
-		"POD      VOLUME  PLUGIN             STATE   AGE  ERROR\n" +
-		"ns/bare  <none>  -                  -       -\n" +
-		"ns/nfs   data    kubernetes.io/nfs  Failed  -    mount nfs 10.0.0.1:/export: mount.nfs: Connection timed out mount.nfs: Connec...\n"
+		"POD      VOLUME  PLUGIN             STATE   AGE  USED  SIZE  ERROR\n" +
+		"ns/bare  <none>  -                  -       -    -     -\n" +
+		"ns/nfs   data    kubernetes.io/nfs  Failed  -    -     -     mount nfs 10.0.0.1:/export: mount.nfs: Connection timed out mount.nfs: Connec...\n"
 	if out.code != exitOK || out.stdout != want {
 		t.Fatalf("exit %d, stdout\n%s\nwant\n%s", out.code, out.stdout, want)
 	}
-	if got := strings.Split(out.stdout, "\n")[3]; len(got) != len("ns/nfs   data    kubernetes.io/nfs  Failed  -    ")+maxErrorWidth {
-		t.Errorf("error cut to %d characters, want %d", len(got)-len("ns/nfs   data    kubernetes.io/nfs  Failed  -    "), maxErrorWidth)
+	if got := strings.Split(out.stdout, "\n")[3]; len(got) != len("ns/nfs   data    kubernetes.io/nfs  Failed  -    -     -     ")+maxErrorWidth {
+		t.Errorf("error cut to %d characters, want %d", len(got)-len("ns/nfs   data    kubernetes.io/nfs  Failed  -    -     -     "), maxErrorWidth)
 	}
 	// -o wide never cuts: the whole error, on one line.
 	wide := runCmd(recordedAt, "status", "--addr", addr, "-o", "wide")

@@ -42,7 +42,10 @@ type options struct {
 	apiQPS                float32
 	apiBurst              int
 	checkPeriod           time.Duration
-	profiling             bool
+	// statsPeriod is how often each volume's usage is measured at most
+	// (--volume-stats-period); 0 turns walks off.
+	statsPeriod time.Duration
+	profiling   bool
 	// provisioners are the dynamic provisioners to run (--provisioners).
 	provisioners  []string
 	localPathRoot string
@@ -96,6 +99,7 @@ func agentFlags(o *options) (fs *flag.FlagSet, finish func()) {
 	fs.BoolVar(&o.inCluster, "in-cluster", true, "inside a pod ($KUBERNETES_SERVICE_HOST set) and without --kubeconfig, become a node agent of the pod's cluster; --in-cluster=false serves only --manifests, even in a pod")
 	fs.BoolVar(&o.mintTokens, "mint-tokens", true, "mint service account tokens for projected serviceAccountToken sources (TokenRequest API); when false such volumes fail")
 	fs.DurationVar(&o.checkPeriod, "volume-check-period", 30*time.Second, "how often mounted network volumes (NFS) are checked for a server that stopped answering; a dead one turns Uncertain and is set up again until it lives")
+	fs.DurationVar(&o.statsPeriod, "volume-stats-period", time.Minute, "how often, at most, each emptyDir and claim volume's usage is measured (/v1/pods, volume_agent_volume_stats_* metrics): by statfs for a volume that is its own file system, by one paced background walk for a plain directory; 0s turns walks off (statfs measurements then run every minute)")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles (CPU, heap, goroutines, trace) under /debug/pprof/ on --status-addr, for go tool pprof")
 	provs := fs.String("provisioners", "", "dynamic provisioners to run, comma-separated: "+provLocal+" (StorageClass provisioner volume-agent.io/local: a directory under --local-path-root per claim, WaitForFirstConsumer) and "+provNFSSubdir+" (volume-agent.io/nfs-subdir: a subdirectory of an NFS export per claim; in cluster mode one agent serves it, by leader election); default none")
 	fs.StringVar(&o.localPathRoot, "local-path-root", "/var/lib/volume-agent-local", "directory on this node holding the volumes the local provisioner makes, one subdirectory per claim; keep it outside --root-dir (the agent's state and pod mounts, which it removes from) and on the disk meant for data")
@@ -215,6 +219,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--reclaim-delay %v: want 0s or more", o.reclaimDelay)
 	case o.checkPeriod < time.Second:
 		return fmt.Errorf("--volume-check-period %v: want at least 1s", o.checkPeriod)
+	case o.statsPeriod < 0 || (o.statsPeriod > 0 && o.statsPeriod < time.Second):
+		return fmt.Errorf("--volume-stats-period %v: want 0s (walks off) or at least 1s", o.statsPeriod)
 	}
 	if err := o.validateAddrs(); err != nil {
 		return err

@@ -53,6 +53,7 @@ var userFacingDirs = []string{
 	"internal/reconciler",
 	"internal/source",
 	"internal/status",
+	"internal/usage",
 	"internal/wakeup",
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/metrics"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/status"
+	"github.com/volume-agent/volume-agent/internal/usage"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -44,6 +45,7 @@ func agentOptions() map[string]metrics.Option {
 		"Sources":     metrics.Sources([]source.Source{&syncedSource{}}),
 		"Uncertain":   metrics.Uncertain(asw.New(nil)),
 		"Terminating": metrics.Terminating(status.Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}),
+		"VolumeStats": metrics.VolumeStats(oneVolumeStat{}),
 	}
 }
 
@@ -239,6 +241,14 @@ func isSelector(e ast.Expr, x, sel string) bool {
 	}
 	id, ok := s.X.(*ast.Ident)
 	return ok && id.Name == x && s.Sel.Name == sel
+}
+
+// oneVolumeStat lists one measured emptyDir: a family shows only once it
+// has a series.
+type oneVolumeStat struct{}
+
+func (oneVolumeStat) Stats() []usage.Stat {
+	return []usage.Stat{{Target: usage.Target{Namespace: "ns", Pod: "web", Volume: "cache"}, Measurement: usage.Measurement{Method: usage.MethodWalk}}}
 }
 
 // syncedSource is a synced source with nothing in it.

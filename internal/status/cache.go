@@ -18,13 +18,20 @@ type podCache struct {
 	// desired and actual are taken before any entry is computed: a change
 	// during the computation stays in them and is seen next time.
 	desired, actual *dsw.Changes
+	// usage names the pods whose usage was measured again; nil without
+	// Worlds.Usage.
+	usage *dsw.Changes
 
 	mu      sync.Mutex           // held while an answer is built
 	entries map[types.UID][]byte // guarded by mu; JSON as it stands in the answer
 }
 
 func newPodCache(w Worlds) *podCache {
-	return &podCache{worlds: w, desired: w.Desired.Watch(), actual: w.Actual.Watch(), entries: map[types.UID][]byte{}}
+	c := &podCache{worlds: w, desired: w.Desired.Watch(), actual: w.Actual.Watch(), entries: map[types.UID][]byte{}}
+	if w.Usage != nil {
+		c.usage = w.Usage.Watch()
+	}
+	return c
 }
 
 // Indentation of a pod in the answer of GET /v1/pods, as writeJSON
@@ -78,6 +85,16 @@ func (c *podCache) forgetChanged() {
 		delete(c.entries, uid)
 	}
 	for _, uid := range actual {
+		delete(c.entries, uid)
+	}
+	if c.usage == nil {
+		return
+	}
+	measured, allMeasured := c.usage.Take()
+	if allMeasured {
+		clear(c.entries)
+	}
+	for _, uid := range measured {
 		delete(c.entries, uid)
 	}
 }

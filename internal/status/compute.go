@@ -10,6 +10,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/usage"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -70,12 +71,41 @@ type Volume struct {
 	// seconds; at most the agent's start); absent when the Worlds were not
 	// given to a Server.
 	Since time.Time `json:"since,omitzero"`
+	// Usage is the latest measurement of the space and inodes the volume
+	// uses, for a Mounted emptyDir or claim volume once measured; absent
+	// otherwise.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is a volume's usage: its file system's capacity and what is still
+// available, the bytes (st_blocks*512) and inodes it uses, how it was
+// measured ("statfs": the volume is its own file system; "walk": a du-style
+// walk of its directory, capacity and available being those of the file
+// system it is on) and when (UTC, whole seconds).
+type Usage struct {
+	CapacityBytes  uint64    `json:"capacityBytes"`
+	AvailableBytes uint64    `json:"availableBytes"`
+	UsedBytes      uint64    `json:"usedBytes"`
+	Inodes         uint64    `json:"inodes"`
+	InodesFree     uint64    `json:"inodesFree"`
+	InodesUsed     uint64    `json:"inodesUsed"`
+	Method         string    `json:"method"`
+	Time           time.Time `json:"time"`
+}
+
+// UsageReader gives the latest measurement of each volume, and the pods
+// whose measurements changed.
+type UsageReader interface {
+	Usage(k dsw.Key) (usage.Measurement, bool)
+	Watch() *dsw.Changes
 }
 
 // Worlds is what the status is computed from.
 type Worlds struct {
 	Desired *dsw.World
 	Actual  *asw.World
+	// Usage, when set, gives the volumes' usage.
+	Usage UsageReader
 
 	// clock records since when volumes are in their state; the Server
 	// sets it (nil: no since).
@@ -131,6 +161,9 @@ func (w Worlds) pod(p dsw.Pod, actual []asw.Volume) Pod {
 			a = actual[i]
 		}
 		v := volumeStatus(d, a, ok, w.Desired.Error(key))
+		if v.State == Mounted && w.Usage != nil {
+			v.Usage = w.usage(key)
+		}
 		out.Ready = out.Ready && (v.State == Mounted || d.Kept)
 		out.Volumes = append(out.Volumes, v)
 	}
@@ -170,6 +203,16 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 		v.State = Pending
 	}
 	return v
+}
+
+// usage returns the API's usage of volume k, nil when not measured.
+func (w Worlds) usage(k dsw.Key) *Usage {
+	m, ok := w.Usage.Usage(k)
+	if !ok {
+		return nil
+	}
+	return &Usage{CapacityBytes: m.CapacityBytes, AvailableBytes: m.AvailableBytes, UsedBytes: m.UsedBytes,
+		Inodes: m.Inodes, InodesFree: m.InodesFree, InodesUsed: m.InodesUsed, Method: m.Method, Time: m.Time}
 }
 
 // noSwap is the API's noSwap of a volume whose swap is s.

@@ -97,7 +97,7 @@ func TestCLI(t *testing.T) {
 			t.Errorf("readiness line %q, want Ready: yes", lines[0])
 		}
 		lines = lines[1:]
-		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "POD VOLUME PLUGIN STATE AGE ERROR" {
+		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "POD VOLUME PLUGIN STATE AGE USED SIZE ERROR" {
 			t.Fatalf("header %q", lines[0])
 		}
 		// Sorted by namespace/name, then volume; one row per volume.
@@ -137,7 +137,7 @@ func TestCLI(t *testing.T) {
 		if r.code != 0 || len(lines) != 11 {
 			t.Fatalf("exit %d, %d lines; want 0 and a header and 10 rows", r.code, len(lines))
 		}
-		if f := strings.Fields(lines[1]); len(f) < 7 || f[1] != app.UID || f[6] != app.volume("all").Path {
+		if f := strings.Fields(lines[1]); len(f) < 9 || f[1] != app.UID || f[8] != app.volume("all").Path {
 			t.Errorf("row %q: want the pod's UID and the volume's path", lines[1])
 		}
 	})

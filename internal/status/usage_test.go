@@ -1,0 +1,70 @@
+package status
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/usage"
+)
+
+// fakeUsage is a UsageReader the test sets.
+type fakeUsage struct {
+	changes dsw.Watchers
+	mu      sync.Mutex
+	m       map[dsw.Key]usage.Measurement
+}
+
+func (f *fakeUsage) Usage(k dsw.Key) (usage.Measurement, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.m[k]
+	return m, ok
+}
+
+func (f *fakeUsage) Watch() *dsw.Changes { return f.changes.Watch() }
+
+func (f *fakeUsage) set(k dsw.Key, m usage.Measurement) {
+	f.mu.Lock()
+	f.m[k] = m
+	f.mu.Unlock()
+	f.changes.Add(k.PodUID)
+}
+
+func TestPodsShowUsage(t *testing.T) {
+	u := &fakeUsage{m: map[dsw.Key]usage.Measurement{}}
+	worlds := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil), Usage: u}
+	worlds.Desired.SetPod(dsw.Pod{UID: "p", Namespace: "ns", Name: "web", Volumes: []dsw.Volume{wanted("a", cm, "1"), wanted("b", cm, "1")}})
+	worlds.Actual.Set(setUp("p", "a", cm, "1", asw.Mounted))
+	worlds.Actual.Set(setUp("p", "b", cm, "1", asw.Uncertain))
+	srv := New(Config{Worlds: worlds, Logger: zap.NewNop()})
+	get := func() []Volume {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/pods", nil))
+		var body struct{ Pods []Pod }
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		return body.Pods[0].Volumes
+	}
+	if v := get(); v[0].Usage != nil {
+		t.Fatalf("usage before any measurement: %+v", v[0].Usage)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	u.set(dsw.Key{PodUID: "p", Volume: "a"}, usage.Measurement{CapacityBytes: 8 << 20, UsedBytes: 1 << 20, Method: usage.MethodStatfs, Time: at})
+	u.set(dsw.Key{PodUID: "p", Volume: "b"}, usage.Measurement{UsedBytes: 1})
+	v := get()
+	if v[0].Usage == nil || v[0].Usage.CapacityBytes != 8<<20 || v[0].Usage.UsedBytes != 1<<20 || v[0].Usage.Method != "statfs" || !v[0].Usage.Time.Equal(at) {
+		t.Fatalf("volume a: usage %+v; want the measurement (the cache forgets a pod measured again)", v[0].Usage)
+	}
+	if v[1].Usage != nil {
+		t.Fatalf("volume b is not Mounted and shows usage %+v", v[1].Usage)
+	}
+}

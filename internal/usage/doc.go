@@ -1,0 +1,21 @@
+// Package usage measures how much space and how many inodes each volume
+// of the node uses: the emptyDir volumes and the claims' volumes of the
+// pods in the desired state that are set up.
+//
+// A volume that is its own file system (a tmpfs, a loop image, an NFS
+// export: its directory is a mount point showing its file system's root)
+// is measured by statfs, O(1). Only a plain directory is walked, du-style:
+// st_blocks*512 bytes and one inode per entry, a hard-linked file once per
+// walk. One goroutine (Run) measures every volume, one after the other,
+// each at most once per period, the first measurements spread over a
+// period so that a restart causes no storm of walks; a walk reads at most
+// Config.EntriesPerSecond entries a second.
+//
+// It must never: follow a symlink (the volume is pod-writable: a walk goes
+// through file descriptors, openat and statx with AT_SYMLINK_NOFOLLOW);
+// cross a mount point (told by mount ID); walk network storage; or block
+// on a hung file system (every call that touches storage is bounded, a
+// walk that stops making progress is abandoned, and a volume whose last
+// call has not returned is not asked again). It runs beside set-up and
+// teardown, never on their path, and changes nothing on disk.
+package usage

@@ -1,0 +1,381 @@
+package usage
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/mount"
+)
+
+// Defaults of Config.
+const (
+	DefaultPeriod           = time.Minute
+	DefaultEntriesPerSecond = 20000
+	DefaultCallTimeout      = 10 * time.Second
+	DefaultStallTimeout     = 30 * time.Second
+)
+
+// Targets lists the volumes to measure.
+type Targets interface {
+	UsageTargets() []Target
+}
+
+// Config configures Usage.
+type Config struct {
+	Targets Targets
+	// Period is how often each volume is measured at most. Zero turns
+	// walks off: only volumes that are their own file system are
+	// measured, every DefaultPeriod.
+	Period time.Duration
+	// EntriesPerSecond bounds a walk's pace; default
+	// DefaultEntriesPerSecond; negative: no bound (benchmarks).
+	EntriesPerSecond int
+	// CallTimeout bounds a statfs and the check of what a volume's
+	// directory is; default DefaultCallTimeout.
+	CallTimeout time.Duration
+	// StallTimeout abandons a walk that looked at no entry for that long;
+	// default DefaultStallTimeout.
+	StallTimeout time.Duration
+	Logger       *zap.Logger
+
+	// stat replaces statx in walks (tests make a file system hang).
+	stat statFn
+	// statfs replaces statfs(2) (tests make a file system hang).
+	statfs func(path string) (fsSize, error)
+	// sleep paces walks; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Usage measures the volumes' usage and keeps the latest measurements.
+// Create with New, run with Run.
+type Usage struct {
+	cfg     Config
+	walks   bool
+	log     *zap.Logger
+	mounts  *mountTable
+	changes dsw.Watchers
+	notify  chan struct{}
+
+	mu    sync.Mutex
+	slots map[dsw.Key]*slot // guarded by mu
+}
+
+// slot is one volume's schedule and latest measurement.
+type slot struct {
+	target Target
+	due    time.Time
+	m      Measurement
+	have   bool
+	// busy is closed when the last call on the volume's storage returns;
+	// nil when none is left waiting. A volume is not asked again while
+	// one is.
+	busy   chan struct{}
+	warned bool // a failure was logged: the next one is not
+}
+
+// New returns a Usage; it starts nothing.
+func New(cfg Config) *Usage {
+	walks := cfg.Period > 0
+	if cfg.Period <= 0 {
+		cfg.Period = DefaultPeriod
+	}
+	if cfg.EntriesPerSecond == 0 {
+		cfg.EntriesPerSecond = DefaultEntriesPerSecond
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultStallTimeout
+	}
+	if cfg.stat == nil {
+		cfg.stat = unix.Statx
+	}
+	if cfg.statfs == nil {
+		cfg.statfs = statfs
+	}
+	if cfg.sleep == nil {
+		cfg.sleep = sleep
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &Usage{cfg: cfg, walks: walks, log: cfg.Logger.Named("usage"), notify: make(chan struct{}, 1),
+		mounts: &mountTable{maxAge: cfg.Period, now: time.Now}, slots: map[dsw.Key]*slot{}}
+}
+
+// Notify says the set of volumes may have changed. It never blocks.
+func (u *Usage) Notify() {
+	select {
+	case u.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Watch returns a set fed with the UID of every pod a new measurement of
+// whose volumes is recorded from now on.
+func (u *Usage) Watch() *dsw.Changes { return u.changes.Watch() }
+
+// Usage returns the latest measurement of a volume.
+func (u *Usage) Usage(k dsw.Key) (Measurement, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s, ok := u.slots[k]
+	if !ok || !s.have {
+		return Measurement{}, false
+	}
+	return s.m, true
+}
+
+// Stats returns every volume measured, with its latest measurement,
+// sorted by pod UID and volume.
+func (u *Usage) Stats() []Stat {
+	u.mu.Lock()
+	out := make([]Stat, 0, len(u.slots))
+	for _, s := range u.slots {
+		if s.have {
+			out = append(out, Stat{Target: s.target, Measurement: s.m})
+		}
+	}
+	u.mu.Unlock()
+	slices.SortFunc(out, func(a, b Stat) int {
+		return cmp.Or(cmp.Compare(a.Key.PodUID, b.Key.PodUID), cmp.Compare(a.Key.Volume, b.Key.Volume))
+	})
+	return out
+}
+
+// minResync is the least time between two readings of the targets when
+// told they changed: a burst of pods starting costs one reading a second,
+// not one per pod.
+const minResync = time.Second
+
+// Run measures the volumes, one at a time, until ctx ends. It reads the
+// targets again when told they changed (Notify), at most once a
+// minResync, and at least once a period.
+func (u *Usage) Run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var synced time.Time
+	dirty := true
+	for {
+		select {
+		case <-u.notify:
+			dirty = true
+		default:
+		}
+		now := time.Now()
+		if (dirty && now.Sub(synced) >= minResync) || now.Sub(synced) >= u.cfg.Period {
+			u.sync(now)
+			synced, dirty = now, false
+		}
+		if s, ok := u.next(now); ok {
+			u.measure(ctx, s)
+			if ctx.Err() != nil {
+				return nil
+			}
+			continue
+		}
+		wait := u.untilNext(now)
+		if dirty {
+			wait = min(wait, synced.Add(minResync).Sub(now))
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-u.notify:
+			dirty = true
+		case <-timer.C:
+		}
+	}
+}
+
+// sync takes the targets: a new volume is first measured at a random time
+// within a period (no storm at start), a volume gone is forgotten.
+func (u *Usage) sync(now time.Time) {
+	targets := u.cfg.Targets.UsageTargets()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	seen := make(map[dsw.Key]bool, len(targets))
+	for _, t := range targets {
+		seen[t.Key] = true
+		if s, ok := u.slots[t.Key]; ok {
+			s.target = t
+			continue
+		}
+		u.slots[t.Key] = &slot{target: t, due: now.Add(jitter(u.cfg.Period))}
+	}
+	for k := range u.slots {
+		if !seen[k] {
+			delete(u.slots, k)
+			u.changes.Add(k.PodUID)
+		}
+	}
+}
+
+// jitter is a random duration in [0, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d) //nolint:gosec // G404: spreading work in time needs no secure randomness
+}
+
+// next returns the volume due first, if it is due at now.
+func (u *Usage) next(now time.Time) (*slot, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var first *slot
+	for _, s := range u.slots {
+		if first == nil || s.due.Before(first.due) {
+			first = s
+		}
+	}
+	if first == nil || first.due.After(now) {
+		return nil, false
+	}
+	return first, true
+}
+
+// untilNext returns how long until the next volume is due (a period when
+// there is none).
+func (u *Usage) untilNext(now time.Time) time.Duration {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	d := u.cfg.Period
+	for _, s := range u.slots {
+		d = min(d, s.due.Sub(now))
+	}
+	return max(d, 0)
+}
+
+// measure measures one volume and schedules its next measurement: a
+// period later, and a tenth of a period at random.
+func (u *Usage) measure(ctx context.Context, s *slot) {
+	u.mu.Lock()
+	t, busy := s.target, s.busy
+	s.due = time.Now().Add(u.cfg.Period + jitter(u.cfg.Period/10))
+	u.mu.Unlock()
+	if busy != nil {
+		select {
+		case <-busy:
+		default:
+			return // the last call has not returned: the file system still hangs
+		}
+	}
+	m, ok, err := u.measureTarget(ctx, s, t.Path)
+	if ctx.Err() != nil {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	log := u.log.With(zap.String("pod", t.Namespace+"/"+t.Pod), zap.String("volume", t.Volume), zap.String("path", t.Path))
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		// Torn down since the targets were read: not a failure.
+		log.Debug("volume usage not measured", zap.Error(err))
+	case err != nil && !s.warned:
+		s.warned = true
+		log.Warn("volume usage not measured", zap.Error(err))
+	case err != nil:
+		log.Debug("volume usage not measured", zap.Error(err))
+	case ok:
+		if s.warned {
+			log.Info("volume usage measured again")
+		}
+		s.warned = false
+		m.Time = time.Now().UTC().Truncate(time.Second)
+		s.m, s.have = m, true
+		u.changes.Add(t.Key.PodUID)
+	}
+}
+
+// measureTarget measures the volume at path. ok is false, with no error,
+// for a volume not measured by choice (walks are off, or it is a
+// directory on network storage).
+func (u *Usage) measureTarget(ctx context.Context, s *slot, path string) (Measurement, bool, error) {
+	h, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (how, error) { return u.mounts.probe(path) })
+	if err != nil {
+		return Measurement{}, false, err
+	}
+	switch {
+	case h == byStatfs:
+		size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(path) })
+		return size.measurement(), err == nil, err
+	case h == notAtAll || !u.walks:
+		return Measurement{}, false, nil
+	}
+	r, err := u.walk(ctx, s, path)
+	if err != nil {
+		return Measurement{}, false, err
+	}
+	return Measurement{CapacityBytes: r.fs.capacity, AvailableBytes: r.fs.available, UsedBytes: r.bytes,
+		Inodes: r.fs.inodes, InodesFree: r.fs.inodesFree, InodesUsed: r.inodes, Method: MethodWalk}, true, nil
+}
+
+// errStalled says a walk made no progress for StallTimeout.
+var errStalled = errors.New("the file system did not answer: walk abandoned")
+
+// walk walks path on its own goroutine, abandoned when it looks at no
+// entry for StallTimeout: a hung file system cannot hold the walker, and a
+// large tree can take as long as it needs.
+func (u *Usage) walk(ctx context.Context, s *slot, path string) (walkResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w := &walker{ctx: ctx, stat: u.cfg.stat, pace: &pacer{rate: float64(u.cfg.EntriesPerSecond), start: time.Now(), now: time.Now, sleep: u.cfg.sleep}}
+	watchdog := make(chan struct{})
+	go func() {
+		defer close(watchdog)
+		tick := time.NewTicker(u.cfg.StallTimeout)
+		defer tick.Stop()
+		last := w.progress.Load()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				n := w.progress.Load()
+				if n == last {
+					cancel(errStalled)
+					return
+				}
+				last = n
+			}
+		}
+	}()
+	defer func() { cancel(nil); <-watchdog }()
+	r, err := boundedCall(ctx, u, s, 0, func() (walkResult, error) { return w.walk(path) })
+	if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+		return walkResult{}, fmt.Errorf("%w after %v without progress", errStalled, u.cfg.StallTimeout)
+	}
+	return r, err
+}
+
+// boundedCall runs fn, which touches the storage of slot s, within
+// timeout (none when 0) through mount.Bounded. Should fn not return in
+// time, s stays busy until it does.
+func boundedCall[T any](ctx context.Context, u *Usage, s *slot, timeout time.Duration, fn func() (T, error)) (T, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	done := make(chan struct{})
+	u.mu.Lock()
+	s.busy = done
+	u.mu.Unlock()
+	return mount.Bounded(ctx, func() (T, error) {
+		defer close(done)
+		return fn()
+	})
+}
