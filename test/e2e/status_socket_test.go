@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -112,9 +113,11 @@ func TestStatusSocket(t *testing.T) {
 		t.Fatalf("after SIGKILL the socket is %v, %v; want it left behind", fi, err)
 	}
 	a.start("--status-socket-group", "4242")
-	if r := runCLI(t, "status", "--addr", addr); r.code != 0 || !strings.Contains(r.stdout, "team/web") {
-		t.Errorf("status after a start over a stale socket: exit %d", r.code)
-	}
+	// Healthy is not yet synced: the pod shows once the first scan is done.
+	waitFor(t, 10*time.Second, "status after a start over a stale socket", func() (bool, string) {
+		r := runCLI(t, "status", "--addr", addr)
+		return r.code == 0 && strings.Contains(r.stdout, "team/web"), fmt.Sprintf("exit %d: %s", r.code, r.stdout)
+	})
 
 	// SIGTERM removes it.
 	if err := a.stop(); err != nil {
