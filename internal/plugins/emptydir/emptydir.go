@@ -1,6 +1,7 @@
 // Package emptydir implements emptyDir volumes: a fresh directory (mode
 // 0777) that lives as long as its pod, on the node's disk or, with medium
-// Memory, on a tmpfs sized by sizeLimit and the pod's memory limit.
+// Memory, on a tmpfs sized by sizeLimit, the pod's memory limit and the
+// node's allocatable memory.
 //
 // Teardown removes the directory and its data; it never follows a symlink
 // and never crosses into a mount nested inside the volume.
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins/downwardapi"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -158,13 +160,16 @@ func (p *Plugin) fsGroup(pod *v1.Pod) *int64 {
 	return pod.Spec.SecurityContext.FSGroup
 }
 
-// tmpfsOptions sizes the tmpfs by the smaller of sizeLimit and the pod's
-// memory limit, each ignored when zero as in the kubelet; with neither the
-// kernel's default (half of RAM) applies.
+// tmpfsOptions sizes the tmpfs as the kubelet does (its
+// calculateEmptyDirMemorySize): the smallest of the node's allocatable
+// memory, the pod's memory limit and sizeLimit, a zero one being ignored.
+// The node's allocatable memory is its Node object's when the source knows
+// it, else this machine's MemTotal: a Memory emptyDir is never left
+// unbounded (the kernel's default, half of RAM, per tmpfs).
 func tmpfsOptions(spec *volume.Spec) []string {
 	opts := []string{"mode=0777"}
 	var size *resource.Quantity
-	for _, q := range []*resource.Quantity{spec.Volume.EmptyDir.SizeLimit, podMemoryLimit(spec.Pod)} {
+	for _, q := range []*resource.Quantity{nodeMemory(spec.Node), podMemoryLimit(spec.Pod), spec.Volume.EmptyDir.SizeLimit} {
 		if q != nil && q.Sign() > 0 && (size == nil || q.Cmp(*size) < 0) {
 			size = q
 		}
@@ -175,9 +180,19 @@ func tmpfsOptions(spec *volume.Spec) []string {
 	return opts
 }
 
+// nodeMemory is the node's allocatable memory, nil when unknown.
+func nodeMemory(node *v1.Node) *resource.Quantity {
+	q, ok := downwardapi.Allocatable(node)[v1.ResourceMemory]
+	if !ok {
+		return nil
+	}
+	return &q
+}
+
 // podMemoryLimit is the pod's effective memory limit — the larger of the
-// sum over its containers and the largest init container — or nil when a
-// container has no limit.
+// sum over its containers and the largest init container, plus the pod's
+// overhead (its RuntimeClass's), as the kubelet sizes the pod's cgroup — or
+// nil when a container has no limit.
 func podMemoryLimit(pod *v1.Pod) *resource.Quantity {
 	if pod == nil || len(pod.Spec.Containers) == 0 {
 		return nil
@@ -194,6 +209,9 @@ func podMemoryLimit(pod *v1.Pod) *resource.Quantity {
 		if l, ok := c.Resources.Limits[v1.ResourceMemory]; ok && l.Cmp(sum) > 0 {
 			sum = l
 		}
+	}
+	if o, ok := pod.Spec.Overhead[v1.ResourceMemory]; ok {
+		sum.Add(o)
 	}
 	return &sum
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins/downwardapi"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -90,25 +91,31 @@ func limits(memory string) v1.Container {
 	return c
 }
 
-// TestMemorySize checks the tmpfs size: the smaller of sizeLimit and the
-// pod's memory limit, on the fake mounter and, as root, in the kernel.
+// TestMemorySize checks the tmpfs size, as the kubelet computes it: the
+// smallest of sizeLimit, the pod's memory limit and the node's allocatable
+// memory, on the fake mounter and, as root, in the kernel.
 func TestMemorySize(t *testing.T) {
+	const nodeMiB = 256
 	for _, tc := range []struct {
 		name       string
 		sizeLimit  string
 		containers []v1.Container
 		init       []v1.Container
-		wantMiB    int64 // 0: no size option
+		overhead   string
+		wantMiB    int64
 	}{
-		{"sizeLimit only", "64Mi", nil, nil, 64},
-		{"pod limit smaller", "64Mi", []v1.Container{limits("32Mi")}, nil, 32},
-		{"sizeLimit smaller", "8Mi", []v1.Container{limits("32Mi")}, nil, 8},
-		{"sum of containers", "", []v1.Container{limits("16Mi"), limits("8Mi")}, nil, 24},
-		{"a container without limit", "128Mi", []v1.Container{limits("16Mi"), limits("")}, nil, 128},
-		{"larger init container", "", []v1.Container{limits("16Mi")}, []v1.Container{limits("40Mi")}, 40},
-		{"no limit at all", "", []v1.Container{limits("")}, nil, 0},
-		{"zero sizeLimit is no limit", "0", []v1.Container{limits("32Mi")}, nil, 32},
-		{"zero pod limit is no limit", "64Mi", []v1.Container{limits("0")}, nil, 64},
+		{"sizeLimit only", "64Mi", nil, nil, "", 64},
+		{"pod limit smaller", "64Mi", []v1.Container{limits("32Mi")}, nil, "", 32},
+		{"sizeLimit smaller", "8Mi", []v1.Container{limits("32Mi")}, nil, "", 8},
+		{"sum of containers", "", []v1.Container{limits("16Mi"), limits("8Mi")}, nil, "", 24},
+		{"a container without limit", "128Mi", []v1.Container{limits("16Mi"), limits("")}, nil, "", 128},
+		{"larger init container", "", []v1.Container{limits("16Mi")}, []v1.Container{limits("40Mi")}, "", 40},
+		{"pod overhead", "", []v1.Container{limits("16Mi")}, nil, "4Mi", 20},
+		{"no limit at all: the node's allocatable", "", []v1.Container{limits("")}, nil, "", nodeMiB},
+		{"sizeLimit above the node's allocatable", "1Gi", nil, nil, "", nodeMiB},
+		{"pod limit above the node's allocatable", "", []v1.Container{limits("1Gi")}, nil, "", nodeMiB},
+		{"zero sizeLimit is no limit", "0", []v1.Container{limits("32Mi")}, nil, "", 32},
+		{"zero pod limit is no limit", "64Mi", []v1.Container{limits("0")}, nil, "", 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}
@@ -118,12 +125,16 @@ func TestMemorySize(t *testing.T) {
 			}
 			s := spec(src, tc.containers...)
 			s.Pod.Spec.InitContainers = tc.init
+			if tc.overhead != "" {
+				s.Pod.Spec.Overhead = v1.ResourceList{v1.ResourceMemory: resource.MustParse(tc.overhead)}
+			}
+			s.Node = &v1.Node{Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(nodeMiB<<20, resource.BinarySI)}}}
 			wantOpt := fmt.Sprintf("size=%d", tc.wantMiB<<20)
 			f := &mount.Fake{}
 			dir := setUp(t, f, s)
 			m, _ := f.Mounted(dir)
-			if has := slices.Contains(m.Options, wantOpt); has != (tc.wantMiB > 0) || m.Type != "tmpfs" {
-				t.Errorf("mount = %v, want tmpfs with %s: %v", m, wantOpt, tc.wantMiB > 0)
+			if has := slices.Contains(m.Options, wantOpt); !has || m.Type != "tmpfs" {
+				t.Errorf("mount = %v, want tmpfs with %s", m, wantOpt)
 			}
 			if os.Geteuid() != 0 {
 				return
@@ -134,13 +145,30 @@ func TestMemorySize(t *testing.T) {
 				t.Fatalf("mounts at %s = %d, want one tmpfs", dir, len(infos))
 			}
 			wantKernel := fmt.Sprintf("size=%dk", tc.wantMiB<<10)
-			if has := slices.Contains(strings.Split(infos[0].VFSOptions, ","), wantKernel); has != (tc.wantMiB > 0) {
-				t.Errorf("super options %q, want %s: %v", infos[0].VFSOptions, wantKernel, tc.wantMiB > 0)
+			if !slices.Contains(strings.Split(infos[0].VFSOptions, ","), wantKernel) {
+				t.Errorf("super options %q, want %s", infos[0].VFSOptions, wantKernel)
 			}
 			if err := (&emptydir.Plugin{Mounter: mount.System{}}).TearDown(context.Background(), dir); err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestMemorySizeWithoutNode: a Memory emptyDir with neither sizeLimit nor
+// a memory limit, from a source that knows no Node object (manifest mode),
+// is sized to the machine's memory (MemTotal), not left to the kernel's
+// default of half of it.
+func TestMemorySizeWithoutNode(t *testing.T) {
+	mem := downwardapi.MachineCapacity()[v1.ResourceMemory]
+	if mem.Sign() <= 0 {
+		t.Skip("no MemTotal in /proc/meminfo")
+	}
+	f := &mount.Fake{}
+	dir := setUp(t, f, spec(v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}, limits("")))
+	m, _ := f.Mounted(dir)
+	if want := fmt.Sprintf("size=%d", mem.Value()); !slices.Contains(m.Options, want) {
+		t.Errorf("mount options %q, want %s", m.Options, want)
 	}
 }
 
