@@ -77,7 +77,6 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		a.usage.Notify()
 		a.notifyActual()
 	})
-	a.usage = volumeusage.New(volumeusage.Config{Targets: usageTargets{desired: a.desired, actual: a.actual}, Period: o.statsPeriod, Logger: log})
 	notify := func() { a.populator.Notify() }
 	provs, err := newProvisioners(o, root, mounter, a.inUse, log)
 	if err != nil {
@@ -88,6 +87,8 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	a.usage = volumeusage.New(volumeusage.Config{Targets: usageTargets{desired: a.desired, actual: a.actual}, Period: o.statsPeriod, Logger: log,
+		Reporter: sizeLimitReporter{desired: a.desired, events: cluster.sizeLimitRecorder(), log: log.Named("usage")}})
 	if err := a.addSources(o, root, log, cluster, notify, provs); err != nil {
 		return err
 	}

@@ -160,6 +160,15 @@ func (c *cluster) recorder() reconciler.Recorder {
 	return c.events
 }
 
+// sizeLimitRecorder returns the event recorder as the size limit
+// reporter wants it, or nil without a cluster.
+func (c *cluster) sizeLimitRecorder() sizeLimitEvents {
+	if c == nil {
+		return nil
+	}
+	return c.events
+}
+
 // problemRecorder returns the event recorder as the populator wants it, or
 // nil without a cluster.
 func (c *cluster) problemRecorder() populator.Recorder {

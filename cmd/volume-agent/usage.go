@@ -1,11 +1,15 @@
 package main
 
 import (
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 	volumeusage "github.com/volume-agent/volume-agent/internal/usage"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // usageTargets are the volumes whose usage is measured: every emptyDir
@@ -36,8 +40,51 @@ func (t usageTargets) UsageTargets() []volumeusage.Target {
 			if name == "" {
 				name = d.Name
 			}
-			out = append(out, volumeusage.Target{Key: key, Namespace: p.Namespace, Pod: p.Name, Volume: name, Claim: d.Claim, Path: a.Path})
+			out = append(out, volumeusage.Target{Key: key, Namespace: p.Namespace, Pod: p.Name, Volume: name, Claim: d.Claim, Path: a.Path,
+				SizeLimit: watchedSizeLimit(d)})
 		}
 	}
 	return out
+}
+
+// watchedSizeLimit is the sizeLimit of a disk emptyDir in bytes, 0 for
+// any other volume: a Memory emptyDir's tmpfs has the limit as its size.
+func watchedSizeLimit(d dsw.Volume) int64 {
+	if d.Plugin != emptydir.Name || d.Spec == nil || d.Spec.Volume == nil || d.Spec.Volume.EmptyDir == nil {
+		return 0
+	}
+	e := d.Spec.Volume.EmptyDir
+	if e.Medium != v1.StorageMediumDefault || e.SizeLimit == nil || e.SizeLimit.Sign() <= 0 {
+		return 0
+	}
+	return e.SizeLimit.Value()
+}
+
+// sizeLimitEvents sends the Warning event of a volume over its size limit.
+type sizeLimitEvents interface {
+	SizeLimitExceeded(spec *volume.Spec, message string)
+}
+
+// sizeLimitReporter reports a disk emptyDir that passed its sizeLimit: a
+// warn log line, and in cluster mode a SizeLimitExceeded Warning event on
+// its pod (a pod of the manifests exists in no API server). The agent
+// does not stop the pod: the runtime decides, as the kubelet's eviction
+// manager would.
+type sizeLimitReporter struct {
+	desired *dsw.World
+	events  sizeLimitEvents // nil without a cluster
+	log     *zap.Logger
+}
+
+var _ volumeusage.Reporter = sizeLimitReporter{}
+
+func (r sizeLimitReporter) SizeLimitExceeded(s volumeusage.Stat) {
+	r.log.Warn("emptyDir volume over its sizeLimit", zap.String("pod", s.Namespace+"/"+s.Pod), zap.String("podUID", string(s.Key.PodUID)),
+		zap.String("volume", s.Volume), zap.Uint64("usedBytes", s.UsedBytes), zap.String("sizeLimit", volumeusage.LimitString(s.SizeLimitBytes)))
+	if r.events == nil {
+		return
+	}
+	if d, ok := r.desired.Volume(s.Key); ok && d.Spec != nil {
+		r.events.SizeLimitExceeded(d.Spec, volumeusage.ExceededMessage(s.Volume, s.Measurement))
+	}
 }

@@ -4,11 +4,18 @@ import (
 	"slices"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 	"github.com/volume-agent/volume-agent/internal/plugins/local"
+	volumeusage "github.com/volume-agent/volume-agent/internal/usage"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // The targets are the Mounted emptyDir and claim volumes of desired pods,
@@ -40,5 +47,63 @@ func TestUsageTargets(t *testing.T) {
 	want := []string{"ns/web cache claim= /r/cache", "ns/web data claim=data /r/pv-1"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("targets %q\nwant %q", got, want)
+	}
+}
+
+// A disk emptyDir's sizeLimit is watched; a Memory emptyDir's is its
+// tmpfs's size, and an emptyDir without one has none.
+func TestWatchedSizeLimit(t *testing.T) {
+	mi := resource.MustParse("1Mi")
+	zero := resource.MustParse("0")
+	vol := func(src v1.EmptyDirVolumeSource) dsw.Volume {
+		return dsw.Volume{Name: "v", Plugin: emptydir.Name, Spec: &volume.Spec{Volume: &v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &src}}}}
+	}
+	for name, tc := range map[string]struct {
+		d    dsw.Volume
+		want int64
+	}{
+		"disk with sizeLimit":   {vol(v1.EmptyDirVolumeSource{SizeLimit: &mi}), 1 << 20},
+		"disk without":          {vol(v1.EmptyDirVolumeSource{}), 0},
+		"disk with zero":        {vol(v1.EmptyDirVolumeSource{SizeLimit: &zero}), 0},
+		"memory with sizeLimit": {vol(v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &mi}), 0},
+		"no spec":               {dsw.Volume{Name: "v", Plugin: emptydir.Name}, 0},
+		"a claim":               {dsw.Volume{Name: "pv", Plugin: local.Name, Claim: "c"}, 0},
+	} {
+		if got := watchedSizeLimit(tc.d); got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+	}
+}
+
+type fakeSizeLimitEvents struct{ got []string }
+
+func (f *fakeSizeLimitEvents) SizeLimitExceeded(spec *volume.Spec, message string) {
+	f.got = append(f.got, spec.Volume.Name+": "+message)
+}
+
+// The reporter logs one warn line and, with a cluster, sends the event
+// on the pod's spec.
+func TestSizeLimitReporter(t *testing.T) {
+	desired := dsw.New(nil)
+	mi := resource.MustParse("1Mi")
+	desired.SetPod(dsw.Pod{UID: "u", Namespace: "ns", Name: "web", Volumes: []dsw.Volume{{Name: "scratch", Plugin: emptydir.Name,
+		Spec: &volume.Spec{Pod: &v1.Pod{}, Volume: &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &mi}}}}}}})
+	core, logs := observer.New(zap.WarnLevel)
+	ev := &fakeSizeLimitEvents{}
+	s := volumeusage.Stat{Target: volumeusage.Target{Key: dsw.Key{PodUID: "u", Volume: "scratch"}, Namespace: "ns", Pod: "web", Volume: "scratch", SizeLimit: 1 << 20},
+		Measurement: volumeusage.Measurement{UsedBytes: 2 << 20, SizeLimitBytes: 1 << 20}}
+	sizeLimitReporter{desired: desired, events: ev, log: zap.New(core)}.SizeLimitExceeded(s)
+	want := []string{`scratch: Usage of EmptyDir volume "scratch" exceeds the limit "1Mi": 2097152 bytes used`}
+	if !slices.Equal(ev.got, want) {
+		t.Errorf("events %q, want %q", ev.got, want)
+	}
+	entries := logs.All()
+	if len(entries) != 1 || entries[0].Message != "emptyDir volume over its sizeLimit" || entries[0].ContextMap()["sizeLimit"] != "1Mi" {
+		t.Errorf("log %+v, want one warn line", entries)
+	}
+	// Manifest mode: no recorder, the log line only.
+	sizeLimitReporter{desired: desired, log: zap.New(core)}.SizeLimitExceeded(s)
+	if n := logs.Len(); n != 2 {
+		t.Errorf("%d log lines, want 2", n)
 	}
 }

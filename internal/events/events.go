@@ -1,5 +1,6 @@
 // Package events reports volume set-up outcomes as Kubernetes Events on the
-// pod, with the kubelet's reasons: SuccessfulMountVolume and FailedMount.
+// pod, with the kubelet's reasons: SuccessfulMountVolume and FailedMount;
+// and SizeLimitExceeded when a disk emptyDir passes its sizeLimit.
 // client-go's event correlator aggregates repeats and rate-limits each
 // pod's events (a burst of 25, then one per 5 minutes), so a failing volume
 // retried with backoff cannot flood the API server.
@@ -23,10 +24,13 @@ import (
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
-// Kubelet event reasons.
+// Kubelet event reasons, and SizeLimitExceeded: a disk emptyDir used more
+// than its sizeLimit (the kubelet evicts such a pod, with reason Evicted;
+// the agent only says so).
 const (
-	ReasonSuccessfulMount = "SuccessfulMountVolume"
-	ReasonFailedMount     = "FailedMount"
+	ReasonSuccessfulMount   = "SuccessfulMountVolume"
+	ReasonFailedMount       = "FailedMount"
+	ReasonSizeLimitExceeded = "SizeLimitExceeded"
 )
 
 // Config configures a Recorder.
@@ -94,6 +98,14 @@ func (r *Recorder) SetUpSucceeded(spec *volume.Spec) {
 func (r *Recorder) SetUpFailed(spec *volume.Spec, err error) {
 	if r.wants(spec) {
 		r.event(spec.Pod, v1.EventTypeWarning, ReasonFailedMount, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", spec.Volume.Name, err))
+	}
+}
+
+// SizeLimitExceeded reports a volume whose usage passed its size limit;
+// message says by how much.
+func (r *Recorder) SizeLimitExceeded(spec *volume.Spec, message string) {
+	if r.wants(spec) {
+		r.event(spec.Pod, v1.EventTypeWarning, ReasonSizeLimitExceeded, message)
 	}
 }
 

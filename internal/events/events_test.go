@@ -80,7 +80,8 @@ func TestSetUpEvents(t *testing.T) {
 	r, client := start(t)
 	r.SetUpSucceeded(spec("api", "config"))
 	r.SetUpFailed(spec("api", "creds"), errors.New(`secret "creds" not found`))
-	got := waitEvents(t, client, 2)
+	r.SizeLimitExceeded(spec("api", "scratch"), `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi": 2097152 bytes used`)
+	got := waitEvents(t, client, 3)
 	byReason := map[string]v1.Event{}
 	for _, e := range got {
 		byReason[e.Reason] = e
@@ -91,6 +92,7 @@ func TestSetUpEvents(t *testing.T) {
 	}{
 		{ReasonSuccessfulMount, v1.EventTypeNormal, []string{`volume "config"`}},
 		{ReasonFailedMount, v1.EventTypeWarning, []string{`volume "creds"`, `secret "creds" not found`}},
+		{ReasonSizeLimitExceeded, v1.EventTypeWarning, []string{`volume "scratch"`, `"1Mi"`, "2097152 bytes"}},
 	} {
 		e, ok := byReason[want.reason]
 		if !ok {
@@ -122,6 +124,7 @@ func TestOnlyAPIPodsGetEvents(t *testing.T) {
 	r, client := start(t)
 	r.SetUpSucceeded(spec("manifests", "static"))
 	r.SetUpFailed(spec("manifests", "static"), errors.New("boom"))
+	r.SizeLimitExceeded(spec("manifests", "static"), "over")
 	r.SetUpSucceeded(nil)
 	r.SetUpFailed(nil, errors.New("boom"))
 	r.SetUpSucceeded(&volume.Spec{Source: "api", Volume: &v1.Volume{Name: "v"}})

@@ -75,6 +75,14 @@ type Volume struct {
 	// uses, for a Mounted emptyDir or claim volume once measured; absent
 	// otherwise.
 	Usage *Usage `json:"usage,omitempty"`
+	// SizeLimitExceeded says that the volume, a disk emptyDir whose
+	// sizeLimit its file system does not enforce, used more than its
+	// sizeLimit at its latest measurement; Warning then says how much
+	// ("Usage of EmptyDir volume … exceeds the limit …: … bytes used").
+	// The agent does not stop the pod: the runtime decides what to do, as
+	// the kubelet's eviction manager would (it evicts such a pod).
+	SizeLimitExceeded bool   `json:"sizeLimitExceeded,omitempty"`
+	Warning           string `json:"warning,omitempty"`
 }
 
 // Usage is a volume's usage: its file system's capacity and what is still
@@ -91,6 +99,10 @@ type Usage struct {
 	InodesUsed     uint64    `json:"inodesUsed"`
 	Method         string    `json:"method"`
 	Time           time.Time `json:"time"`
+	// SizeLimitBytes is, for a disk emptyDir whose sizeLimit its file
+	// system does not enforce, that sizeLimit: the usage the agent
+	// watches; absent otherwise.
+	SizeLimitBytes int64 `json:"sizeLimitBytes,omitempty"`
 }
 
 // UsageReader gives the latest measurement of each volume, and the pods
@@ -162,7 +174,7 @@ func (w Worlds) pod(p dsw.Pod, actual []asw.Volume) Pod {
 		}
 		v := volumeStatus(d, a, ok, w.Desired.Error(key))
 		if v.State == Mounted && w.Usage != nil {
-			v.Usage = w.usage(key)
+			w.addUsage(&v, key)
 		}
 		out.Ready = out.Ready && (v.State == Mounted || d.Kept)
 		out.Volumes = append(out.Volumes, v)
@@ -205,14 +217,19 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 	return v
 }
 
-// usage returns the API's usage of volume k, nil when not measured.
-func (w Worlds) usage(k dsw.Key) *Usage {
+// addUsage adds the usage of volume k to v, once measured, and whether it
+// exceeds its size limit.
+func (w Worlds) addUsage(v *Volume, k dsw.Key) {
 	m, ok := w.Usage.Usage(k)
 	if !ok {
-		return nil
+		return
 	}
-	return &Usage{CapacityBytes: m.CapacityBytes, AvailableBytes: m.AvailableBytes, UsedBytes: m.UsedBytes,
-		Inodes: m.Inodes, InodesFree: m.InodesFree, InodesUsed: m.InodesUsed, Method: m.Method, Time: m.Time}
+	v.Usage = &Usage{CapacityBytes: m.CapacityBytes, AvailableBytes: m.AvailableBytes, UsedBytes: m.UsedBytes,
+		Inodes: m.Inodes, InodesFree: m.InodesFree, InodesUsed: m.InodesUsed, Method: m.Method, Time: m.Time,
+		SizeLimitBytes: m.SizeLimitBytes}
+	if m.Exceeded() {
+		v.SizeLimitExceeded, v.Warning = true, usage.ExceededMessage(v.Name, m)
+	}
 }
 
 // noSwap is the API's noSwap of a volume whose swap is s.

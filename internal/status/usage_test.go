@@ -68,3 +68,39 @@ func TestPodsShowUsage(t *testing.T) {
 		t.Fatalf("volume b is not Mounted and shows usage %+v", v[1].Usage)
 	}
 }
+
+// TestPodsShowSizeLimitExceeded: a volume measured above its size limit is
+// sizeLimitExceeded with a warning naming the volume, the limit and the
+// bytes used; at its limit it is not.
+func TestPodsShowSizeLimitExceeded(t *testing.T) {
+	u := &fakeUsage{m: map[dsw.Key]usage.Measurement{}}
+	worlds := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil), Usage: u}
+	worlds.Desired.SetPod(dsw.Pod{UID: "p", Namespace: "ns", Name: "web", Volumes: []dsw.Volume{wanted("a", cm, "1"), wanted("b", cm, "1")}})
+	worlds.Actual.Set(setUp("p", "a", cm, "1", asw.Mounted))
+	worlds.Actual.Set(setUp("p", "b", cm, "1", asw.Mounted))
+	u.set(dsw.Key{PodUID: "p", Volume: "a"}, usage.Measurement{UsedBytes: 2 << 20, SizeLimitBytes: 1 << 20, Method: usage.MethodWalk})
+	u.set(dsw.Key{PodUID: "p", Volume: "b"}, usage.Measurement{UsedBytes: 1 << 20, SizeLimitBytes: 1 << 20, Method: usage.MethodWalk})
+	p, ok := worlds.Pod("p")
+	if !ok {
+		t.Fatal("no pod")
+	}
+	a, b := p.Volumes[0], p.Volumes[1]
+	want := `Usage of EmptyDir volume "a" exceeds the limit "1Mi": 2097152 bytes used`
+	if !a.SizeLimitExceeded || a.Warning != want || a.Usage.SizeLimitBytes != 1<<20 {
+		t.Errorf("volume a: exceeded %v, warning %q, usage %+v; want exceeded, %q", a.SizeLimitExceeded, a.Warning, a.Usage, want)
+	}
+	if b.SizeLimitExceeded || b.Warning != "" || b.Usage.SizeLimitBytes != 1<<20 {
+		t.Errorf("volume b at its limit: exceeded %v, warning %q, usage %+v", b.SizeLimitExceeded, b.Warning, b.Usage)
+	}
+	raw, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	if fields["sizeLimitExceeded"] != true || fields["warning"] != want {
+		t.Errorf("JSON %s; want sizeLimitExceeded and warning", raw)
+	}
+}

@@ -11,6 +11,12 @@
 // period so that a restart causes no storm of walks; a walk reads at most
 // Config.EntriesPerSecond entries a second.
 //
+// A target may carry a size limit that nothing else enforces (a disk
+// emptyDir's sizeLimit): a measurement above it is Exceeded, and the
+// Reporter is told once per crossing, when a measurement above the limit
+// follows one below it or none. Reporting is all it does: it never stops
+// a pod or removes data.
+//
 // It must never: follow a symlink (the volume is pod-writable: a walk goes
 // through file descriptors, openat and statx with AT_SYMLINK_NOFOLLOW);
 // cross a mount point (told by mount ID); walk network storage; or block

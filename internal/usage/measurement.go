@@ -1,7 +1,10 @@
 package usage
 
 import (
+	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/volume-agent/volume-agent/internal/dsw"
 )
@@ -22,6 +25,28 @@ type Measurement struct {
 	Inodes, InodesFree, InodesUsed           uint64
 	Method                                   string
 	Time                                     time.Time
+	// SizeLimitBytes is the target's SizeLimit when it was measured.
+	SizeLimitBytes int64
+}
+
+// Exceeded reports whether the volume used more than its size limit.
+func (m Measurement) Exceeded() bool {
+	return m.SizeLimitBytes > 0 && m.UsedBytes > uint64(m.SizeLimitBytes)
+}
+
+// ExceededMessage says that volume uses more than its size limit, as the
+// kubelet's eviction manager says it of an emptyDir, with the bytes used.
+func ExceededMessage(volume string, m Measurement) string {
+	return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q: %d bytes used", volume, LimitString(m.SizeLimitBytes), m.UsedBytes)
+}
+
+// LimitString is a size limit of n bytes as a quantity: "1Mi", "1G".
+func LimitString(n int64) string {
+	format := resource.BinarySI
+	if n%1024 != 0 {
+		format = resource.DecimalSI
+	}
+	return resource.NewQuantity(n, format).String()
 }
 
 // Target is a volume to measure and the names it is reported under.
@@ -32,6 +57,11 @@ type Target struct {
 	Namespace, Pod, Volume, Claim string
 	// Path is where the volume's content is on the host.
 	Path string
+	// SizeLimit, when positive, is the size in bytes the volume should
+	// not pass and that nothing else enforces (a disk emptyDir's
+	// sizeLimit on a file system without quotas): a measurement above it
+	// is Exceeded, and Config.Reporter is told when the volume passes it.
+	SizeLimit int64
 }
 
 // Stat is a target and its latest measurement.

@@ -30,6 +30,13 @@ type Targets interface {
 	UsageTargets() []Target
 }
 
+// Reporter is told when a volume's usage passes its size limit: once per
+// crossing, when a measurement above the limit follows one below it (or
+// none: the volume's first, including the first after a restart).
+type Reporter interface {
+	SizeLimitExceeded(Stat)
+}
+
 // Config configures Usage.
 type Config struct {
 	Targets Targets
@@ -47,6 +54,9 @@ type Config struct {
 	// default DefaultStallTimeout.
 	StallTimeout time.Duration
 	Logger       *zap.Logger
+	// Reporter, when set, is told when a volume passes its size limit; it
+	// is called on the measuring goroutine and must not block.
+	Reporter Reporter
 
 	// stat replaces statx in walks (tests make a file system hang).
 	stat statFn
@@ -81,6 +91,8 @@ type slot struct {
 	// one is.
 	busy   chan struct{}
 	warned bool // a failure was logged: the next one is not
+	// exceeded: the latest measurement was above the size limit.
+	exceeded bool
 }
 
 // New returns a Usage; it starts nothing.
@@ -277,6 +289,14 @@ func (u *Usage) measure(ctx context.Context, s *slot) {
 	if ctx.Err() != nil {
 		return
 	}
+	if crossed, stat := u.record(s, t, m, ok, err); crossed && u.cfg.Reporter != nil {
+		u.cfg.Reporter.SizeLimitExceeded(stat)
+	}
+}
+
+// record keeps the outcome of a measurement of s and logs a failure; it
+// reports whether the volume has just passed its size limit.
+func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bool, Stat) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	log := u.log.With(zap.String("pod", t.Namespace+"/"+t.Pod), zap.String("volume", t.Volume), zap.String("path", t.Path))
@@ -295,9 +315,14 @@ func (u *Usage) measure(ctx context.Context, s *slot) {
 		}
 		s.warned = false
 		m.Time = time.Now().UTC().Truncate(time.Second)
+		m.SizeLimitBytes = t.SizeLimit
 		s.m, s.have = m, true
 		u.changes.Add(t.Key.PodUID)
+		crossed := m.Exceeded() && !s.exceeded
+		s.exceeded = m.Exceeded()
+		return crossed, Stat{Target: t, Measurement: m}
 	}
+	return false, Stat{}
 }
 
 // measureTarget measures the volume at path. ok is false, with no error,
