@@ -29,6 +29,7 @@ func TestCluster(t *testing.T) {
 	t.Run("MissingConfigMapFailsThenRecovers", env.testMissingConfigMap)
 	t.Run("SucceededPodTornDown", env.testSucceededPod)
 	t.Run("ImmutableConfigMapReadOnce", env.testImmutableConfigMap)
+	t.Run("EmptyDirSizes", env.testEmptyDirSizes)
 	t.Run("APIServerRestart", env.testAPIServerRestart) // last: it restarts the server
 }
 

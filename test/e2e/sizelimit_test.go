@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const sizeLimitPod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: big}
+spec:
+  containers:
+  - {name: c, image: busybox}
+  volumes:
+  - {name: scratch, emptyDir: {sizeLimit: 1Mi}}
+`
+
+// sizeLimitState is a volume's size limit fields in /v1/pods.
+type sizeLimitState struct {
+	Exceeded bool   `json:"sizeLimitExceeded"`
+	Warning  string `json:"warning"`
+	Usage    *struct {
+		UsedBytes      uint64 `json:"usedBytes"`
+		SizeLimitBytes int64  `json:"sizeLimitBytes"`
+	} `json:"usage"`
+}
+
+// sizeLimitOf returns the size limit fields of volume of pod default/name.
+func (a *agent) sizeLimitOf(name, volume string) sizeLimitState {
+	a.t.Helper()
+	code, body := a.get("/v1/pods")
+	if code != 200 {
+		a.t.Fatalf("/v1/pods: %d %s", code, body)
+	}
+	var out struct {
+		Pods []struct {
+			Namespace, Name string
+			Volumes         []struct {
+				Name string
+				sizeLimitState
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		a.t.Fatalf("/v1/pods: %v", err)
+	}
+	for _, p := range out.Pods {
+		for _, v := range p.Volumes {
+			if p.Namespace == "default" && p.Name == name && v.Name == volume {
+				return v.sizeLimitState
+			}
+		}
+	}
+	return sizeLimitState{}
+}
+
+// TestEmptyDirSizeLimitExceeded: on the default root (a file system without
+// quotas), a disk emptyDir of sizeLimit 1Mi with 2 MiB written shows
+// sizeLimitExceeded in /v1/pods and is reported once (a warn log line: in
+// manifest mode there is no API server for events), not at every
+// measurement; under the limit again it is not exceeded, and a second
+// crossing is reported again. The pod keeps its volume.
+func TestEmptyDirSizeLimitExceeded(t *testing.T) {
+	a := newAgent(t)
+	a.writeManifest("pod.yaml", sizeLimitPod)
+	a.start("--volume-stats-period=1s")
+	p := a.waitPod("default", "big", 20*time.Second, ready)
+	file := filepath.Join(p.volume("scratch").Path, "two")
+	write := func() {
+		if err := os.WriteFile(file, []byte(strings.Repeat("x", 2<<20)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reports := func() int { return strings.Count(a.logs.String(), `"msg":"emptyDir volume over its sizeLimit"`) }
+	exceeded := func(want bool) {
+		t.Helper()
+		waitFor(t, 15*time.Second, fmt.Sprintf("sizeLimitExceeded %v", want), func() (bool, string) {
+			s := a.sizeLimitOf("big", "scratch")
+			b, _ := json.Marshal(s)
+			return s.Exceeded == want && s.Usage != nil && (s.Usage.UsedBytes > 1<<20) == want, string(b)
+		})
+	}
+	// Under the limit: measured, not exceeded.
+	waitFor(t, 15*time.Second, "a first measurement", func() (bool, string) {
+		s := a.sizeLimitOf("big", "scratch")
+		return s.Usage != nil, "no usage yet"
+	})
+	if s := a.sizeLimitOf("big", "scratch"); s.Exceeded || s.Warning != "" || s.Usage.SizeLimitBytes != 1<<20 {
+		t.Fatalf("empty volume: %+v, want not exceeded, sizeLimitBytes 1 MiB", s)
+	}
+
+	write()
+	exceeded(true)
+	s := a.sizeLimitOf("big", "scratch")
+	if !strings.HasPrefix(s.Warning, `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi": `) || !strings.Contains(s.Warning, " bytes used") {
+		t.Errorf("warning %q", s.Warning)
+	}
+	// Several more measurements (one a second): still one report.
+	time.Sleep(3500 * time.Millisecond)
+	if n := reports(); n != 1 {
+		t.Fatalf("%d size limit reports after several measurements over the limit, want 1:\n%s", n, tail(a.logs.String(), 20))
+	}
+	if !a.sizeLimitOf("big", "scratch").Exceeded {
+		t.Error("no longer exceeded")
+	}
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	exceeded(false)
+	if s := a.sizeLimitOf("big", "scratch"); s.Warning != "" {
+		t.Errorf("under the limit: warning %q", s.Warning)
+	}
+	write()
+	exceeded(true)
+	if n := reports(); n != 2 {
+		t.Errorf("%d size limit reports after a second crossing, want 2", n)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("the volume's data: %v; the agent only reports", err)
+	}
+}
+
+const memorySizePod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: mem}
+spec:
+  containers:
+  - {name: a, image: busybox, resources: {limits: {memory: 16Mi}}}
+  - {name: b, image: busybox, resources: {limits: {memory: 8Mi}}}
+  volumes:
+  - {name: by-limit, emptyDir: {medium: Memory}}
+  - {name: by-size, emptyDir: {medium: Memory, sizeLimit: 4Mi}}
+  - {name: limit-smaller, emptyDir: {medium: Memory, sizeLimit: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unlimited}
+spec:
+  containers:
+  - {name: a, image: busybox}
+  volumes:
+  - {name: by-node, emptyDir: {medium: Memory}}
+`
+
+// TestMemoryEmptyDirSize: a Memory emptyDir's tmpfs is sized as the kubelet
+// sizes it — the smallest of sizeLimit, the pod's memory limit and the
+// node's memory (MemTotal in manifest mode, which has no Node object) —
+// never left at the kernel's default of half of RAM.
+func TestMemoryEmptyDirSize(t *testing.T) {
+	a := newAgent(t)
+	a.writeManifest("pods.yaml", memorySizePod)
+	a.start()
+	mem := a.waitPod("default", "mem", 20*time.Second, ready)
+	unlimited := a.waitPod("default", "unlimited", 20*time.Second, ready)
+	checkTmpfs(t, mem.volume("by-limit").Path, "size=24576k")
+	checkTmpfs(t, mem.volume("by-size").Path, "size=4096k")
+	checkTmpfs(t, mem.volume("limit-smaller").Path, "size=24576k")
+	checkTmpfs(t, unlimited.volume("by-node").Path, fmt.Sprintf("size=%dk", memTotalKiB(t)))
+}
+
+// memTotalKiB is MemTotal of /proc/meminfo.
+func memTotalKiB(t *testing.T) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == "MemTotal:" {
+			n, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no MemTotal in /proc/meminfo")
+	return 0
+}
+
+// testEmptyDirSizes (TestCluster): in cluster mode a disk emptyDir over its
+// sizeLimit gets exactly one SizeLimitExceeded Warning event on its pod,
+// naming the volume, the limit and the bytes used; and a Memory emptyDir
+// with neither sizeLimit nor a memory limit is sized to the Node object's
+// allocatable memory.
+func (env *clusterEnv) testEmptyDirSizes(t *testing.T) {
+	ns := env.namespace(t)
+	node := "node-" + ns
+	ctx := context.Background()
+	n, err := env.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Allocatable = v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}
+	if _, err := env.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t)
+	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--volume-stats-period=1s")
+	limit := resource.MustParse("1Mi")
+	pod := env.createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"},
+		Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "main", Image: "busybox"}},
+			Volumes: []v1.Volume{
+				{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &limit}}},
+				{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+			}},
+	})
+	p := a.waitReady(string(pod.UID), 30*time.Second)
+	checkTmpfs(t, p.volume("cache").Path, "size=65536k")
+	if err := os.WriteFile(filepath.Join(p.volume("scratch").Path, "two"), []byte(strings.Repeat("x", 2<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var events []v1.Event
+	waitFor(t, 20*time.Second, "a SizeLimitExceeded event", func() (bool, string) {
+		events = podEvents(t, env.client, pod, "SizeLimitExceeded")
+		return len(events) > 0, "none yet"
+	})
+	time.Sleep(3500 * time.Millisecond) // several more measurements over the limit
+	events = podEvents(t, env.client, pod, "SizeLimitExceeded")
+	if len(events) != 1 || events[0].Count > 1 || events[0].Type != v1.EventTypeWarning {
+		t.Fatalf("SizeLimitExceeded events %+v; want exactly one Warning", events)
+	}
+	if msg := events[0].Message; !strings.HasPrefix(msg, `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi": `) {
+		t.Errorf("event message %q", msg)
+	}
+}
