@@ -45,7 +45,7 @@ type Config struct {
 // Default returns a registry of every plugin the agent ships.
 func Default(cfg Config) *Registry {
 	r, err := NewRegistry(
-		&emptydir.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap},
+		&emptydir.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap, Limiter: emptydir.Btrfs{}},
 		&hostpath.Plugin{HostRoot: cfg.HostRoot, Checker: cfg.HostPathChecker},
 		&configmap.Plugin{Mounter: cfg.Mounter},
 		&secret.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap},

@@ -3,6 +3,11 @@
 // Memory, on a tmpfs sized by sizeLimit, the pod's memory limit and the
 // node's allocatable memory.
 //
+// A disk emptyDir with a sizeLimit is, where the Limiter can make one, a
+// directory whose file system enforces the limit (a btrfs subvolume with a
+// qgroup limit); elsewhere a plain directory whose usage the agent watches
+// (package usage).
+//
 // Teardown removes the directory and its data; it never follows a symlink
 // and never crosses into a mount nested inside the volume.
 package emptydir
@@ -12,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -31,6 +38,11 @@ type Plugin struct {
 	// NoSwap mounts the tmpfs of medium Memory with noswap (the kernel
 	// supports it).
 	NoSwap bool
+	// Limiter, when set, makes a disk emptyDir with a sizeLimit a
+	// directory whose file system enforces the limit, where it can (a
+	// btrfs subvolume); elsewhere the volume is a plain directory whose
+	// usage is watched against the limit.
+	Limiter Limiter
 }
 
 var (
@@ -56,7 +68,7 @@ func (p *Plugin) Validate(spec *volume.Spec) error {
 
 // SetUp creates the directory and, for medium Memory, mounts a tmpfs on it.
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res volume.Result, retErr error) {
-	created, err := mount.MakeDir(dir, 0o777)
+	created, err := p.makeDir(ctx, spec, dir)
 	if err != nil {
 		return res, err
 	}
@@ -64,7 +76,7 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res 
 		if retErr != nil && created {
 			undo, cancel := mount.RollbackContext(ctx)
 			defer cancel()
-			_ = mount.RemoveDir(undo, p.Mounter, dir)
+			_ = p.TearDown(undo, dir)
 		}
 	}()
 	memory := spec.Volume.EmptyDir.Medium == v1.StorageMediumMemory
@@ -88,6 +100,62 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res 
 		return res, err
 	}
 	return volume.Result{Path: dir, Swap: swap}, nil
+}
+
+// makeDir creates dir unless it exists, and reports whether it did. A disk
+// emptyDir with a sizeLimit is made by the Limiter where it can; one that
+// exists is never made anew (a restart keeps what is on disk: a plain
+// directory stays one), and one the Limiter made gets its limit again.
+func (p *Plugin) makeDir(ctx context.Context, spec *volume.Spec, dir string) (bool, error) {
+	size := diskSizeLimit(spec)
+	if p.Limiter == nil || size == 0 || !mount.Privileged(p.Mounter) {
+		return mount.MakeDir(dir, 0o777)
+	}
+	exists, err := lexists(dir)
+	if err != nil {
+		return false, err
+	}
+	if exists {
+		if _, err := p.Limiter.Limit(ctx, dir, size); err != nil {
+			return false, fmt.Errorf("limit emptyDir %s to its sizeLimit: %w", dir, err)
+		}
+		return mount.MakeDir(dir, 0o777) // checks it is a directory
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return false, fmt.Errorf("create %s: %w", filepath.Dir(dir), err)
+	}
+	made, err := p.Limiter.Create(ctx, dir, size)
+	if err != nil {
+		if made {
+			undo, cancel := mount.RollbackContext(ctx)
+			defer cancel()
+			_ = p.TearDown(undo, dir)
+		}
+		return false, fmt.Errorf("create emptyDir %s limited to its sizeLimit: %w", dir, err)
+	}
+	if made {
+		return true, nil
+	}
+	return mount.MakeDir(dir, 0o777)
+}
+
+// diskSizeLimit is the sizeLimit in bytes of a disk emptyDir, 0 when it
+// has none (or is a Memory one).
+func diskSizeLimit(spec *volume.Spec) int64 {
+	e := spec.Volume.EmptyDir
+	if e.Medium != v1.StorageMediumDefault || e.SizeLimit == nil || e.SizeLimit.Sign() <= 0 {
+		return 0
+	}
+	return e.SizeLimit.Value()
+}
+
+// lexists reports whether path exists, without following a symlink.
+func lexists(path string) (bool, error) {
+	_, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // checkMedium refuses to change the medium of an existing volume: a tmpfs
@@ -131,8 +199,26 @@ func hasEntries(dir string) (bool, error) {
 	return len(names) > 0, nil
 }
 
-// TearDown unmounts the tmpfs, if any, and removes the directory.
+// TearDown unmounts the tmpfs, if any, and removes the directory: the
+// Limiter removes what it made (a subvolume and its qgroup), whatever the
+// spec now says.
 func (p *Plugin) TearDown(ctx context.Context, dir string) error {
+	if p.Limiter != nil && mount.Privileged(p.Mounter) {
+		// The Limiter deletes a whole tree at once: only one with no
+		// mount at or below dir (whose data is not the volume's); such a
+		// tree is left to RemoveDir, which unmounts dir and never
+		// crosses into a mount nested inside.
+		mounts, err := p.Mounter.MountsUnder(ctx, dir)
+		if err == nil && len(mounts) == 0 {
+			removed, err := p.Limiter.Remove(ctx, dir)
+			if err != nil {
+				return fmt.Errorf("remove emptyDir %s: %w", dir, err)
+			}
+			if removed {
+				return nil
+			}
+		}
+	}
 	return mount.RemoveDir(ctx, p.Mounter, dir)
 }
 

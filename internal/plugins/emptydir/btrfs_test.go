@@ -1,0 +1,163 @@
+package emptydir_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
+)
+
+// btrfsRoot mounts a loop-backed btrfs of 256 MiB, with quotas on when
+// quotas is set, and returns its mount point.
+func btrfsRoot(t *testing.T, quotas bool) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mounts a loop-backed btrfs")
+	}
+	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
+		t.Skip("needs mkfs.btrfs (btrfs-progs)")
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
+	cmds := [][]string{{"truncate", "-s", "256M", img}, {"mkfs.btrfs", "-q", img}, {"mkdir", mnt}, {"mount", "-o", "loop", img, mnt}}
+	if quotas {
+		cmds = append(cmds, []string{"btrfs", "quota", "enable", mnt})
+	}
+	for _, c := range cmds {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil { //nolint:gosec // G204: the test's own commands
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+		if c[0] == "mount" {
+			t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+		}
+	}
+	return mnt
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// qgroups is the output of btrfs qgroup show for root.
+func qgroups(t *testing.T, root string) string {
+	t.Helper()
+	out, err := exec.Command("btrfs", "qgroup", "show", "--raw", root).CombinedOutput()
+	if err != nil {
+		t.Fatalf("btrfs qgroup show: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+// TestSizeLimitOnBtrfs: on a btrfs root with quotas, a 10Mi disk emptyDir
+// is a subvolume that refuses, with EDQUOT, to hold 11 MiB; a second
+// set-up (a restart) keeps it and its data; teardown deletes it and its
+// qgroup. An emptyDir without sizeLimit, and one found on disk as a plain
+// directory, stay plain directories.
+func TestSizeLimitOnBtrfs(t *testing.T) {
+	root := btrfsRoot(t, true)
+	ctx := context.Background()
+	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
+	limit := resource.MustParse("10Mi")
+	limited := spec(v1.EmptyDirVolumeSource{SizeLimit: &limit})
+	dir := filepath.Join(root, "pods", "uid", "volumes", "kubernetes.io~empty-dir", "scratch")
+	if _, err := p.SetUp(ctx, limited, dir); err != nil {
+		t.Fatal(err)
+	}
+	if ino := inode(t, dir); ino != 256 {
+		t.Fatalf("%s has inode %d, want a subvolume (256)", dir, ino)
+	}
+	written := 0
+	var werr error
+	for i := range 11 {
+		f := filepath.Join(dir, "mib"+strings.Repeat("x", i))
+		if werr = writeSynced(f, 1<<20); werr != nil {
+			break
+		}
+		written++
+	}
+	if !errors.Is(werr, syscall.EDQUOT) || written < 9 {
+		t.Fatalf("%d MiB written, then %v; want at least 9 MiB, then EDQUOT before the 11th", written, werr)
+	}
+
+	if _, err := p.SetUp(ctx, limited, dir); err != nil {
+		t.Fatalf("second set-up: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mib")); err != nil || inode(t, dir) != 256 {
+		t.Fatalf("after a second set-up: %v, inode %d; want the same subvolume with its data", err, inode(t, dir))
+	}
+	if out := qgroups(t, root); !strings.Contains(out, "0/256") {
+		t.Fatalf("qgroups before teardown:\n%s", out)
+	}
+	if err := p.TearDown(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after teardown: %v", err)
+	}
+	if out := qgroups(t, root); strings.Contains(out, "0/256") {
+		t.Errorf("qgroup 0/256 left after teardown:\n%s", out)
+	}
+
+	plain := filepath.Join(filepath.Dir(dir), "plain")
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{}), plain); err != nil {
+		t.Fatal(err)
+	}
+	found := filepath.Join(filepath.Dir(dir), "found")
+	if err := os.Mkdir(found, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SetUp(ctx, limited, found); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{plain, found} {
+		if ino := inode(t, d); ino == 256 {
+			t.Errorf("%s is a subvolume, want a plain directory", d)
+		}
+		if err := p.TearDown(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSizeLimitOnBtrfsWithoutQuotas: quotas off, the volume is a plain
+// directory (its usage is watched instead).
+func TestSizeLimitOnBtrfsWithoutQuotas(t *testing.T) {
+	root := btrfsRoot(t, false)
+	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
+	limit := resource.MustParse("10Mi")
+	dir := filepath.Join(root, "scratch")
+	if _, err := p.SetUp(context.Background(), spec(v1.EmptyDirVolumeSource{SizeLimit: &limit}), dir); err != nil {
+		t.Fatal(err)
+	}
+	if ino := inode(t, dir); ino == 256 {
+		t.Errorf("%s is a subvolume without quotas, want a plain directory", dir)
+	}
+	if err := p.TearDown(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeSynced writes n bytes to a new file and syncs it.
+func writeSynced(path string, n int) error {
+	f, err := os.Create(path) //nolint:gosec // G304: the test's own volume
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, n))
+	return errors.Join(err, f.Sync(), f.Close())
+}
