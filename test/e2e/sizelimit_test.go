@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,4 +244,112 @@ func (env *clusterEnv) testEmptyDirSizes(t *testing.T) {
 	if msg := events[0].Message; !strings.HasPrefix(msg, `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi": `) {
 		t.Errorf("event message %q", msg)
 	}
+}
+
+// loopBtrfs mounts a loop-backed btrfs of 256 MiB with quotas on and
+// returns its mount point; skipped without mkfs.btrfs.
+func loopBtrfs(t *testing.T) string {
+	t.Helper()
+	needRoot(t)
+	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
+		t.Skip("needs mkfs.btrfs (btrfs-progs)")
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
+	for _, c := range [][]string{{"truncate", "-s", "256M", img}, {"mkfs.btrfs", "-q", img}, {"mkdir", mnt}, {"mount", "-o", "loop", img, mnt}, {"btrfs", "quota", "enable", mnt}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+		if c[0] == "mount" {
+			t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+		}
+	}
+	return mnt
+}
+
+const btrfsLimitPod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: capped}
+spec:
+  containers:
+  - {name: c, image: busybox}
+  volumes:
+  - {name: scratch, emptyDir: {sizeLimit: 10Mi}}
+`
+
+// TestEmptyDirSizeLimitOnBtrfs: with --root-dir on btrfs with quotas on, a
+// 10Mi disk emptyDir rejects the 11th MiB (EDQUOT: the limit is hard); a
+// crash and restart keep the same subvolume and its data; the pod's
+// removal deletes the subvolume and its qgroup.
+func TestEmptyDirSizeLimitOnBtrfs(t *testing.T) {
+	root := loopBtrfs(t) // unmounted after the agent's cleanup
+	a := newAgent(t)
+	a.root = root
+	a.writeManifest("pod.yaml", btrfsLimitPod)
+	a.start("--volume-stats-period=1s")
+	p := a.waitPod("default", "capped", 20*time.Second, ready)
+	dir := p.volume("scratch").Path
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil || st.Ino != 256 {
+		t.Fatalf("%s: inode %d (%v), want a btrfs subvolume (256)", dir, st.Ino, err)
+	}
+	written := 0
+	var werr error
+	for i := range 11 {
+		if werr = writeSynced(filepath.Join(dir, fmt.Sprintf("mib-%02d", i)), 1<<20); werr != nil {
+			break
+		}
+		written++
+	}
+	if !errors.Is(werr, syscall.EDQUOT) || written < 9 {
+		t.Fatalf("%d MiB written, then %v; want at least 9 MiB, then EDQUOT before the 11th", written, werr)
+	}
+	id := subvolumeID(t, dir)
+
+	a.restart(true)
+	p = a.waitPod("default", "capped", 20*time.Second, ready)
+	if p.volume("scratch").Path != dir || subvolumeID(t, dir) != id {
+		t.Fatalf("after a restart: %s is subvolume %d, want %d", p.volume("scratch").Path, subvolumeID(t, dir), id)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mib-00")); err != nil {
+		t.Fatalf("data after a restart: %v", err)
+	}
+	if err := writeSynced(filepath.Join(dir, "more"), 2<<20); !errors.Is(err, syscall.EDQUOT) {
+		t.Errorf("2 MiB more after a restart: %v, want EDQUOT (the limit is still there)", err)
+	}
+
+	a.removeManifest("pod.yaml")
+	waitFor(t, 20*time.Second, "the volume removed", func() (bool, string) {
+		_, err := os.Lstat(dir)
+		return errors.Is(err, os.ErrNotExist), fmt.Sprint(err)
+	})
+	waitFor(t, 10*time.Second, "the qgroup gone", func() (bool, string) {
+		out, err := exec.Command("btrfs", "qgroup", "show", "--raw", a.root).CombinedOutput()
+		return err == nil && !strings.Contains(string(out), fmt.Sprintf("0/%d ", id)), string(out)
+	})
+}
+
+// subvolumeID is the btrfs subvolume ID of dir.
+func subvolumeID(t *testing.T, dir string) uint64 {
+	t.Helper()
+	out, err := exec.Command("btrfs", "inspect-internal", "rootid", dir).Output()
+	if err != nil {
+		t.Fatalf("btrfs inspect-internal rootid %s: %v", dir, err)
+	}
+	id, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// writeSynced writes n bytes to a new file and syncs it.
+func writeSynced(path string, n int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, n))
+	return errors.Join(err, f.Sync(), f.Close())
 }
