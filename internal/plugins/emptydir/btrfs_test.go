@@ -161,3 +161,64 @@ func writeSynced(path string, n int) error {
 	_, err = f.Write(make([]byte, n))
 	return errors.Join(err, f.Sync(), f.Close())
 }
+
+// TestSizeLimitOnBtrfsNestedSubvolume: a subvolume the pod made inside
+// its volume (any user may) does not stop the teardown: btrfs refuses to
+// delete the outer one at once, and the volume is emptied entry by entry
+// (rmdir deletes an empty subvolume).
+func TestSizeLimitOnBtrfsNestedSubvolume(t *testing.T) {
+	root := btrfsRoot(t, true)
+	ctx := context.Background()
+	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
+	limit := resource.MustParse("10Mi")
+	dir := filepath.Join(root, "scratch")
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{SizeLimit: &limit}), dir); err != nil {
+		t.Fatal(err)
+	}
+	nested := filepath.Join(dir, "inner")
+	if out, err := exec.Command("btrfs", "subvolume", "create", nested).CombinedOutput(); err != nil {
+		t.Fatalf("btrfs subvolume create: %v: %s", err, out)
+	}
+	if err := writeSynced(filepath.Join(nested, "f"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.TearDown(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after teardown: %v", err)
+	}
+}
+
+// TestSizeLimitOnBtrfsNestedMount: a mount inside a limited volume is not
+// deleted with the subvolume: the teardown leaves the tree to RemoveDir,
+// which never crosses into a nested mount.
+func TestSizeLimitOnBtrfsNestedMount(t *testing.T) {
+	root := btrfsRoot(t, true)
+	ctx := context.Background()
+	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
+	limit := resource.MustParse("10Mi")
+	dir := filepath.Join(root, "scratch")
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{SizeLimit: &limit}), dir); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", other, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(other, syscall.MNT_DETACH) })
+	kept := filepath.Join(other, "kept")
+	if err := os.WriteFile(kept, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := p.TearDown(ctx, dir)
+	if _, serr := os.Stat(kept); serr != nil {
+		t.Fatalf("teardown (%v) deleted a file of a mount nested in the volume: %v", err, serr)
+	}
+	if err == nil {
+		t.Error("teardown succeeded over a nested mount, want it refused")
+	}
+}
