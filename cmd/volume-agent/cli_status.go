@@ -35,8 +35,9 @@ has it in full).
   AGE     how long it has been in that state
   USED    the bytes it uses, in binary units (Ki, Mi, Gi...; - until measured)
   SIZE    the capacity of its file system (- until measured)
-  ERROR   why it is not Mounted, or why its last refresh failed; cut to
-          80 characters (-o wide and -o json have it in full)
+  ERROR   why it is not Mounted, or why its last refresh failed, or the
+          warning of a disk emptyDir over its sizeLimit; cut to 80
+          characters (-o wide and -o json have it in full)
 -o wide adds the pod's UID (for volume-agent wait) and the volume's path on
 the host, and never cuts an error. -o json prints the endpoint's answer as
 it is.
@@ -118,9 +119,10 @@ func writeTable(env cmdEnv, pods []status.Pod, wide bool) {
 	now := env.now()
 	for _, p := range pods {
 		for _, v := range volumeRows(p) {
-			msg := cut(v.Error, maxErrorWidth)
+			text := cmp.Or(v.Error, v.Warning)
+			msg := cut(text, maxErrorWidth)
 			if wide {
-				msg = strings.Join(strings.Fields(v.Error), " ") // one line, whole
+				msg = strings.Join(strings.Fields(text), " ") // one line, whole
 			}
 			used, size := usedAndSize(v.Usage)
 			row := []string{p.Namespace + "/" + p.Name, v.Name, orDash(v.Plugin), orDash(v.State), age(now, v.Since), used, size, msg}

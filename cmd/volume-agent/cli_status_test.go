@@ -180,6 +180,18 @@ func TestStatusCutsErrors(t *testing.T) {
 	}
 }
 
+// TestStatusShowsSizeLimitWarning: a volume over its sizeLimit shows its
+// warning in the ERROR column.
+func TestStatusShowsSizeLimitWarning(t *testing.T) {
+	body := `{"pods":[{"uid":"u1","namespace":"ns","name":"big","ready":true,"volumes":[{"name":"scratch","plugin":"kubernetes.io/empty-dir","path":"/p","state":"Mounted","error":"",` +
+		`"usage":{"usedBytes":2097152,"capacityBytes":10737418240,"sizeLimitBytes":1048576,"method":"walk"},"sizeLimitExceeded":true,` +
+		`"warning":"Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\": 2097152 bytes used"}]}]}`
+	out := runCmd(recordedAt, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, []byte(body)), "-o", "wide")
+	if want := `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi": 2097152 bytes used`; out.code != exitOK || !strings.Contains(out.stdout, want) {
+		t.Fatalf("exit %d, stdout\n%s\nwant the warning %q", out.code, out.stdout, want)
+	}
+}
+
 // TestStatusReadiness: the line above the table says why the agent is not
 // ready, with its sources' errors (a manifest file that does not parse,
 // and why), cut in the table and whole with -o wide.
