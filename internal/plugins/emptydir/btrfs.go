@@ -136,11 +136,14 @@ func (b Btrfs) destroyQgroup(ctx context.Context, dir string, id uint64) error {
 		return err
 	}
 	out, err := b.run(ctx, "qgroup", "show", "--raw", dir)
+	var te *toolError
+	if errors.As(err, &te) && strings.Contains(te.stderr, "not enabled") {
+		return nil // quotas turned off since: no qgroup is left
+	}
 	if err != nil || !listsQgroup(out, "0/"+ids) {
 		return err
 	}
 	_, err = b.run(ctx, "qgroup", "destroy", "0/"+ids, dir)
-	var te *toolError
 	if errors.As(err, &te) && strings.Contains(te.stderr, "No such file or directory") {
 		return nil // the kernel destroyed it since it was listed
 	}

@@ -222,3 +222,25 @@ func TestSizeLimitOnBtrfsNestedMount(t *testing.T) {
 		t.Error("teardown succeeded over a nested mount, want it refused")
 	}
 }
+
+// TestSizeLimitOnBtrfsQuotasTurnedOff: quotas turned off while a limited
+// volume exists do not stop its teardown.
+func TestSizeLimitOnBtrfsQuotasTurnedOff(t *testing.T) {
+	root := btrfsRoot(t, true)
+	ctx := context.Background()
+	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
+	limit := resource.MustParse("10Mi")
+	dir := filepath.Join(root, "scratch")
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{SizeLimit: &limit}), dir); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("btrfs", "quota", "disable", root).CombinedOutput(); err != nil {
+		t.Fatalf("btrfs quota disable: %v: %s", err, out)
+	}
+	if err := p.TearDown(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after teardown: %v", err)
+	}
+}
