@@ -244,3 +244,32 @@ func TestSizeLimitOnBtrfsQuotasTurnedOff(t *testing.T) {
 		t.Fatalf("after teardown: %v", err)
 	}
 }
+
+// TestSizeLimitOnBtrfsCrashBeforeLimit: an agent killed between making
+// the subvolume and limiting it leaves a subvolume without a limit; the
+// next set-up limits it, without making it anew.
+func TestSizeLimitOnBtrfsCrashBeforeLimit(t *testing.T) {
+	root := btrfsRoot(t, true)
+	ctx := context.Background()
+	dir := filepath.Join(root, "scratch")
+	if out, err := exec.Command("btrfs", "subvolume", "create", dir).CombinedOutput(); err != nil {
+		t.Fatalf("btrfs subvolume create: %v: %s", err, out)
+	}
+	if err := writeSynced(filepath.Join(dir, "before"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
+	limit := resource.MustParse("4Mi")
+	if _, err := p.SetUp(ctx, spec(v1.EmptyDirVolumeSource{SizeLimit: &limit}), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "before")); err != nil {
+		t.Fatalf("data of the subvolume: %v", err)
+	}
+	if err := writeSynced(filepath.Join(dir, "more"), 4<<20); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("4 MiB more in a 4Mi volume holding 1 MiB: %v, want EDQUOT", err)
+	}
+	if err := p.TearDown(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+}
