@@ -124,9 +124,18 @@ func (b Btrfs) quotasOn(ctx context.Context, dir string) (bool, error) {
 }
 
 func (b Btrfs) limit(ctx context.Context, dir string, size int64) error {
-	_, err := b.run(ctx, "qgroup", "limit", strconv.FormatInt(size, 10), dir)
+	_, err := b.run(ctx, "qgroup", "limit", strconv.FormatInt(qgroupLimit(size), 10), dir)
 	return err
 }
+
+// qgroupLimit is the qgroup limit that lets a volume hold size bytes of
+// data. A qgroup also counts the subvolume's own metadata (its tree
+// blocks, and the reservation for writes in flight): with the limit at
+// exactly 10 MiB, the 10th MiB of data was refused. Half a MiB plus 1/256
+// of the size covers that (measured on Linux 6.18: with 10 MiB + 512 KiB,
+// ten 1 MiB files fit and the 11th is refused), and lets a volume hold at
+// most 0.4 % (plus 512 KiB) more than its sizeLimit.
+func qgroupLimit(size int64) int64 { return size + 512<<10 + size/256 }
 
 // destroyQgroup destroys qgroup 0/id of the file system of dir, unless the
 // kernel did with the subvolume.

@@ -90,8 +90,8 @@ func TestSizeLimitOnBtrfs(t *testing.T) {
 		}
 		written++
 	}
-	if !errors.Is(werr, syscall.EDQUOT) || written < 9 {
-		t.Fatalf("%d MiB written, then %v; want at least 9 MiB, then EDQUOT before the 11th", written, werr)
+	if !errors.Is(werr, syscall.EDQUOT) || written != 10 {
+		t.Fatalf("%d MiB written, then %v; want 10 MiB, then EDQUOT for the 11th", written, werr)
 	}
 
 	if _, err := p.SetUp(ctx, limited, dir); err != nil {
