@@ -79,7 +79,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	})
 	a.usage = volumeusage.New(volumeusage.Config{Targets: usageTargets{desired: a.desired, actual: a.actual}, Period: o.statsPeriod, Logger: log})
 	notify := func() { a.populator.Notify() }
-	provs, err := newProvisioners(o, root, mounter, a.inUse, log)
+	provs, err := newProvisioners(ctx, o, root, mounter, a.inUse, log)
 	if err != nil {
 		return err
 	}
