@@ -13,7 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// enforcedClass is a local class that enforces capacity, enforcedClaim
+// enforcedClass is a local class that enforces capacity (enforce is
+// "true" by default), enforcedClaim
 // the claim "data" of 100Mi of it, and writerPod the pod "writer" using
 // it as volume "store".
 const enforcedClass = `
@@ -23,7 +24,6 @@ metadata: {name: sized}
 provisioner: volume-agent.io/local
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
-parameters: {enforce: "true"}
 `
 
 const enforcedClaim = `
@@ -141,8 +141,8 @@ func fill(path string, size int) (int, error) {
 
 // checkEnforced runs the claim of enforcedClass on an agent with root as
 // --local-path-root: 150 MiB do not fit in the 100Mi volume (the write
-// fails with want), 50 MiB do, and /v1/pods reports them within 5 %.
-// Deleting the claim removes the volume.
+// fails with want), 50 MiB do, and /v1/pods reports them within 5 %; a
+// crash keeps them. Deleting the claim removes the volume.
 func checkEnforced(t *testing.T, a *agent, root string, want error) {
 	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s", "--volume-stats-period", "1s")
 	a.writeManifest("class.yaml", enforcedClass) // stays: an emptied directory releases nothing
@@ -171,6 +171,14 @@ func checkEnforced(t *testing.T, a *agent, root string, want error) {
 		}
 		return within(u.UsedBytes, 50<<20), fmt.Sprintf("%+v", *u)
 	})
+
+	// A crash and a restart (which recovers every volume) keep the data:
+	// nothing is formatted or made again.
+	a.restart(true)
+	v = a.waitPod("default", "writer", 60*time.Second, ready).volume("store")
+	if st, err := os.Stat(filepath.Join(v.Path, "big")); err != nil || st.Size() != 50<<20 {
+		t.Errorf("after a restart, the volume's file: %v, %v; want 50 MiB", st, err)
+	}
 
 	a.removeManifest("pod.yaml")
 	a.removeManifest("claim.yaml")

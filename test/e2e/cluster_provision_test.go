@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,8 +61,16 @@ func (env *clusterEnv) startProvAgents(t *testing.T, env2 []string, nodes ...str
 	return out
 }
 
-// localClass creates a WaitForFirstConsumer class of volume-agent.io/local.
+// localClass creates a WaitForFirstConsumer class of volume-agent.io/local,
+// of plain directories (enforce "false") unless params say otherwise.
 func (env *clusterEnv) localClass(t *testing.T, name string, reclaim v1.PersistentVolumeReclaimPolicy, params map[string]string) {
+	if _, ok := params["enforce"]; !ok {
+		params = maps.Clone(params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		params["enforce"] = "false"
+	}
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	_, err := env.client.StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "volume-agent.io/local",

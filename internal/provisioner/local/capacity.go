@@ -24,7 +24,7 @@ import (
 const ParamEnforce = "enforce"
 
 // defaultEnforce is ParamEnforce when a class does not set it.
-const defaultEnforce = false
+const defaultEnforce = true
 
 // AnnCapacity on a PV names the capacity backend that made its volume
 // ("btrfs", "image"); a PV without it is a plain directory. Delete, MoveAside

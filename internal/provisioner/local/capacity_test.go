@@ -102,6 +102,29 @@ func TestProvisionEnforced(t *testing.T) {
 	}
 }
 
+// A class that does not set enforce enforces; without a backend, its
+// claims are refused with the reason, and nothing is made.
+func TestEnforceIsTheDefault(t *testing.T) {
+	req := request("data", "")
+	delete(req.Class.Parameters, ParamEnforce)
+	root := t.TempDir()
+	p, f := newEnforcing(t, root)
+	if pv := provision(t, p, req); pv.Annotations[AnnCapacity] != "fake" || len(f.sizes) != 1 {
+		t.Errorf("annotations %v, backend sizes %v: want an enforced volume", pv.Annotations, f.sizes)
+	}
+	bare := t.TempDir()
+	p, err := New(Config{Root: bare, NodeName: node, Mounter: mount.System{}, Logger: zap.NewNop(), NoCapacity: errors.New("quotas are off")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Provision(t.Context(), req); err == nil || !strings.Contains(err.Error(), "quotas are off") {
+		t.Errorf("Provision without a backend = %v, want a refusal naming the reason", err)
+	}
+	if got := entries(t, bare); len(got) != 0 {
+		t.Errorf("root holds %v after a refused request", got)
+	}
+}
+
 func TestProvisionEnforcedRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

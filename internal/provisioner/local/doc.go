@@ -11,14 +11,16 @@
 // containers reach it through their own mount, which needs no access to
 // the root. Nothing is chowned on a pod's behalf.
 //
-// Enforced capacity: a class whose parameter enforce is "true" gets, for
-// each claim, a volume of Config.Capacity (a btrfs subvolume with a qgroup
-// limit, or an ext4 image mounted on the volume's directory) of the
-// claim's requested size, and its PV the annotation AnnCapacity naming the
-// backend; "false" keeps the plain directory. Such a volume is never
-// renamed: the reclaim delay's aside step keeps it in place (its PV is
-// released, so no new pod reaches it), and Delete hands it to the backend.
-// Enforced classes cannot archive (archiveOnDelete "true" is refused).
+// Enforced capacity: a class whose parameter enforce is "true" (the
+// default) gets, for each claim, a volume of Config.Capacity (a btrfs
+// subvolume with a qgroup limit, or an ext4 image mounted on the volume's
+// directory) of the claim's requested size, and its PV the annotation
+// AnnCapacity naming the backend; "false" keeps the plain directory. Such
+// a volume is never renamed: the reclaim delay's aside step keeps it in
+// place (its PV is released, so no new pod reaches it), and Delete hands
+// it to the backend. Enforced classes cannot archive (archiveOnDelete
+// "true" is refused). Without a backend (Capacity nil), enforced classes
+// are refused with the reason, never served unenforced.
 //
 // Invariants:
 //
