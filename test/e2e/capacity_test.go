@@ -210,3 +210,39 @@ func TestEnforcedCapacityOnImages(t *testing.T) {
 		t.Errorf("mounts left under the root: %v", mountsUnder(t, root))
 	}
 }
+
+// TestEnforcedVolumeIsRestorableWithinTheDelay: a released image volume is
+// kept in place, mounted and with its data, for --reclaim-delay (the
+// aside step records it pending instead of renaming it); the same claim
+// added back, after a crash, gets the same PV and its data.
+func TestEnforcedVolumeIsRestorableWithinTheDelay(t *testing.T) {
+	root := imageLocalRoot(t)
+	a := newAgent(t)
+	a.start("--provisioners", "local", "--local-path-root", root) // the default delay, 10 minutes
+	a.writeManifest("class.yaml", enforcedClass)
+	a.writeManifest("claim.yaml", enforcedClaim)
+	a.writeManifest("pod.yaml", writerPod)
+	v := a.waitPod("default", "writer", 60*time.Second, ready).volume("store")
+	if err := os.WriteFile(filepath.Join(v.Path, "written"), []byte("by writer"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.removeManifest("pod.yaml")
+	a.removeManifest("claim.yaml")
+	waitFor(t, 20*time.Second, "the volume pending deletion", func() (bool, string) {
+		c := claimOf(a.claims(), "data")
+		return c.PendingDeletion != nil && c.PendingDeletion.Step == "Aside", fmt.Sprintf("%+v", c)
+	})
+	dir := filepath.Join(root, "default-data-"+v.PV)
+	checkFile(t, filepath.Join(dir, "written"), "by writer")
+	if got := entries(t, root); len(got) != 2 { // the volume's mount point and its image
+		t.Errorf("local path root holds %v while the volume is pending deletion", got)
+	}
+	a.restart(true)
+	a.writeManifest("claim.yaml", enforcedClaim)
+	a.writeManifest("pod.yaml", writerPod)
+	back := a.waitPod("default", "writer", 60*time.Second, ready).volume("store")
+	if back.PV != v.PV {
+		t.Errorf("the claim back got PV %s, want its own %s", back.PV, v.PV)
+	}
+	checkFile(t, filepath.Join(back.Path, "written"), "by writer")
+}
