@@ -61,10 +61,10 @@ func run(t *testing.T, name string, args ...string) {
 	}
 }
 
-// btrfsLocalRoot makes a loop-backed btrfs of 512 MiB with quotas on and
-// returns its mount point. Call it before newAgent: its cleanup runs after
-// the agent's.
-func btrfsLocalRoot(t *testing.T) string {
+// btrfsLocalRoot makes a loop-backed btrfs of 512 MiB, with quotas on
+// when quota is set, and returns its mount point. Call it before newAgent:
+// its cleanup runs after the agent's.
+func btrfsLocalRoot(t *testing.T, quota bool) string {
 	t.Helper()
 	needRoot(t)
 	needTool(t, "mkfs.btrfs", "btrfs", "losetup")
@@ -81,7 +81,9 @@ func btrfsLocalRoot(t *testing.T) string {
 			_ = exec.Command("umount", "-l", mnt).Run()
 		}
 	})
-	run(t, "btrfs", "quota", "enable", mnt)
+	if quota {
+		run(t, "btrfs", "quota", "enable", mnt)
+	}
 	return mnt
 }
 
@@ -192,7 +194,7 @@ func checkEnforced(t *testing.T, a *agent, root string, want error) {
 // TestEnforcedCapacityOnBtrfs: on a btrfs --local-path-root, a 100Mi claim
 // is a subvolume with a qgroup limit: 150 MiB fail with EDQUOT.
 func TestEnforcedCapacityOnBtrfs(t *testing.T) {
-	root := btrfsLocalRoot(t)
+	root := btrfsLocalRoot(t, true)
 	a := newAgent(t)
 	checkEnforced(t, a, root, unix.EDQUOT)
 	if out, err := exec.Command("btrfs", "subvolume", "list", "-o", root).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
@@ -245,4 +247,30 @@ func TestEnforcedVolumeIsRestorableWithinTheDelay(t *testing.T) {
 		t.Errorf("the claim back got PV %s, want its own %s", back.PV, v.PV)
 	}
 	checkFile(t, filepath.Join(back.Path, "written"), "by writer")
+}
+
+// TestEnforcedClassRefusedWithoutQuotas: on a btrfs root with quotas off,
+// the agent does not turn them on and warns; a claim of a class that
+// enforces capacity (the default) stays Pending with the reason rather
+// than get a volume of unchecked size, and one of enforce "false" gets its
+// plain directory.
+func TestEnforcedClassRefusedWithoutQuotas(t *testing.T) {
+	root := btrfsLocalRoot(t, false)
+	a := newAgent(t)
+	a.start("--provisioners", "local", "--local-path-root", root)
+	a.writeManifest("class.yaml", enforcedClass+"---"+fmt.Sprintf(localClassManifest, "plain", "Delete", false))
+	a.writeManifest("claim.yaml", enforcedClaim)
+	a.writeManifest("plain.yaml", fmt.Sprintf(classClaim, "plain", "plain")+"---"+fmt.Sprintf(classPod, "use-plain", "plain"))
+	a.writeManifest("pod.yaml", writerPod)
+	waitFor(t, 20*time.Second, "the claim refused with the reason", func() (bool, string) {
+		c := claimOf(a.claims(), "data")
+		return c.Phase == "Pending" && strings.Contains(c.Error, "enforces capacity") && strings.Contains(c.Error, "btrfs quota enable"), fmt.Sprintf("%+v", c)
+	})
+	a.waitPod("default", "use-plain", 20*time.Second, ready)
+	if !strings.Contains(a.logs.String(), "capacity not enforced on the local path root") {
+		t.Error("no warning that capacity is not enforced")
+	}
+	if out, err := exec.Command("btrfs", "qgroup", "show", root).CombinedOutput(); err == nil {
+		t.Errorf("quotas were turned on: %s", out)
+	}
 }
