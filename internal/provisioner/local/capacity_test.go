@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
@@ -252,5 +254,56 @@ func TestEnforcedNothingMovesWhileMounted(t *testing.T) {
 	}
 	if len(f.deleted) != 0 {
 		t.Errorf("backend deleted %v", f.deleted)
+	}
+}
+
+// With a real image backend: the volume's own mount is not a user, a
+// pod's bind mount of it is, and Delete takes the image down only once
+// that is gone.
+func TestEnforcedImageInUse(t *testing.T) {
+	needRoot(t)
+	for _, tool := range []string{"losetup", "mkfs.ext4", "blkid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (test/deps.sh installs it)", tool)
+		}
+	}
+	root := t.TempDir()
+	b, err := capacity.Open(t.Context(), capacity.Config{Root: root, Logger: zap.NewNop(), ForceImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Root: root, NodeName: node, Mounter: mount.System{}, Logger: zap.NewNop(), Capacity: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := enforcing("data")
+	req.Claim.Spec.Resources.Requests[v1.ResourceStorage] = resource.MustParse("16Mi")
+	pv := provision(t, p, req)
+	t.Cleanup(func() { _ = b.Delete(context.Background(), filepath.Base(pv.Spec.Local.Path)) })
+	if pv.Annotations[AnnCapacity] != "image" {
+		t.Fatalf("annotations %v, want the image backend", pv.Annotations)
+	}
+	if err := p.MoveAside(t.Context(), pv); err != nil {
+		t.Fatalf("MoveAside of an unused image volume: %v", err)
+	}
+	pod := filepath.Join(t.TempDir(), "pod-volume")
+	if err := os.Mkdir(pod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(pv.Spec.Local.Path, pod, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(pod, unix.MNT_DETACH) })
+	if err := p.Delete(t.Context(), pv); !errors.Is(err, provisioner.ErrInUse) || !strings.Contains(err.Error(), pod) {
+		t.Fatalf("Delete of an image volume a pod has mounted = %v, want ErrInUse naming %s", err, pod)
+	}
+	if err := unix.Unmount(pod, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(t.Context(), pv); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(t, root); !reflect.DeepEqual(got, []string{".capacity"}) {
+		t.Errorf("root holds %v after Delete, want only the records' directory", got)
 	}
 }
