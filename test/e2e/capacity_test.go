@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // enforcedClass is a local class that enforces capacity (enforce is
@@ -273,4 +276,41 @@ func TestEnforcedClassRefusedWithoutQuotas(t *testing.T) {
 	if out, err := exec.Command("btrfs", "qgroup", "show", root).CombinedOutput(); err == nil {
 		t.Errorf("quotas were turned on: %s", out)
 	}
+}
+
+// testLocalEnforced, in cluster mode: a claim of a class that enforces
+// capacity gets an image volume of its size, its PV says so
+// (volume-agent.io/capacity), and the claim's deletion deletes the PV and
+// takes the image down: its mount, loop device and file.
+func (env *clusterEnv) testLocalEnforced(t *testing.T) {
+	ctx := context.Background()
+	ns := "prov-enforced"
+	env.cp.CreateNamespace(t, ns)
+	node := "node-prov-enforced"
+	env.schedulableNode(t, node)
+	a := &provAgent{data: imageLocalRoot(t), node: node}
+	a.agent = newAgent(t)
+	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
+	env.localClass(t, "va-local-sized", v1.PersistentVolumeReclaimDelete, map[string]string{"enforce": "true"})
+	claim := env.dynamicClaim(t, ns, "data", "va-local-sized")
+	pod := env.createPod(t, podOn(node, unscheduledPod(ns, "writer", "data")))
+	v := a.waitReady(string(pod.UID), 60*time.Second).volume("store")
+	pvName := "pvc-" + string(claim.UID)
+	pv, err := env.client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Annotations["volume-agent.io/capacity"] != "image" {
+		t.Errorf("PV annotations %v, want volume-agent.io/capacity: image", pv.Annotations)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(v.Path, &st); err != nil || st.Type != unix.EXT4_SUPER_MAGIC || int64(st.Blocks)*st.Bsize > 1<<30 {
+		t.Errorf("the pod's volume: statfs %+v, %v; want an ext4 of at most 1Gi", st, err)
+	}
+	env.deletePodAndClaim(t, ns, pod.Name, "data")
+	env.waitPVGone(t, pvName)
+	waitFor(t, 30*time.Second, "the image taken down", func() (bool, string) {
+		got := entries(t, a.data)
+		return len(got) == 0 && len(mountsUnder(t, a.data)) == 0, fmt.Sprint(got, mountsUnder(t, a.data))
+	})
 }

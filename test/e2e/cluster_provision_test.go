@@ -36,6 +36,8 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalReclaimDeferredBusyAndKilled", env.testLocalReclaimDeferred)
 	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
 	t.Run("NFSSubdirPathPatternSafety", env.testNFSSubdirPatternSafety)
+	// Last: its node stays registered, without an agent, once it is done.
+	t.Run("LocalEnforcedImage", env.testLocalEnforced)
 }
 
 // provAgent is an agent running the local provisioner, with its own
