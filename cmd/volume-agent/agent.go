@@ -78,7 +78,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		a.notifyActual()
 	})
 	notify := func() { a.populator.Notify() }
-	provs, err := newProvisioners(o, root, mounter, a.inUse, log)
+	provs, err := newProvisioners(ctx, o, root, mounter, a.inUse, log)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins/nfs"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 	"github.com/volume-agent/volume-agent/internal/provisioner/local"
 	"github.com/volume-agent/volume-agent/internal/provisioner/nfssubdir"
 )
@@ -49,7 +51,7 @@ type provisioners struct {
 
 // newProvisioners builds the provisioners --provisioners names. inUse says
 // whether a pod on this node has a PV set up (or whether that is unknown).
-func newProvisioners(o options, root string, mounter mount.Mounter, inUse func(string) bool, log *zap.Logger) (*provisioners, error) {
+func newProvisioners(ctx context.Context, o options, root string, mounter mount.Mounter, inUse func(string) bool, log *zap.Logger) (*provisioners, error) {
 	p := &provisioners{leaseNS: o.leaseNS, identity: o.nodeName, inUse: inUse, delay: o.reclaimDelay,
 		live: map[*provisioner.Controller]bool{}}
 	if v := os.Getenv(pauseEnv); v != "" {
@@ -71,7 +73,9 @@ func newProvisioners(o options, root string, mounter mount.Mounter, inUse func(s
 		if p.rootLock, err = lockRoot(localRoot, log); err != nil {
 			return nil, err
 		}
-		l, err := local.New(local.Config{Root: localRoot, NodeName: o.nodeName, Mounter: mounter, Logger: log})
+		cfg := local.Config{Root: localRoot, NodeName: o.nodeName, Mounter: mounter, Logger: log}
+		cfg.Capacity, cfg.NoCapacity = openCapacity(ctx, o, localRoot, mounter, log)
+		l, err := local.New(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -85,6 +89,33 @@ func newProvisioners(o options, root string, mounter mount.Mounter, inUse func(s
 		p.nfs = n
 	}
 	return p, nil
+}
+
+// openCapacity opens the capacity backend of the local path root and
+// recovers its volumes (finishing or rolling back what a crash cut short,
+// mounting image volumes again) before any controller or binder runs. A
+// root that cannot enforce sizes is no reason to stop the agent: classes
+// with enforce "false" still work, and the others are refused with the
+// reason, returned second, rather than served unenforced.
+func openCapacity(ctx context.Context, o options, localRoot string, mounter mount.Mounter, log *zap.Logger) (capacity.Backend, error) {
+	if o.unprivileged {
+		err := errors.New("the agent runs --unprivileged and mounts nothing")
+		log.Warn("capacity not enforced on the local path root", zap.String("root", localRoot), zap.Error(err))
+		return nil, err
+	}
+	b, err := capacity.Open(ctx, capacity.Config{Root: localRoot, Logger: log, Mounter: mounter})
+	if err != nil {
+		log.Warn("capacity not enforced on the local path root", zap.String("root", localRoot), zap.Error(err))
+		return nil, err
+	}
+	vols, err := b.Recover(ctx)
+	if err != nil {
+		// Each volume is recovered on its own: those that failed are
+		// named here, and the next start tries again.
+		log.Warn("volumes of enforced capacity not all recovered", zap.String("root", localRoot), zap.Error(err))
+	}
+	log.Info("capacity enforced on the local path root", zap.String("root", localRoot), zap.String("backend", b.Kind()), zap.Int("volumes", len(vols)))
+	return b, nil
 }
 
 // forBinder lists the provisioners manifest mode's binder uses.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,8 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalReclaimDeferredBusyAndKilled", env.testLocalReclaimDeferred)
 	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
 	t.Run("NFSSubdirPathPatternSafety", env.testNFSSubdirPatternSafety)
+	// Last: its node stays registered, without an agent, once it is done.
+	t.Run("LocalEnforcedImage", env.testLocalEnforced)
 }
 
 // provAgent is an agent running the local provisioner, with its own
@@ -60,8 +63,16 @@ func (env *clusterEnv) startProvAgents(t *testing.T, env2 []string, nodes ...str
 	return out
 }
 
-// localClass creates a WaitForFirstConsumer class of volume-agent.io/local.
+// localClass creates a WaitForFirstConsumer class of volume-agent.io/local,
+// of plain directories (enforce "false") unless params say otherwise.
 func (env *clusterEnv) localClass(t *testing.T, name string, reclaim v1.PersistentVolumeReclaimPolicy, params map[string]string) {
+	if _, ok := params["enforce"]; !ok {
+		params = maps.Clone(params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		params["enforce"] = "false"
+	}
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	_, err := env.client.StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "volume-agent.io/local",
@@ -88,7 +99,9 @@ func (env *clusterEnv) dynamicClaim(t *testing.T, ns, name, class string) *v1.Pe
 	return c
 }
 
-// entries lists the names in dir ("" for none, and for no dir).
+// entries lists the names in dir ("" for none, and for no dir), but for
+// the capacity backend's records (.capacity), which every local path root
+// of a privileged agent has.
 func entries(t *testing.T, dir string) []string {
 	t.Helper()
 	des, err := os.ReadDir(dir)
@@ -97,7 +110,9 @@ func entries(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, d := range des {
-		out = append(out, d.Name())
+		if d.Name() != ".capacity" {
+			out = append(out, d.Name())
+		}
 	}
 	return out
 }

@@ -11,7 +11,9 @@ import (
 	"time"
 )
 
-// localClassManifest is a StorageClass of the local provisioner.
+// localClassManifest is a StorageClass of the local provisioner, of plain
+// directories (enforce "false": these tests are about directories, moved
+// aside and archived; capacity_test.go has the enforced ones).
 const localClassManifest = `
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -19,7 +21,7 @@ metadata: {name: %s}
 provisioner: volume-agent.io/local
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: %s
-parameters: {archiveOnDelete: "%v"}
+parameters: {archiveOnDelete: "%v", enforce: "false"}
 `
 
 // classClaim is a claim named %s of class %s.

@@ -17,6 +17,9 @@ import (
 
 // Backend makes volumes of an enforced size under one root.
 type Backend interface {
+	// Kind names the backend: "btrfs" or "image". Callers record it with
+	// a volume, so that a root moved to another file system is noticed.
+	Kind() string
 	// Create makes the volume name of size bytes and returns its
 	// directory. Creating a volume that exists with that size returns it
 	// again; with another size it fails (ErrExists).

@@ -46,6 +46,9 @@ type store struct {
 
 var _ Backend = (*store)(nil)
 
+// Kind: see Backend.
+func (s *store) Kind() string { return s.d.kind() }
+
 func (s *store) journal() journal { return journal{dir: s.cfg.StateDir} }
 
 func (s *store) dir(name string) string { return filepath.Join(s.cfg.Root, name) }

@@ -18,8 +18,12 @@ import (
 // MoveAside renames the directory of pv to .pending-delete-<PV name> in
 // the root, once it has checked that pv points at a directory this
 // provisioner could have made (see ownedName) and that no mount shows it.
-// Already aside, or gone, is not an error.
+// Already aside, or gone, is not an error. A volume of enforced capacity
+// is kept in place instead (moveAsideEnforced).
 func (p *Provisioner) MoveAside(ctx context.Context, pv *v1.PersistentVolume) error {
+	if isEnforced(pv) {
+		return p.moveAsideEnforced(ctx, pv)
+	}
 	name, aside, err := p.names(ctx, pv, "move aside")
 	if err != nil {
 		return err
@@ -41,6 +45,9 @@ func (p *Provisioner) MoveAside(ctx context.Context, pv *v1.PersistentVolume) er
 // Restore renames the directory of pv back from aside. Already in place is
 // not an error; gone is (it wraps provisioner.ErrGone).
 func (p *Provisioner) Restore(ctx context.Context, pv *v1.PersistentVolume) error {
+	if isEnforced(pv) {
+		return p.restoreEnforced(ctx, pv)
+	}
 	name, aside, err := p.names(ctx, pv, "restore")
 	if err != nil {
 		return err
@@ -57,8 +64,12 @@ func (p *Provisioner) Restore(ctx context.Context, pv *v1.PersistentVolume) erro
 
 // Delete removes the directory of pv, aside or in place, or renames it to
 // archived-<name> when pv's AnnArchiveOnDelete is "true", with the checks
-// of MoveAside. A directory already gone is not an error.
+// of MoveAside. A directory already gone is not an error. A volume of
+// enforced capacity is removed by its backend (deleteEnforced).
 func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+	if isEnforced(pv) {
+		return p.deleteEnforced(ctx, pv)
+	}
 	name, aside, err := p.names(ctx, pv, "delete")
 	if err != nil {
 		return err
@@ -83,6 +94,11 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	}
 	log.Info("archived local volume", zap.String("archive", archived))
 	return nil
+}
+
+// isEnforced reports whether a capacity backend made pv's volume.
+func isEnforced(pv *v1.PersistentVolume) bool {
+	return pv != nil && pv.Annotations[AnnCapacity] != ""
 }
 
 // names checks pv (ownedName) and that no mount shows its directory, in

@@ -11,11 +11,22 @@
 // containers reach it through their own mount, which needs no access to
 // the root. Nothing is chowned on a pod's behalf.
 //
+// Enforced capacity: a class whose parameter enforce is "true" (the
+// default) gets, for each claim, a volume of Config.Capacity (a btrfs
+// subvolume with a qgroup limit, or an ext4 image mounted on the volume's
+// directory) of the claim's requested size, and its PV the annotation
+// AnnCapacity naming the backend; "false" keeps the plain directory. Such
+// a volume is never renamed: the reclaim delay's aside step keeps it in
+// place (its PV is released, so no new pod reaches it), and Delete hands
+// it to the backend. Enforced classes cannot archive (archiveOnDelete
+// "true" is refused). Without a backend (Capacity nil), enforced classes
+// are refused with the reason, never served unenforced.
+//
 // Invariants:
 //
 //   - A volume is the directory <namespace>-<claim>-<PV name> directly under
 //     the root (the namespace and claim part shortened when the name would
-//     pass 255 bytes), so a retry after a crash finds the directory of the
+//     pass 250 bytes), so a retry after a crash finds the directory of the
 //     same PV name and never makes a second one.
 //   - Provisioning only for this node: a request whose selected node is
 //     another is refused. Failures of the root itself (missing, read-only,

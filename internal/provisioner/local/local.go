@@ -17,6 +17,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
 )
 
@@ -26,15 +27,17 @@ const (
 	volumeMode = 0o777
 )
 
-// maxName is the longest directory name Linux file systems accept.
-const maxName = 255
+// maxName is the longest volume name: NAME_MAX (255) less room for the
+// capacity backends' ".img" and record files.
+const maxName = 250
 
 // maxPVName bounds the PV name, which is kept whole in the directory's
 // name (pvc-<uid> is 40 bytes); the namespace and claim part is cut short
 // instead.
 const maxPVName = 128
 
-// Config configures the local provisioner. Every field is required.
+// Config configures the local provisioner. Every field is required
+// unless it says otherwise.
 type Config struct {
 	// Root is the directory volumes are made in (--local-path-root): an
 	// absolute path without symlinks. New creates it when it is missing.
@@ -45,6 +48,11 @@ type Config struct {
 	// refuses to remove.
 	Mounter mount.Mounter
 	Logger  *zap.Logger
+	// Capacity makes the volumes of classes that enforce capacity
+	// (ParamEnforce). Optional: when nil, such classes are refused, and
+	// NoCapacity (optional too) says why in the refusal.
+	Capacity   capacity.Backend
+	NoCapacity error
 }
 
 // Provisioner provisions node-local volumes for the claims scheduled to
@@ -110,17 +118,26 @@ func makeRoot(root string) error {
 // Name is provisioner.LocalName.
 func (p *Provisioner) Name() string { return provisioner.LocalName }
 
-// Provision makes the claim's directory under the root, or finds it, and
-// describes a local PV pinned to this node. The file system is given until
-// ctx ends; a retry after a deadline finds what the call made.
+// Provision makes the claim's volume under the root, or finds it, and
+// describes a local PV pinned to this node: a plain directory, or, when
+// the class enforces capacity, a volume of Capacity sized to the claim's
+// request. The file system is given until ctx ends; a retry after a
+// deadline finds what the call made.
 func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (provisioner.Volume, error) {
-	archive, err := p.check(req)
+	cp, err := p.check(req)
 	if err != nil {
 		return provisioner.Volume{}, err
 	}
 	c := req.Claim
 	name := dirName(c.Namespace, c.Name, req.PVName)
-	dir, err := mount.Bounded(ctx, func() (string, error) { return storagedir.Create(p.cfg.Root, name, volumeMode) })
+	ann := map[string]string{provisioner.AnnArchiveOnDelete: strconv.FormatBool(cp.archive)}
+	var dir string
+	if cp.enforce {
+		dir, err = p.cfg.Capacity.Create(ctx, name, cp.size)
+		ann[AnnCapacity] = p.cfg.Capacity.Kind()
+	} else {
+		dir, err = mount.Bounded(ctx, func() (string, error) { return storagedir.Create(p.cfg.Root, name, volumeMode) })
+	}
 	if err != nil && rootFailure(err) {
 		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)
 	}
@@ -128,48 +145,63 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	p.log.Info("provisioned local volume", zap.String("claim", c.Namespace+"/"+c.Name),
-		zap.String("pv", req.PVName), zap.String("path", dir))
+		zap.String("pv", req.PVName), zap.String("path", dir), zap.String("capacity", ann[AnnCapacity]))
 	return provisioner.Volume{
 		Source:       v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}},
 		NodeAffinity: nodeAffinity(p.cfg.NodeName),
-		Annotations:  map[string]string{provisioner.AnnArchiveOnDelete: strconv.FormatBool(archive)},
+		Annotations:  ann,
 	}, nil
 }
 
+// classParams is what a request's class and claim ask for.
+type classParams struct {
+	archive, enforce bool
+	size             int64 // the claim's request, when enforce
+}
+
 // check refuses a request this provisioner must not serve, and reads the
-// class's archiveOnDelete.
-func (p *Provisioner) check(req provisioner.Request) (bool, error) {
+// class's parameters.
+func (p *Provisioner) check(req provisioner.Request) (classParams, error) {
 	c := req.Claim
 	if c == nil || req.Class == nil {
-		return false, errors.New("provision: the request has no claim or no class")
+		return classParams{}, errors.New("provision: the request has no claim or no class")
 	}
 	key := c.Namespace + "/" + c.Name
 	for field, v := range map[string]string{"metadata.namespace": c.Namespace, "metadata.name": c.Name, "PV name": req.PVName} {
 		if v == "" || strings.ContainsAny(v, "/\x00") {
-			return false, fmt.Errorf("provision claim %s: %s %q: want a non-empty name without \"/\"", key, field, v)
+			return classParams{}, fmt.Errorf("provision claim %s: %s %q: want a non-empty name without \"/\"", key, field, v)
 		}
 	}
 	if len(req.PVName) > maxPVName {
-		return false, fmt.Errorf("provision claim %s: PV name %q: longer than %d bytes", key, req.PVName, maxPVName)
+		return classParams{}, fmt.Errorf("provision claim %s: PV name %q: longer than %d bytes", key, req.PVName, maxPVName)
 	}
 	if req.SelectedNode != p.cfg.NodeName {
-		return false, fmt.Errorf("provision claim %s: selected node %q is not this node %q", key, req.SelectedNode, p.cfg.NodeName)
+		return classParams{}, fmt.Errorf("provision claim %s: selected node %q is not this node %q", key, req.SelectedNode, p.cfg.NodeName)
 	}
 	if c.Spec.VolumeMode != nil && *c.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return false, fmt.Errorf("provision claim %s: spec.volumeMode Block: local volumes are directories, only Filesystem is supported", key)
+		return classParams{}, fmt.Errorf("provision claim %s: spec.volumeMode Block: local volumes are directories, only Filesystem is supported", key)
 	}
 	for _, param := range slices.Sorted(maps.Keys(req.Class.Parameters)) {
-		if param != provisioner.ParamArchiveOnDelete {
-			return false, fmt.Errorf("provision claim %s: StorageClass %s: unknown parameter %q: the %s provisioner takes only %s; "+
+		if param != provisioner.ParamArchiveOnDelete && param != ParamEnforce {
+			return classParams{}, fmt.Errorf("provision claim %s: StorageClass %s: unknown parameter %q: the %s provisioner takes only %s and %s; "+
 				"nothing is provisioned from a class it does not understand (a misspelt parameter must never delete what was meant to be kept)",
-				key, req.Class.Name, param, provisioner.LocalName, provisioner.ParamArchiveOnDelete)
+				key, req.Class.Name, param, provisioner.LocalName, provisioner.ParamArchiveOnDelete, ParamEnforce)
 		}
 	}
 	archive, err := provisioner.ArchiveOnDelete(req.Class)
 	if err != nil {
-		return false, fmt.Errorf("provision claim %s: %w", key, err)
+		return classParams{}, fmt.Errorf("provision claim %s: %w", key, err)
 	}
-	return archive, nil
+	cp := classParams{archive: archive}
+	if cp.enforce, err = enforced(req.Class); err != nil {
+		return classParams{}, fmt.Errorf("provision claim %s: %w", key, err)
+	}
+	if cp.enforce {
+		if cp.size, err = p.checkEnforced(req, archive); err != nil {
+			return classParams{}, fmt.Errorf("provision claim %s: %w", key, err)
+		}
+	}
+	return cp, nil
 }
 
 // dirName is the directory of a volume: <namespace>-<claim>-<pvName>,

@@ -129,7 +129,7 @@ func TestProvisionedPV(t *testing.T) {
 	}
 }
 
-func TestProvisionKeepsLongNamesUnder255Bytes(t *testing.T) {
+func TestProvisionKeepsLongNamesUnderMaxName(t *testing.T) {
 	root := t.TempDir()
 	p, _ := newProvisioner(t, root)
 	req := request(strings.Repeat("c", 253), "")
@@ -137,7 +137,7 @@ func TestProvisionKeepsLongNamesUnder255Bytes(t *testing.T) {
 	req.PVName = provisioner.PVName(req.Claim)
 	pv := provision(t, p, req)
 	name := filepath.Base(pv.Spec.Local.Path)
-	if len(name) != 255 || !strings.HasSuffix(name, "-"+req.PVName) || !strings.HasPrefix(name, "ns-ccc") {
+	if len(name) != maxName || !strings.HasSuffix(name, "-"+req.PVName) || !strings.HasPrefix(name, "ns-ccc") {
 		t.Errorf("directory name %q (%d bytes)", name, len(name))
 	}
 	if err := p.Delete(t.Context(), pv); err != nil {

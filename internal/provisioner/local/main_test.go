@@ -36,7 +36,8 @@ func newProvisioner(t *testing.T, root string) (*Provisioner, *observer.Observed
 }
 
 // request is a request for the claim ns/name of 5Gi, selected for node,
-// of a class with the given archiveOnDelete ("" for none).
+// of a class of plain directories (enforce "false") with the given
+// archiveOnDelete ("" for none).
 func request(name, archive string) provisioner.Request {
 	claim := &v1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
@@ -45,9 +46,10 @@ func request(name, archive string) provisioner.Request {
 			Resources:   v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("5Gi")}},
 		},
 	}
-	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Provisioner: provisioner.LocalName}
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Provisioner: provisioner.LocalName,
+		Parameters: map[string]string{ParamEnforce: "false"}}
 	if archive != "" {
-		class.Parameters = map[string]string{provisioner.ParamArchiveOnDelete: archive}
+		class.Parameters[provisioner.ParamArchiveOnDelete] = archive
 	}
 	return provisioner.Request{Claim: claim, Class: class, PVName: provisioner.PVName(claim), SelectedNode: node}
 }

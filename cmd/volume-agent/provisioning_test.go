@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+)
+
+// An agent that cannot enforce capacity runs on without a backend, warns,
+// and hands the reason to the provisioner; one that can opens the root's
+// backend (images on a root that is not btrfs) and records nothing yet.
+func TestOpenCapacity(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	root := t.TempDir()
+	b, err := openCapacity(t.Context(), options{unprivileged: true}, root, mount.Unprivileged{}, zap.New(core))
+	if b != nil || err == nil || !strings.Contains(err.Error(), "--unprivileged") {
+		t.Errorf("unprivileged: backend %v, reason %v; want none, and a reason naming --unprivileged", b, err)
+	}
+	if logs.FilterMessage("capacity not enforced on the local path root").Len() != 1 {
+		t.Errorf("logs %v, want one warning", logs.All())
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Errorf("an unprivileged agent wrote %v into the root", entries)
+	}
+	var st unix.Statfs_t
+	if os.Geteuid() != 0 || unix.Statfs(root, &st) != nil || st.Type == unix.BTRFS_SUPER_MAGIC {
+		t.Skip("the rest needs root (a backend runs losetup and mount) and a temporary directory not on btrfs (whose quotas may be off)")
+	}
+	b, err = openCapacity(t.Context(), options{}, root, mount.System{}, zap.New(core))
+	if b == nil || err != nil {
+		t.Fatalf("openCapacity = %v, %v; want a backend", b, err)
+	}
+	if logs.FilterMessage("capacity enforced on the local path root").Len() != 1 {
+		t.Errorf("logs %v, want one line saying the backend", logs.All())
+	}
+}

@@ -1,0 +1,158 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
+)
+
+// ParamEnforce is the class parameter that says whether a volume's size is
+// enforced: "true" (the default) makes each volume a volume of
+// Config.Capacity sized to the claim's request; "false" a plain directory
+// whose size nothing checks.
+const ParamEnforce = "enforce"
+
+// defaultEnforce is ParamEnforce when a class does not set it.
+const defaultEnforce = true
+
+// AnnCapacity on a PV names the capacity backend that made its volume
+// ("btrfs", "image"); a PV without it is a plain directory. Delete, MoveAside
+// and Restore go by it, not by the class, which may have changed since.
+const AnnCapacity = "volume-agent.io/capacity"
+
+// enforced reads the class parameter enforce: "true" or "false" (any
+// case); unset is defaultEnforce.
+func enforced(class *storagev1.StorageClass) (bool, error) {
+	v, ok := class.Parameters[ParamEnforce]
+	switch {
+	case !ok:
+		return defaultEnforce, nil
+	case strings.EqualFold(v, "true"):
+		return true, nil
+	case strings.EqualFold(v, "false"):
+		return false, nil
+	}
+	return false, fmt.Errorf("StorageClass %s: parameter %s %q: want \"true\" or \"false\"", class.Name, ParamEnforce, v)
+}
+
+// checkEnforced refuses an enforced request this agent cannot serve and
+// returns its size: the claim's storage request.
+func (p *Provisioner) checkEnforced(req provisioner.Request, archive bool) (int64, error) {
+	class := req.Class.Name
+	if archive {
+		return 0, fmt.Errorf("StorageClass %s: parameter %s \"true\" needs %s \"false\": a volume of enforced capacity cannot be archived",
+			class, provisioner.ParamArchiveOnDelete, ParamEnforce)
+	}
+	q, ok := req.Claim.Spec.Resources.Requests[v1.ResourceStorage]
+	if !ok || q.Sign() <= 0 {
+		return 0, fmt.Errorf("StorageClass %s enforces capacity, and the claim requests no storage (spec.resources.requests.storage): "+
+			"give the claim a size, or the class %s \"false\"", class, ParamEnforce)
+	}
+	if p.cfg.Capacity == nil {
+		why := "no capacity backend"
+		if p.cfg.NoCapacity != nil {
+			why = p.cfg.NoCapacity.Error()
+		}
+		return 0, fmt.Errorf("StorageClass %s enforces capacity (parameter %s, default %t), and the local path root %s cannot: %s; "+
+			"fix the root, or give the class %s \"false\" for plain directories of unchecked size", class, ParamEnforce, defaultEnforce, p.cfg.Root, why, ParamEnforce)
+	}
+	return q.Value(), nil
+}
+
+// enforcedName checks pv, whose volume a capacity backend made (ownedName,
+// the backend is this agent's, and no mount other than the volume's own
+// shows it), and returns its name under the root. what is for errors.
+func (p *Provisioner) enforcedName(ctx context.Context, pv *v1.PersistentVolume, what string) (string, error) {
+	name, err := p.ownedName(pv)
+	if err != nil {
+		return "", fmt.Errorf("%s local volume of PV %s: refusing: %w", what, pv.Name, err)
+	}
+	kind := pv.Annotations[AnnCapacity]
+	switch {
+	case p.cfg.Capacity == nil:
+		return "", fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and this agent has none for its local path root", what, pv.Name, kind)
+	case p.cfg.Capacity.Kind() != kind:
+		return "", fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and the local path root has %s: was the root moved to another file system?",
+			what, pv.Name, kind, p.cfg.Capacity.Kind())
+	}
+	// An image volume is itself a mount: only the mounts of others (a
+	// pod's bind mount) count.
+	dir := filepath.Join(p.cfg.Root, name)
+	users, err := mount.MountsOf(ctx, dir)
+	if err != nil {
+		return "", fmt.Errorf("%s local volume of PV %s: find the mounts of %s: %w", what, pv.Name, dir, err)
+	}
+	if len(users) > 0 {
+		return "", fmt.Errorf("%s local volume of PV %s: %w: mounted at %s", what, pv.Name, provisioner.ErrInUse, strings.Join(users, ", "))
+	}
+	return name, nil
+}
+
+// moveAsideEnforced keeps a capacity volume in place: it is a mount (an
+// image) or a subvolume with a qgroup, which a rename would not keep
+// whole. Its step is recorded by the caller (the binder's state, the PV's
+// annotations); a released PV is bound to no claim, so no new pod reaches
+// the volume meanwhile, and Restore has nothing to move back.
+func (p *Provisioner) moveAsideEnforced(ctx context.Context, pv *v1.PersistentVolume) error {
+	name, err := p.enforcedName(ctx, pv, "move aside")
+	if err != nil {
+		return err
+	}
+	ok, err := storagedir.Exists(p.cfg.Root, name)
+	if err != nil {
+		return fmt.Errorf("move aside local volume of PV %s: %w", pv.Name, err)
+	}
+	if !ok {
+		p.log.Info("local volume to move aside is gone already", zap.String("pv", pv.Name))
+		return nil
+	}
+	p.log.Info("local volume of enforced capacity kept in place until its deletion", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
+	return nil
+}
+
+// restoreEnforced finds a capacity volume in place (see moveAsideEnforced).
+func (p *Provisioner) restoreEnforced(ctx context.Context, pv *v1.PersistentVolume) error {
+	name, err := p.enforcedName(ctx, pv, "restore")
+	if err != nil {
+		return err
+	}
+	ok, err := storagedir.Exists(p.cfg.Root, name)
+	if err == nil && !ok {
+		err = provisioner.ErrGone
+	}
+	if err != nil {
+		return fmt.Errorf("restore local volume of PV %s: %w", pv.Name, err)
+	}
+	p.log.Info("local volume restored", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
+	return nil
+}
+
+// deleteEnforced removes a capacity volume and all it used (its subvolume
+// and qgroup, or its mount, loop device and image). A PV that also says
+// archive is refused: Provision never makes one, and its data is kept.
+func (p *Provisioner) deleteEnforced(ctx context.Context, pv *v1.PersistentVolume) error {
+	name, err := p.enforcedName(ctx, pv, "delete")
+	if err != nil {
+		return err
+	}
+	if pv.Annotations[provisioner.AnnArchiveOnDelete] == "true" {
+		return fmt.Errorf("delete local volume of PV %s: refusing: it says both %s and %s \"true\", and a volume of enforced capacity cannot be archived: its data is kept",
+			pv.Name, AnnCapacity, provisioner.AnnArchiveOnDelete)
+	}
+	if err := p.cfg.Capacity.Delete(ctx, name); err != nil && !errors.Is(err, capacity.ErrNotFound) {
+		return fmt.Errorf("delete local volume of PV %s: %w", pv.Name, err)
+	}
+	p.log.Info("removed local volume", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
+	return nil
+}
