@@ -190,3 +190,11 @@ func ArchiveOnDelete(class *storagev1.StorageClass) (bool, error) {
 	}
 	return false, fmt.Errorf("StorageClass %s: parameter archiveOnDelete %q: want \"true\" or \"false\"", class.Name, v)
 }
+
+// Expander is a Provisioner that grows the storage it made while pods use
+// it (a class's allowVolumeExpansion). Expand grows the storage of pv to
+// size bytes; the size it has already is nothing to do, a smaller one is
+// refused. It is idempotent: a call interrupted by a crash is made again.
+type Expander interface {
+	Expand(ctx context.Context, pv *v1.PersistentVolume, size int64) error
+}

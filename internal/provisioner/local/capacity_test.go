@@ -48,7 +48,19 @@ func (f *fakeBackend) Create(_ context.Context, name string, size int64) (string
 	return dir, nil
 }
 
-func (f *fakeBackend) Expand(context.Context, string, int64) error { return errors.New("not faked") }
+func (f *fakeBackend) Expand(_ context.Context, name string, size int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sizes[name]
+	switch {
+	case !ok:
+		return capacity.ErrNotFound
+	case size < s:
+		return capacity.ErrShrink
+	}
+	f.sizes[name] = size
+	return nil
+}
 
 func (f *fakeBackend) Usage(context.Context, string) (capacity.Usage, error) {
 	return capacity.Usage{}, errors.New("not faked")

@@ -1,0 +1,42 @@
+package local
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/provisioner"
+)
+
+var _ provisioner.Expander = (*Provisioner)(nil)
+
+// Expand grows the volume of pv, which this provisioner made, to size
+// bytes online: the qgroup limit of a btrfs subvolume, or the image file
+// and its file system, while pods keep it mounted. A plain directory
+// (no AnnCapacity) has no size that anything checks: there is nothing to
+// grow. A smaller size is refused (capacity.ErrShrink).
+func (p *Provisioner) Expand(ctx context.Context, pv *v1.PersistentVolume, size int64) error {
+	kind := pv.Annotations[AnnCapacity]
+	if kind == "" {
+		p.log.Info("local volume is a plain directory: no size to grow", zap.String("pv", pv.Name), zap.Int64("bytes", size))
+		return nil
+	}
+	name, err := p.ownedName(pv)
+	if err != nil {
+		return fmt.Errorf("expand local volume of PV %s: refusing: %w", pv.Name, err)
+	}
+	switch {
+	case p.cfg.Capacity == nil:
+		return fmt.Errorf("expand local volume of PV %s: it was made by the %s capacity backend, and this agent has none for its local path root", pv.Name, kind)
+	case p.cfg.Capacity.Kind() != kind:
+		return fmt.Errorf("expand local volume of PV %s: it was made by the %s capacity backend, and the local path root has %s: was the root moved to another file system?",
+			pv.Name, kind, p.cfg.Capacity.Kind())
+	}
+	if err := p.cfg.Capacity.Expand(ctx, name, size); err != nil {
+		return fmt.Errorf("expand local volume of PV %s: %w", pv.Name, err)
+	}
+	p.log.Info("expanded local volume", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path), zap.Int64("bytes", size))
+	return nil
+}
