@@ -73,6 +73,13 @@
 //     persistentVolumeReclaimPolicy says, and a Released PersistentVolume
 //     is never given to another claim: only the claim that released it
 //     (same namespace, name and UID) gets it back.
+//   - A volume only grows. A Bound claim whose manifest asks for more than
+//     its provisioned PersistentVolume has, when the PV's class allows
+//     expansion and its provisioner can expand (provisioner.Expander), gets
+//     the size recorded first (ExpandTo), then grown online by its
+//     provisioner, made again after a restart until it succeeds, then the
+//     PV's capacity recorded. Less, or a class that does not allow it, is
+//     refused with the reason shown for the claim; nothing shrinks.
 //   - The inner source's objects are never modified; views are copies.
 //   - Run starts two goroutines (the inner source's Run and the binding loop,
 //     which alone writes the records), and the loop one per running

@@ -48,6 +48,8 @@ type opResult struct {
 	what string // "provision", or a reclaim.Action
 	// made is the PersistentVolume of a successful Provision.
 	made *v1.PersistentVolume
+	// size is the size of a successful expansion.
+	size string
 	err  error
 }
 
@@ -63,7 +65,7 @@ func newOperations(provs []provisioner.Provisioner, log *zap.Logger) *operations
 		log:          log,
 		done:         make(chan opResult),
 		st: opsState{running: map[string]bool{}, made: map[string]*v1.PersistentVolume{}, asided: map[string]bool{},
-			restored: map[string]bool{}, deleted: map[string]bool{}, failed: map[string]string{}},
+			restored: map[string]bool{}, deleted: map[string]bool{}, failed: map[string]string{}, expanded: map[string]string{}},
 		backoff: map[string]backoff{},
 	}
 }
@@ -73,6 +75,17 @@ func (ops *operations) names() map[string]bool {
 	names := make(map[string]bool, len(ops.provisioners))
 	for name := range ops.provisioners {
 		names[name] = true
+	}
+	return names
+}
+
+// expanders returns the names of the provisioners that can expand volumes.
+func (ops *operations) expanders() map[string]bool {
+	names := map[string]bool{}
+	for name, p := range ops.provisioners {
+		if _, ok := p.(provisioner.Expander); ok {
+			names[name] = true
+		}
 	}
 	return names
 }
@@ -102,6 +115,11 @@ func (ops *operations) recorded(recs records) {
 			delete(ops.st.deleted, name)
 		}
 	}
+	for name, size := range ops.st.expanded {
+		if recs[name].ExpandTo != size {
+			delete(ops.st.expanded, name)
+		}
+	}
 }
 
 // start starts the operations of o that are neither running nor backing
@@ -112,7 +130,7 @@ func (ops *operations) start(ctx context.Context, o outcome) {
 	for _, p := range o.provisions {
 		wanted[p.req.PVName] = true
 		prov := ops.provisioners[p.provisioner]
-		ops.launch(ctx, p.req.PVName, "provision", func(ctx context.Context) (*v1.PersistentVolume, error) {
+		ops.launch(ctx, p.req.PVName, "provision", "", func(ctx context.Context) (*v1.PersistentVolume, error) {
 			vol, err := prov.Provision(ctx, p.req)
 			if err != nil {
 				return nil, fmt.Errorf("provision PersistentVolume %q for claim %s/%s with %s: %w",
@@ -124,12 +142,16 @@ func (ops *operations) start(ctx context.Context, o outcome) {
 	for _, op := range o.storage {
 		wanted[op.pv.Name] = true
 		call := storageCall(ops.provisioners[op.provisioner], op.action)
-		ops.launch(ctx, op.pv.Name, string(op.action), func(ctx context.Context) (*v1.PersistentVolume, error) {
+		ops.launch(ctx, op.pv.Name, string(op.action), "", func(ctx context.Context) (*v1.PersistentVolume, error) {
 			if err := call(ctx, op.pv); err != nil {
 				return nil, fmt.Errorf("%s the storage of PersistentVolume %q with %s: %w", op.action, op.pv.Name, op.provisioner, err)
 			}
 			return nil, nil
 		})
+	}
+	for _, op := range o.expansions {
+		wanted[op.pv.Name] = true
+		ops.launchExpand(ctx, op)
 	}
 	for name := range ops.st.failed {
 		if !wanted[name] && !ops.st.running[name] {
@@ -138,6 +160,21 @@ func (ops *operations) start(ctx context.Context, o outcome) {
 		}
 	}
 	ops.arm(wanted)
+}
+
+// launchExpand grows the storage of op.pv with its provisioner.
+func (ops *operations) launchExpand(ctx context.Context, op expandOp) {
+	size := op.size.String()
+	ops.launch(ctx, op.pv.Name, "expand", size, func(ctx context.Context) (*v1.PersistentVolume, error) {
+		e, ok := ops.provisioners[op.provisioner].(provisioner.Expander)
+		if !ok {
+			return nil, fmt.Errorf("expand the storage of PersistentVolume %q: provisioner %q cannot expand volumes", op.pv.Name, op.provisioner)
+		}
+		if err := e.Expand(ctx, op.pv, op.size.Value()); err != nil {
+			return nil, fmt.Errorf("expand the storage of PersistentVolume %q to %s with %s: %w", op.pv.Name, size, op.provisioner, err)
+		}
+		return nil, nil
+	})
 }
 
 // storageCall is the provisioner's method for action.
@@ -151,9 +188,10 @@ func storageCall(p provisioner.Provisioner, action reclaim.Action) func(context.
 	return p.Delete
 }
 
-// launch runs call for PV name on a goroutine, unless one is running or
+// launch runs call for PV name on a goroutine (size: the size of an
+// expansion, for its result), unless one is running or
 // its backoff has not expired.
-func (ops *operations) launch(ctx context.Context, name, what string, call func(context.Context) (*v1.PersistentVolume, error)) {
+func (ops *operations) launch(ctx context.Context, name, what, size string, call func(context.Context) (*v1.PersistentVolume, error)) {
 	if ops.st.running[name] || time.Now().Before(ops.backoff[name].due) {
 		return
 	}
@@ -165,7 +203,7 @@ func (ops *operations) launch(ctx context.Context, name, what string, call func(
 		made, err := call(callCtx)
 		cancel()
 		select {
-		case ops.done <- opResult{pv: name, what: what, made: made, err: err}:
+		case ops.done <- opResult{pv: name, what: what, made: made, size: size, err: err}:
 		case <-ctx.Done():
 		}
 	}()
@@ -189,6 +227,8 @@ func (ops *operations) finish(res opResult) {
 	switch res.what {
 	case "provision":
 		ops.st.made[res.pv] = res.made
+	case "expand":
+		ops.st.expanded[res.pv] = res.size
 	case string(reclaim.MoveAside):
 		ops.st.asided[res.pv] = true
 		delete(ops.st.restored, res.pv)

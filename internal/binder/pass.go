@@ -35,6 +35,7 @@ func (s *Source) pass(ctx context.Context) bool {
 		node:         thisNode(s.inner.Node(), s.nodeName),
 		classes:      classesByName(s.inner.StorageClasses()),
 		provisioners: s.ops.names(),
+		expanders:    s.ops.expanders(),
 		ops:          s.ops.st,
 		now:          time.Now(),
 		settle:       s.settle,
@@ -46,7 +47,7 @@ func (s *Source) pass(ctx context.Context) bool {
 	o := plan(w, prev.recs)
 	s.due = o.due
 	s.waitsOnUse.Store(o.waitsOnUse)
-	next := &state{recs: prev.recs, pending: o.pending, held: o.held, synced: true}
+	next := &state{recs: prev.recs, pending: o.pending, held: o.held, resizing: o.resizing, synced: true}
 	recorded := true
 	if !maps.Equal(o.recs, prev.recs) {
 		if err := s.store.save(o.recs); err != nil {
@@ -132,6 +133,15 @@ func (s *Source) logChanges(prev, next *state) {
 	for k, why := range next.pending {
 		if prev.pending[k] != why {
 			s.log.Info("claim not bound", zap.String("claim", k.String()), zap.String("reason", why))
+		}
+	}
+	for k, rs := range next.resizing {
+		switch {
+		case prev.resizing[k] == rs:
+		case rs.refused:
+			s.log.Warn("claim expansion refused", zap.String("claim", k.String()), zap.String("reason", rs.why))
+		default:
+			s.log.Info("claim being expanded", zap.String("claim", k.String()), zap.String("reason", rs.why))
 		}
 	}
 	for k, pv := range next.lost {

@@ -24,6 +24,9 @@ type world struct {
 	classes map[string]*storagev1.StorageClass
 	// provisioners are the names of the provisioners the binder runs.
 	provisioners map[string]bool
+	// expanders are the names of the provisioners that can expand
+	// volumes (provisioner.Expander).
+	expanders map[string]bool
 	// ops is what the driver's storage operations report.
 	ops opsState
 
@@ -66,12 +69,16 @@ type outcome struct {
 	pending map[claimKey]string
 	// held says why a claim removed from the source, whose record is
 	// Bound, is not released yet.
-	held   map[claimKey]string
-	events []event
+	held map[claimKey]string
+	// resizing says why a bound claim does not have the size it asks
+	// for: being expanded, or refused.
+	resizing map[claimKey]resizeStatus
+	events   []event
 	// provisions and storage are the operations the driver is to run once
 	// recs are on disk (it skips those running or backing off).
 	provisions []provisionOp
 	storage    []storageOp
+	expansions []expandOp
 	// due is the earliest time at which a pass would decide otherwise by
 	// the passing of time alone; zero when none.
 	due time.Time
@@ -86,16 +93,18 @@ type outcome struct {
 // PersistentVolumes just provisioned are recorded; Released records are
 // bound again, restored, moved aside, deleted or dropped (reclaim); then
 // every claim used by a pod that is not terminated, and not bound yet, is
-// matched (WaitForFirstConsumer), or else provisioned. It never changes the
+// matched (WaitForFirstConsumer), or else provisioned; last, bound claims
+// that ask for more storage are expanded (expand). It never changes the
 // PersistentVolume of a Bound record. Pure: w and prev are not modified;
 // I/O is left to the driver as operations.
 func plan(w world, prev records) outcome {
-	o := outcome{recs: maps.Clone(prev), pending: map[claimKey]string{}, held: map[claimKey]string{}}
+	o := outcome{recs: maps.Clone(prev), pending: map[claimKey]string{}, held: map[claimKey]string{}, resizing: map[claimKey]resizeStatus{}}
 	o.applyPolicies(w)
 	o.release(w)
 	o.recordMade(w)
 	o.settleReleased(w)
 	o.bindUsed(w)
+	o.expand(w)
 	return o
 }
 

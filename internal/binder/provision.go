@@ -34,6 +34,9 @@ type opsState struct {
 	// failed holds the error of the last failed operation on a PV name,
 	// until one succeeds or no operation is wanted any more.
 	failed map[string]string
+	// expanded holds, by PV name, the size (a quantity) its storage was
+	// grown to, until its record no longer asks for that size.
+	expanded map[string]string
 }
 
 // provisionOp asks the driver to call Provision of the named provisioner.

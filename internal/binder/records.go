@@ -44,6 +44,11 @@ type record struct {
 	// policy Delete is in its lifecycle: in place, aside until a time, or
 	// being deleted (see package reclaim). Zero for every other record.
 	Reclaim reclaim.State `json:"reclaim,omitzero"`
+	// ExpandTo is the size (a quantity) the storage of a Bound provisioned
+	// PersistentVolume is being grown to, recorded before its provisioner
+	// is asked to grow it; Provisioned's capacity is set to it, and it is
+	// cleared, once that succeeded. "" when no expansion is under way.
+	ExpandTo string `json:"expandTo,omitempty"`
 }
 
 func (r record) claim() claimKey {

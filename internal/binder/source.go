@@ -133,6 +133,8 @@ type state struct {
 	pending map[claimKey]string
 	// held says why a claim removed from the source is not released.
 	held map[claimKey]string
+	// resizing says why a bound claim does not have the size it asks for.
+	resizing map[claimKey]resizeStatus
 	// lost holds the claims whose Bound record names a PersistentVolume
 	// that was gone at the last pass, with that PV's name, to log changes;
 	// views look the PV up at each call.
@@ -145,6 +147,7 @@ type state struct {
 
 func (a *state) equal(b *state) bool {
 	return maps.Equal(a.recs, b.recs) && maps.Equal(a.pending, b.pending) && maps.Equal(a.held, b.held) && maps.Equal(a.lost, b.lost) &&
+		maps.Equal(a.resizing, b.resizing) &&
 		a.writeErr == b.writeErr && a.synced == b.synced
 }
 

@@ -92,6 +92,9 @@ func (s *Source) claimStatus(c *v1.PersistentVolumeClaim, st *state) ClaimStatus
 	if q, ok := view.Status.Capacity[v1.ResourceStorage]; ok {
 		cs.Capacity = q.String()
 	}
+	if cs.Error == "" {
+		cs.Error = st.resizing[keyOf(c)].why
+	}
 	switch {
 	case cs.Phase == PhaseLost:
 		cs.Error = fmt.Sprintf("PersistentVolume %q no longer exists; the binding is kept until it is back or the claim is deleted", cs.PV)
@@ -128,6 +131,7 @@ func (s *Source) claimView(c *v1.PersistentVolumeClaim, st *state) *v1.Persisten
 	case err == nil:
 		view.Status.AccessModes = slices.Clone(pv.Spec.AccessModes)
 		view.Status.Capacity = pv.Spec.Capacity.DeepCopy()
+		resizingView(view, r)
 	case errors.Is(err, volume.ErrNotFound):
 		view.Status.Phase = v1.ClaimLost
 	}

@@ -74,6 +74,27 @@ func (p *Provisioner) checkEnforced(req provisioner.Request, archive bool) (int6
 // the backend is this agent's, and no mount other than the volume's own
 // shows it), and returns its name under the root. what is for errors.
 func (p *Provisioner) enforcedName(ctx context.Context, pv *v1.PersistentVolume, what string) (string, error) {
+	name, err := p.backendName(pv, what)
+	if err != nil {
+		return "", err
+	}
+	// An image volume is itself a mount: only the mounts of others (a
+	// pod's bind mount) count.
+	dir := filepath.Join(p.cfg.Root, name)
+	users, err := mount.MountsOf(ctx, dir)
+	if err != nil {
+		return "", fmt.Errorf("%s local volume of PV %s: find the mounts of %s: %w", what, pv.Name, dir, err)
+	}
+	if len(users) > 0 {
+		return "", fmt.Errorf("%s local volume of PV %s: %w: mounted at %s", what, pv.Name, provisioner.ErrInUse, strings.Join(users, ", "))
+	}
+	return name, nil
+}
+
+// backendName checks pv, whose volume a capacity backend made (ownedName,
+// and the backend is this agent's), and returns its name under the root.
+// what is for errors.
+func (p *Provisioner) backendName(pv *v1.PersistentVolume, what string) (string, error) {
 	name, err := p.ownedName(pv)
 	if err != nil {
 		return "", fmt.Errorf("%s local volume of PV %s: refusing: %w", what, pv.Name, err)
@@ -85,16 +106,6 @@ func (p *Provisioner) enforcedName(ctx context.Context, pv *v1.PersistentVolume,
 	case p.cfg.Capacity.Kind() != kind:
 		return "", fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and the local path root has %s: was the root moved to another file system?",
 			what, pv.Name, kind, p.cfg.Capacity.Kind())
-	}
-	// An image volume is itself a mount: only the mounts of others (a
-	// pod's bind mount) count.
-	dir := filepath.Join(p.cfg.Root, name)
-	users, err := mount.MountsOf(ctx, dir)
-	if err != nil {
-		return "", fmt.Errorf("%s local volume of PV %s: find the mounts of %s: %w", what, pv.Name, dir, err)
-	}
-	if len(users) > 0 {
-		return "", fmt.Errorf("%s local volume of PV %s: %w: mounted at %s", what, pv.Name, provisioner.ErrInUse, strings.Join(users, ", "))
 	}
 	return name, nil
 }

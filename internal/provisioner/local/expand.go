@@ -23,16 +23,9 @@ func (p *Provisioner) Expand(ctx context.Context, pv *v1.PersistentVolume, size 
 		p.log.Info("local volume is a plain directory: no size to grow", zap.String("pv", pv.Name), zap.Int64("bytes", size))
 		return nil
 	}
-	name, err := p.ownedName(pv)
+	name, err := p.backendName(pv, "expand")
 	if err != nil {
-		return fmt.Errorf("expand local volume of PV %s: refusing: %w", pv.Name, err)
-	}
-	switch {
-	case p.cfg.Capacity == nil:
-		return fmt.Errorf("expand local volume of PV %s: it was made by the %s capacity backend, and this agent has none for its local path root", pv.Name, kind)
-	case p.cfg.Capacity.Kind() != kind:
-		return fmt.Errorf("expand local volume of PV %s: it was made by the %s capacity backend, and the local path root has %s: was the root moved to another file system?",
-			pv.Name, kind, p.cfg.Capacity.Kind())
+		return err
 	}
 	if err := p.cfg.Capacity.Expand(ctx, name, size); err != nil {
 		return fmt.Errorf("expand local volume of PV %s: %w", pv.Name, err)
