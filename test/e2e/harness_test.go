@@ -239,6 +239,8 @@ type apiVolume struct {
 	Claim  string `json:"claim"`
 	PV     string `json:"pv"`
 	NoSwap *bool  `json:"noSwap"`
+	// Since is when the agent first saw the volume in its state.
+	Since time.Time `json:"since"`
 }
 
 func (p apiPod) volume(name string) apiVolume {

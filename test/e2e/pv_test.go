@@ -52,7 +52,7 @@ spec:
 // apiClaim is a claim as served by /v1/claims.
 type apiClaim struct {
 	Namespace, Name, Phase, PV, Error string
-	ReclaimPolicy                     string
+	ReclaimPolicy, Capacity           string
 	PendingDeletion                   *struct {
 		Step        string
 		DeleteAfter *time.Time
