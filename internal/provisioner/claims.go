@@ -34,6 +34,9 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 	if err != nil {
 		return err
 	}
+	if claim.Spec.VolumeName != "" {
+		return c.resize(ctx, claim)
+	}
 	class, ok, err := c.wants(claim)
 	if !ok || err != nil {
 		return err

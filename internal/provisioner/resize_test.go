@@ -1,0 +1,125 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+// expandingProvisioner is a fakeProvisioner that expands.
+type expandingProvisioner struct {
+	fakeProvisioner
+	xmu      sync.Mutex
+	expanded map[string]int64 // guarded by xmu; size by PV name
+}
+
+var _ Expander = (*expandingProvisioner)(nil)
+
+func (p *expandingProvisioner) Expand(_ context.Context, pv *v1.PersistentVolume, size int64) error {
+	p.xmu.Lock()
+	defer p.xmu.Unlock()
+	p.expanded[pv.Name] = size
+	return nil
+}
+
+func (p *expandingProvisioner) sizes() map[string]int64 {
+	p.xmu.Lock()
+	defer p.xmu.Unlock()
+	out := map[string]int64{}
+	for k, v := range p.expanded {
+		out[k] = v
+	}
+	return out
+}
+
+// boundPair is claim name of class, asking for want, bound to its PV of
+// 1Gi on node, made by provisioner.
+func boundPair(name, class, provisioner, node, want string) (*v1.PersistentVolumeClaim, *v1.PersistentVolume) {
+	c := claim(name, class, provisioner, node)
+	c.Spec.VolumeName = "pv-" + name
+	c.Spec.Resources.Requests[v1.ResourceStorage] = resource.MustParse(want)
+	c.Status = v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound, Capacity: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}
+	pv := &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + name, Annotations: map[string]string{AnnProvisionedBy: provisioner}},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:               v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")},
+			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/data/pv-" + name}},
+			ClaimRef:               &v1.ObjectReference{Namespace: c.Namespace, Name: c.Name, UID: c.UID},
+			StorageClassName:       class,
+			NodeAffinity:           affinity(node),
+		},
+		Status: v1.PersistentVolumeStatus{Phase: v1.VolumeBound},
+	}
+	return c, pv
+}
+
+func pvCapacity(t *testing.T, client *fake.Clientset, name string) string {
+	pv, err := client.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pv.Spec.Capacity.Storage().String()
+}
+
+// A bound claim that asks for more is expanded when its PV is this node's,
+// made by this provisioner, and its class allows expansion; the PV's and
+// the claim's capacity are recorded, and the claim's conditions cleared.
+func TestResizesOnlyTheClaimsItServes(t *testing.T) {
+	p := &expandingProvisioner{expanded: map[string]int64{}}
+	grow := class("grow", LocalName)
+	grow.AllowVolumeExpansion = ptr.To(true)
+	fixed := class("fixed", LocalName)
+	mine, minePV := boundPair("mine", "grow", LocalName, "node-a", "2Gi")
+	other, otherPV := boundPair("other", "grow", LocalName, "node-b", "2Gi")
+	notAllowed, notAllowedPV := boundPair("fixed", "fixed", LocalName, "node-a", "2Gi")
+	client := run(t, p, "node-a", grow, fixed, mine, minePV, other, otherPV, notAllowed, notAllowedPV)
+	eventually(t, "the claim expanded", func() (bool, string) {
+		c, err := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "mine", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return c.Status.Capacity.Storage().String() == "2Gi" && len(c.Status.Conditions) == 0 &&
+			c.Status.AllocatedResources.Storage().String() == "2Gi", fmt.Sprintf("%+v", c.Status)
+	})
+	if got := pvCapacity(t, client, "pv-mine"); got != "2Gi" {
+		t.Errorf("PV capacity %s, want 2Gi", got)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if got := p.sizes(); len(got) != 1 || got["pv-mine"] != 2<<30 {
+		t.Errorf("expanded %v, want pv-mine only", got)
+	}
+	for _, name := range []string{"pv-other", "pv-fixed"} {
+		if got := pvCapacity(t, client, name); got != "1Gi" {
+			t.Errorf("%s capacity %s, want 1Gi", name, got)
+		}
+	}
+}
+
+// A request below the PV's capacity is refused with a Warning event.
+func TestResizeRefusesShrink(t *testing.T) {
+	p := &expandingProvisioner{expanded: map[string]int64{}}
+	grow := class("grow", LocalName)
+	grow.AllowVolumeExpansion = ptr.To(true)
+	c, pv := boundPair("mine", "grow", LocalName, "node-a", "512Mi")
+	client := run(t, p, "node-a", grow, c, pv)
+	eventually(t, "the event", func() (bool, string) {
+		evs, _ := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+		for _, e := range evs.Items {
+			if e.Reason == ReasonVolumeResizeFailed && e.Type == v1.EventTypeWarning {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(evs.Items)
+	})
+	if got := p.sizes(); len(got) != 0 {
+		t.Errorf("expanded %v", got)
+	}
+}
