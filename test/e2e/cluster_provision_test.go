@@ -38,6 +38,7 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("NFSSubdirPathPatternSafety", env.testNFSSubdirPatternSafety)
 	// Last: its node stays registered, without an agent, once it is done.
 	t.Run("LocalEnforcedImage", env.testLocalEnforced)
+	t.Run("LocalEnforcedExpand", env.testLocalEnforcedExpand) // the same, for its node
 }
 
 // provAgent is an agent running the local provisioner, with its own
