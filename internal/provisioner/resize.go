@@ -35,7 +35,7 @@ func (c *Controller) resize(ctx context.Context, claim *v1.PersistentVolumeClaim
 	}
 	pv, err := c.pvs.Get(claim.Spec.VolumeName)
 	if err != nil || !c.resizes(pv, claim) {
-		return nil //nolint:nilerr // a PV not in the cache yet: its arrival enqueues nothing, the claim's next update does
+		return nil //nolint:nilerr // a PV not in the cache: nothing to grow before the claim's next sync (its next update, or the resync)
 	}
 	want, ok := claim.Spec.Resources.Requests[v1.ResourceStorage]
 	if !ok {
