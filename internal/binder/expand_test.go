@@ -173,3 +173,28 @@ func TestExpandsAClaim(t *testing.T) {
 		t.Errorf("want one warning for the refusal")
 	}
 }
+
+// An expansion recorded before a crash is finished after the restart,
+// whatever the manifest says meanwhile: the record, not the claim, says
+// what was asked for, and the volume never shrinks.
+func TestRecordedExpansionFinishedAfterRestart(t *testing.T) {
+	path := statePath(t)
+	failing := &expandingProvisioner{expandErr: errDiskFull}
+	h := startWith(t, provInner(classExpandable), path, []provisioner.Provisioner{failing}, fastRetry)
+	h.expect("bound", h.boundTo("data", "pvc-u1"))
+	h.update(func(f *fakeInner) { f.claims = []*v1.PersistentVolumeClaim{newClaim("data", "2Gi", claimUID("u1"), claimClass("fast"))} },
+		"expansion failing", func() bool { return strings.Contains(h.claimStatus("data")[0].Error, "failed, retrying") })
+	h.stop()
+
+	prov := &expandingProvisioner{}
+	h = startWith(t, provInner(classExpandable), path, []provisioner.Provisioner{prov}, fastRetry) // the claim at 1Gi again
+	h.expect("expanded to the recorded size, the lower request refused", func() bool {
+		cs := h.claimStatus("data")[0]
+		return cs.Capacity == "2Gi" && strings.Contains(cs.Error, "a volume only grows")
+	})
+	prov.xmu.Lock()
+	defer prov.xmu.Unlock()
+	if len(prov.sizes) == 0 || prov.sizes[0] != 2<<30 {
+		t.Errorf("Expand calls %v, want 2Gi", prov.sizes)
+	}
+}
