@@ -2,7 +2,9 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ type expandingProvisioner struct {
 	fakeProvisioner
 	xmu      sync.Mutex
 	expanded map[string]int64 // guarded by xmu; size by PV name
+	err      error            // guarded by xmu
 }
 
 var _ Expander = (*expandingProvisioner)(nil)
@@ -26,6 +29,9 @@ var _ Expander = (*expandingProvisioner)(nil)
 func (p *expandingProvisioner) Expand(_ context.Context, pv *v1.PersistentVolume, size int64) error {
 	p.xmu.Lock()
 	defer p.xmu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
 	p.expanded[pv.Name] = size
 	return nil
 }
@@ -110,16 +116,44 @@ func TestResizeRefusesShrink(t *testing.T) {
 	grow.AllowVolumeExpansion = ptr.To(true)
 	c, pv := boundPair("mine", "grow", LocalName, "node-a", "512Mi")
 	client := run(t, p, "node-a", grow, c, pv)
+	waitEvent(t, client, "is below the capacity 1Gi")
+	if got := p.sizes(); len(got) != 0 {
+		t.Errorf("expanded %v", got)
+	}
+}
+
+// A failed growth is a Warning event; the claim stays Resizing and the PV
+// keeps its capacity until it succeeds.
+func TestResizeFailureKeepsResizing(t *testing.T) {
+	p := &expandingProvisioner{expanded: map[string]int64{}, err: errors.New("disk on fire")}
+	grow := class("grow", LocalName)
+	grow.AllowVolumeExpansion = ptr.To(true)
+	c, pv := boundPair("mine", "grow", LocalName, "node-a", "2Gi")
+	client := run(t, p, "node-a", grow, c, pv)
+	waitEvent(t, client, "disk on fire")
+	got, err := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "mine", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != v1.PersistentVolumeClaimResizing ||
+		got.Status.AllocatedResources.Storage().String() != "2Gi" || got.Status.Capacity.Storage().String() != "1Gi" {
+		t.Errorf("claim status %+v", got.Status)
+	}
+	if pvCap := pvCapacity(t, client, "pv-mine"); pvCap != "1Gi" {
+		t.Errorf("PV capacity %s, want 1Gi", pvCap)
+	}
+}
+
+// waitEvent waits for a VolumeResizeFailed Warning whose message contains msg.
+func waitEvent(t *testing.T, client *fake.Clientset, msg string) {
+	t.Helper()
 	eventually(t, "the event", func() (bool, string) {
 		evs, _ := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
 		for _, e := range evs.Items {
-			if e.Reason == ReasonVolumeResizeFailed && e.Type == v1.EventTypeWarning {
+			if e.Reason == ReasonVolumeResizeFailed && e.Type == v1.EventTypeWarning && strings.Contains(e.Message, msg) {
 				return true, ""
 			}
 		}
 		return false, fmt.Sprint(evs.Items)
 	})
-	if got := p.sizes(); len(got) != 0 {
-		t.Errorf("expanded %v", got)
-	}
 }
