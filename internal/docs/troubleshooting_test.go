@@ -45,6 +45,7 @@ var internalMessages = map[string]string{
 	"tree deeper than the mount scan goes":                       "never shown: mount.MountsUnder then reads the mount table instead",
 	"capacity: Root and Logger are required":                     "Config validation; the provisioner sets them",
 	"losetup attached … as …, not a loop device":                 "losetup --show prints the device it attached; never seen",
+	"no qgroup limit":                                            "never shown: usage then walks the subvolume as a plain directory",
 }
 
 var (
