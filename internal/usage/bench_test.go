@@ -108,18 +108,24 @@ func BenchmarkPassMixed(b *testing.B) {
 	}
 }
 
-// BenchmarkPassQuota is one measurement pass over 20 subvolumes with a
-// qgroup limit on a loop-backed btrfs: per volume the check of what it
-// is, one run of btrfs qgroup show and a statfs.
+// BenchmarkPassQuota is one measurement pass over 20 and 200 subvolumes
+// with a qgroup limit on a loop-backed btrfs: per volume the check of what
+// it is, one run of btrfs qgroup show and a statfs. btrfs(8) reads every
+// qgroup of the file system to list one, so the cost per volume may grow
+// with their number: the two sizes show by how much.
 func BenchmarkPassQuota(b *testing.B) {
-	mnt := loopBtrfs(b)
-	var list []Target
-	for i := range 20 {
-		dir := filepath.Join(mnt, strconv.Itoa(i))
-		subvolume(b, dir, "10M")
-		list = append(list, Target{Key: dsw.Key{PodUID: types.UID(strconv.Itoa(i)), Volume: "v"}, Path: dir})
+	for _, n := range []int{20, 200} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			mnt := loopBtrfs(b)
+			var list []Target
+			for i := range n {
+				dir := filepath.Join(mnt, strconv.Itoa(i))
+				subvolume(b, dir, "10M")
+				list = append(list, Target{Key: dsw.Key{PodUID: types.UID(strconv.Itoa(i)), Volume: "v"}, Path: dir})
+			}
+			benchPass(b, list)
+		})
 	}
-	benchPass(b, list)
 }
 
 // benchPass measures every target once per iteration, unpaced.
