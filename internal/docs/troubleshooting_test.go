@@ -46,6 +46,7 @@ var internalMessages = map[string]string{
 	"capacity: Root and Logger are required":                                        "Config validation; the provisioner sets them",
 	"losetup attached … as …, not a loop device":                                    "losetup --show prints the device it attached; never seen",
 	"expand the storage of PersistentVolume …: provisioner … cannot expand volumes": "plan asks only provisioners that are Expanders to expand",
+	"no qgroup limit":                                                               "never shown: usage then walks the subvolume as a plain directory",
 }
 
 var (

@@ -87,9 +87,10 @@ type Volume struct {
 
 // Usage is a volume's usage: its file system's capacity and what is still
 // available, the bytes (st_blocks*512) and inodes it uses, how it was
-// measured ("statfs": the volume is its own file system; "walk": a du-style
-// walk of its directory, capacity and available being those of the file
-// system it is on) and when (UTC, whole seconds).
+// measured ("statfs": the volume is its own file system; "quota": a btrfs
+// subvolume's qgroup, its limit the capacity; "walk": a du-style walk of
+// its directory, capacity and available being those of the file system it
+// is on) and when (UTC, whole seconds).
 type Usage struct {
 	CapacityBytes  uint64    `json:"capacityBytes"`
 	AvailableBytes uint64    `json:"availableBytes"`

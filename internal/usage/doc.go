@@ -4,7 +4,11 @@
 //
 // A volume that is its own file system (a tmpfs, a loop image, an NFS
 // export: its directory is a mount point showing its file system's root)
-// is measured by statfs, O(1). Only a plain directory is walked, du-style:
+// is measured by statfs, O(1). A btrfs subvolume whose qgroup has a limit
+// (an enforced claim's or a sizeLimit emptyDir's on btrfs), seen directly
+// or through a bind mount, is measured by its qgroup: one run of btrfs
+// qgroup show, bounded like a statfs. Only a plain directory (or a
+// subvolume without a limit) is walked, du-style:
 // st_blocks*512 bytes and one inode per entry, a hard-linked file once per
 // walk. One goroutine (Run) measures every volume, one after the other,
 // each at most once per period, the first measurements spread over a

@@ -17,6 +17,9 @@ const (
 	// directory; capacity and what is free from statfs of the file
 	// system the directory is on.
 	MethodWalk = "walk"
+	// MethodQuota: a btrfs subvolume's qgroup (the bytes it references,
+	// its limit as the capacity); see qgroup.measurement.
+	MethodQuota = "quota"
 )
 
 // Measurement is a volume's usage at one time.
@@ -25,7 +28,8 @@ type Measurement struct {
 	Inodes, InodesFree, InodesUsed           uint64
 	Method                                   string
 	Time                                     time.Time
-	// SizeLimitBytes is the target's SizeLimit when it was measured.
+	// SizeLimitBytes is the target's SizeLimit when it was measured; 0
+	// for a measurement by quota, the qgroup limit enforcing it.
 	SizeLimitBytes int64
 }
 

@@ -18,6 +18,7 @@ type how int
 const (
 	byWalk   how = iota // a plain directory
 	byStatfs            // its own file system: a mount point showing the root of its file system
+	byQuota             // a btrfs subvolume, measured by its qgroup when it has a limit
 	notAtAll            // a directory on network storage that is not its own mount
 )
 
@@ -70,33 +71,46 @@ func network(fsType string) bool {
 	return networkTypes[fsType] || fsType == "fuse" || strings.HasPrefix(fsType, "fuse.")
 }
 
+// subvolumeIno is the inode number of every btrfs subvolume's root
+// directory (BTRFS_FIRST_FREE_OBJECTID): a plain directory never has it.
+const subvolumeIno = 256
+
 // probe decides how the volume at path is measured, from cached
 // attributes (statx does not ask a network file system) and the mount
 // table: statfs for a mount point that shows its file system's root, or
-// any network mount; nothing for a directory inside network storage; a
-// walk otherwise (a plain directory, or a bind mount of one).
-func (t *mountTable) probe(path string) (how, error) {
+// any network mount; nothing for a directory inside network storage; its
+// qgroup for a btrfs subvolume's root directory, seen directly or through
+// a bind mount of it (the inode is the subvolume's either way), with the
+// subvolume's ID when the kernel gives it (STATX_SUBVOL, Linux 6.10), 0
+// otherwise; a walk otherwise (a plain directory, or a bind mount of one).
+func (t *mountTable) probe(path string) (how, uint64, error) {
 	const flags = unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_DONT_SYNC
 	var st, parent unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, flags, unix.STATX_TYPE|unix.STATX_MNT_ID, &st); err != nil {
-		return 0, &os.PathError{Op: "statx", Path: path, Err: err}
+	if err := unix.Statx(unix.AT_FDCWD, path, flags, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_MNT_ID|unix.STATX_SUBVOL, &st); err != nil {
+		return 0, 0, &os.PathError{Op: "statx", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return 0, fmt.Errorf("volume path %s is not a directory", path)
+		return 0, 0, fmt.Errorf("volume path %s is not a directory", path)
 	}
 	if err := unix.Statx(unix.AT_FDCWD, filepath.Dir(path), flags, unix.STATX_MNT_ID, &parent); err != nil {
-		return 0, &os.PathError{Op: "statx", Path: filepath.Dir(path), Err: err}
+		return 0, 0, &os.PathError{Op: "statx", Path: filepath.Dir(path), Err: err}
 	}
 	m, err := t.lookup(st.Mnt_id)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	mountPoint := st.Mnt_id != parent.Mnt_id
 	switch {
 	case mountPoint && (m.root == "/" || network(m.fsType)):
-		return byStatfs, nil
+		return byStatfs, 0, nil
 	case network(m.fsType):
-		return notAtAll, nil
+		return notAtAll, 0, nil
+	case m.fsType == "btrfs" && st.Ino == subvolumeIno:
+		var id uint64
+		if st.Mask&unix.STATX_SUBVOL != 0 {
+			id = st.Subvol
+		}
+		return byQuota, id, nil
 	}
-	return byWalk, nil
+	return byWalk, 0, nil
 }

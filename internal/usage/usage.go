@@ -41,8 +41,9 @@ type Reporter interface {
 type Config struct {
 	Targets Targets
 	// Period is how often each volume is measured at most. Zero turns
-	// walks off: only volumes that are their own file system are
-	// measured, every DefaultPeriod.
+	// walks off: only volumes that are their own file system, and
+	// subvolumes measured by their qgroup, are measured, every
+	// DefaultPeriod.
 	Period time.Duration
 	// EntriesPerSecond bounds a walk's pace; default
 	// DefaultEntriesPerSecond; negative: no bound (benchmarks).
@@ -62,6 +63,8 @@ type Config struct {
 	stat statFn
 	// statfs replaces statfs(2) (tests make a file system hang).
 	statfs func(path string) (fsSize, error)
+	// qgroup replaces btrfs qgroup show (benchmarks count its cost apart).
+	qgroup func(ctx context.Context, path string, id uint64) (qgroup, error)
 	// sleep paces walks; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -115,6 +118,9 @@ func New(cfg Config) *Usage {
 	}
 	if cfg.statfs == nil {
 		cfg.statfs = statfs
+	}
+	if cfg.qgroup == nil {
+		cfg.qgroup = qgroupOf
 	}
 	if cfg.sleep == nil {
 		cfg.sleep = sleep
@@ -315,7 +321,9 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 		}
 		s.warned = false
 		m.Time = time.Now().UTC().Truncate(time.Second)
-		m.SizeLimitBytes = t.SizeLimit
+		if m.Method != MethodQuota { // a qgroup limit enforces the size limit: nothing to watch
+			m.SizeLimitBytes = t.SizeLimit
+		}
 		s.m, s.have = m, true
 		u.changes.Add(t.Key.PodUID)
 		crossed := m.Exceeded() && !s.exceeded
@@ -327,17 +335,31 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 
 // measureTarget measures the volume at path. ok is false, with no error,
 // for a volume not measured by choice (walks are off, or it is a
-// directory on network storage).
+// directory on network storage). A subvolume whose qgroup has no limit
+// (or quotas are off) is walked: btrfs qgroup show runs again each
+// period, a fork a period for such a volume, cheaper than any walk.
 func (u *Usage) measureTarget(ctx context.Context, s *slot, path string) (Measurement, bool, error) {
-	h, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (how, error) { return u.mounts.probe(path) })
+	p, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (probed, error) {
+		h, id, err := u.mounts.probe(path)
+		return probed{h, id}, err
+	})
 	if err != nil {
 		return Measurement{}, false, err
 	}
-	switch {
-	case h == byStatfs:
+	switch p.how {
+	case byStatfs:
 		size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(path) })
 		return size.measurement(), err == nil, err
-	case h == notAtAll || !u.walks:
+	case notAtAll:
+		return Measurement{}, false, nil
+	case byQuota:
+		m, err := u.quota(ctx, s, path, p.subvol)
+		if !errors.Is(err, errNoQuota) {
+			return m, err == nil, err
+		}
+		// Not limited by its qgroup: walked as a plain directory.
+	}
+	if !u.walks {
 		return Measurement{}, false, nil
 	}
 	r, err := u.walk(ctx, s, path)
@@ -346,6 +368,30 @@ func (u *Usage) measureTarget(ctx context.Context, s *slot, path string) (Measur
 	}
 	return Measurement{CapacityBytes: r.fs.capacity, AvailableBytes: r.fs.available, UsedBytes: r.bytes,
 		Inodes: r.fs.inodes, InodesFree: r.fs.inodesFree, InodesUsed: r.inodes, Method: MethodWalk}, true, nil
+}
+
+// probed is how a volume is measured, and its subvolume's ID for byQuota.
+type probed struct {
+	how    how
+	subvol uint64
+}
+
+// quota measures the subvolume at path by its qgroup, and the file system
+// by statfs for what it has free, each within CallTimeout.
+func (u *Usage) quota(ctx context.Context, s *slot, path string, id uint64) (Measurement, error) {
+	q, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (qgroup, error) {
+		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
+		defer cancel()
+		return u.cfg.qgroup(ctx, path, id)
+	})
+	if err != nil {
+		return Measurement{}, err
+	}
+	size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(path) })
+	if err != nil {
+		return Measurement{}, err
+	}
+	return q.measurement(size), nil
 }
 
 // errStalled says a walk made no progress for StallTimeout.

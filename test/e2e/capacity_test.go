@@ -146,9 +146,10 @@ func fill(path string, size int) (int, error) {
 
 // checkEnforced runs the claim of enforcedClass on an agent with root as
 // --local-path-root: 150 MiB do not fit in the 100Mi volume (the write
-// fails with want), 50 MiB do, and /v1/pods reports them within 5 %; a
-// crash keeps them. Deleting the claim removes the volume.
-func checkEnforced(t *testing.T, a *agent, root string, want error) {
+// fails with want), 50 MiB do, and /v1/pods reports them within 5 %,
+// measured by method; a crash keeps them. Deleting the claim removes the
+// volume.
+func checkEnforced(t *testing.T, a *agent, root string, want error, method string) {
 	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s", "--volume-stats-period", "1s")
 	a.writeManifest("class.yaml", enforcedClass) // stays: an emptied directory releases nothing
 	a.writeManifest("claim.yaml", enforcedClaim)
@@ -174,7 +175,7 @@ func checkEnforced(t *testing.T, a *agent, root string, want error) {
 		if u == nil {
 			return false, "no usage"
 		}
-		return within(u.UsedBytes, 50<<20), fmt.Sprintf("%+v", *u)
+		return within(u.UsedBytes, 50<<20) && u.Method == method, fmt.Sprintf("%+v", *u)
 	})
 
 	// A crash and a restart (which recovers every volume) keep the data:
@@ -199,7 +200,7 @@ func checkEnforced(t *testing.T, a *agent, root string, want error) {
 func TestEnforcedCapacityOnBtrfs(t *testing.T) {
 	root := btrfsLocalRoot(t, true)
 	a := newAgent(t)
-	checkEnforced(t, a, root, unix.EDQUOT)
+	checkEnforced(t, a, root, unix.EDQUOT, "quota") // its qgroup, through the pod's bind mount
 	if out, err := exec.Command("btrfs", "subvolume", "list", "-o", root).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Errorf("subvolumes left after the deletion: %s %v", out, err)
 	}
@@ -210,7 +211,7 @@ func TestEnforcedCapacityOnBtrfs(t *testing.T) {
 func TestEnforcedCapacityOnImages(t *testing.T) {
 	root := imageLocalRoot(t)
 	a := newAgent(t)
-	checkEnforced(t, a, root, unix.ENOSPC)
+	checkEnforced(t, a, root, unix.ENOSPC, "statfs")
 	if len(mountsUnder(t, root)) != 0 {
 		t.Errorf("mounts left under the root: %v", mountsUnder(t, root))
 	}

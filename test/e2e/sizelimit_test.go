@@ -306,6 +306,17 @@ func TestEmptyDirSizeLimitOnBtrfs(t *testing.T) {
 		t.Fatalf("%d MiB written, then %v; want 10 MiB, then EDQUOT for the 11th", written, werr)
 	}
 	id := subvolumeID(t, dir)
+	// Measured by its qgroup, not walked: the qgroup limit (10 MiB and
+	// room for metadata, 11051008 bytes) is the capacity, and the 10 MiB
+	// and what the refused 11th left count.
+	waitFor(t, 30*time.Second, "usage of 10 MiB by quota", func() (bool, string) {
+		u := a.usageOf("default", "capped")["scratch"]
+		if u == nil {
+			return false, "no usage"
+		}
+		return u.Method == "quota" && u.CapacityBytes == 11051008 && u.UsedBytes >= 10<<20 && u.UsedBytes <= u.CapacityBytes,
+			fmt.Sprintf("%+v", *u)
+	})
 
 	a.restart(true)
 	p = a.waitPod("default", "capped", 20*time.Second, ready)
