@@ -10,12 +10,13 @@ test: lint
 	./test/deps.sh
 	go test -count=1 -timeout 80m ./...
 
-# Static analysis: staticcheck, and golangci-lint with gosec and errorlint
+# Static analysis: gofmt, staticcheck, and golangci-lint with gosec and errorlint
 # (.golangci.yml), at the versions tools/go.mod pins, built from the Go
 # module proxy on first use and cached by go tool. No finding may remain:
 # fix it, or mark its line with //nolint and the reason.
 LINT = go tool -modfile=tools/go.mod
 lint:
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted" >&2; exit 1; fi
 	$(LINT) staticcheck ./...
 	$(LINT) golangci-lint run --allow-parallel-runners ./...
 

@@ -43,7 +43,7 @@ type options struct {
 	agent      string // a built agent; built from this module when empty
 	logDir     string // where agent logs go (kept), or "" for a temporary directory
 	logLevel   string
-	rootParent string // where agents' root directories are made
+	rootParent string   // where agents' root directories are made
 	agentArgs  []string // more flags for every agent (-agent-args)
 }
 

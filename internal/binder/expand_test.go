@@ -182,7 +182,9 @@ func TestRecordedExpansionFinishedAfterRestart(t *testing.T) {
 	failing := &expandingProvisioner{expandErr: errDiskFull}
 	h := startWith(t, provInner(classExpandable), path, []provisioner.Provisioner{failing}, fastRetry)
 	h.expect("bound", h.boundTo("data", "pvc-u1"))
-	h.update(func(f *fakeInner) { f.claims = []*v1.PersistentVolumeClaim{newClaim("data", "2Gi", claimUID("u1"), claimClass("fast"))} },
+	h.update(func(f *fakeInner) {
+		f.claims = []*v1.PersistentVolumeClaim{newClaim("data", "2Gi", claimUID("u1"), claimClass("fast"))}
+	},
 		"expansion failing", func() bool { return strings.Contains(h.claimStatus("data")[0].Error, "failed, retrying") })
 	h.stop()
 
