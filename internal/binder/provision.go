@@ -64,7 +64,7 @@ func (r record) provisionedBy() string {
 	if r.Provisioned == nil {
 		return ""
 	}
-	return r.Provisioned.Annotations[provisioner.AnnProvisionedBy]
+	return provisioner.Canonical(r.Provisioned.Annotations[provisioner.AnnProvisionedBy])
 }
 
 // recordMade records every PersistentVolume just provisioned: Bound to its
@@ -129,14 +129,14 @@ func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) st
 	switch {
 	case !ok:
 		return fmt.Sprintf("%s; StorageClass %q does not exist", why, className)
-	case !w.provisioners[class.Provisioner]:
+	case !w.provisioners[provisioner.Canonical(class.Provisioner)]:
 		return fmt.Sprintf("%s; StorageClass %q names provisioner %q, which this agent does not run", why, className, class.Provisioner)
 	}
 	name, err := pvNameFor(c, w.node.Name)
 	if err != nil {
 		return err.Error()
 	}
-	o.provisions = append(o.provisions, provisionOp{provisioner: class.Provisioner, req: provisioner.Request{
+	o.provisions = append(o.provisions, provisionOp{provisioner: provisioner.Canonical(class.Provisioner), req: provisioner.Request{
 		Claim: c, Class: class, PVName: name, SelectedNode: w.node.Name,
 	}})
 	if err := w.ops.failed[name]; err != "" {

@@ -86,7 +86,7 @@ func (c *Controller) wants(claim *v1.PersistentVolumeClaim) (*storagev1.StorageC
 	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || claim.Status.Phase != v1.ClaimPending {
 		return nil, false, nil
 	}
-	if p := claim.Annotations[AnnStorageProvisioner]; p != c.name && (p != "" || claim.Annotations[AnnBetaStorageProvisioner] != c.name) {
+	if p := Canonical(claim.Annotations[AnnStorageProvisioner]); p != c.name && (p != "" || Canonical(claim.Annotations[AnnBetaStorageProvisioner]) != c.name) {
 		return nil, false, nil
 	}
 	if c.cfg.Node != "" && claim.Annotations[AnnSelectedNode] != c.cfg.Node {
@@ -100,7 +100,7 @@ func (c *Controller) wants(claim *v1.PersistentVolumeClaim) (*storagev1.StorageC
 	if err != nil {
 		return nil, false, fmt.Errorf("claim %s/%s: StorageClass %q: %w", claim.Namespace, claim.Name, className, err)
 	}
-	return class, class.Provisioner == c.name, nil
+	return class, Canonical(class.Provisioner) == c.name, nil
 }
 
 // provision makes the storage and the PV. The PV is created only while the
@@ -152,7 +152,7 @@ func (c *Controller) provision(ctx context.Context, req Request) error {
 // exists.
 func (c *Controller) commit(ctx context.Context, pv *v1.PersistentVolume) error {
 	s, ok := c.cfg.Provisioner.(Settler)
-	if !ok || pv.Annotations[AnnProvisionedBy] != c.name {
+	if !ok || Canonical(pv.Annotations[AnnProvisionedBy]) != c.name {
 		return nil
 	}
 	if err := s.Commit(ctx, pv); err != nil {

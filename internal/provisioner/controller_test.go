@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -382,4 +383,32 @@ func TestUnsupportedClaimsAreRefused(t *testing.T) {
 	if made, _ := p.calls(); len(made) != 0 {
 		t.Errorf("provisioned %v, want nothing", made)
 	}
+}
+
+// TestLegacyLocalNameIsServed: a class and claim naming the local
+// provisioner's first name, volume-agent.io/local, are provisioned by the
+// provisioner now named local.volume-agent.io; the PV keeps the class's
+// name (an older agent still knows it as its own) and is deleted by the
+// same controller once released.
+func TestLegacyLocalNameIsServed(t *testing.T) {
+	if Canonical(LegacyLocalName) != LocalName || Canonical(NFSSubdirName) != NFSSubdirName || Canonical("") != "" {
+		t.Fatalf("Canonical maps %q to %q", LegacyLocalName, Canonical(LegacyLocalName))
+	}
+	p := &fakeProvisioner{}
+	client := run(t, p, "node-a", class("old", LegacyLocalName), claim("old", "old", LegacyLocalName, "node-a"))
+	var pv *v1.PersistentVolume
+	eventually(t, "the PV of the claim of the legacy-named class", func() (bool, string) {
+		var err error
+		pv, err = client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-uid-old", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	if by := pv.Annotations[AnnProvisionedBy]; by != LegacyLocalName {
+		t.Errorf("%s = %q, want the class's %q", AnnProvisionedBy, by, LegacyLocalName)
+	}
+	p2 := &fakeProvisioner{}
+	run(t, p2, "node-a", releasedPV("legacy", LegacyLocalName, "node-a", v1.PersistentVolumeReclaimDelete))
+	eventually(t, "the storage of a released PV provisioned by the legacy name deleted", func() (bool, string) {
+		_, deleted := p2.calls()
+		return slices.Equal(deleted, []string{"legacy"}), fmt.Sprint(deleted)
+	})
 }

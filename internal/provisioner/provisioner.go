@@ -36,10 +36,27 @@ const (
 )
 
 // The provisioner names, as a StorageClass's provisioner field gives them.
+// LocalName is also the name of the CSIDriver object through which the
+// scheduler finds the local provisioner's CSIStorageCapacity objects, so it
+// is a DNS subdomain (no "/").
 const (
-	LocalName     = "volume-agent.io/local"
+	LocalName     = "local.volume-agent.io"
 	NFSSubdirName = "volume-agent.io/nfs-subdir"
+	// LegacyLocalName is the local provisioner's first name, still served:
+	// classes naming it provision as LocalName's do, but the scheduler
+	// does not consider capacity for them (no CSIDriver can have the name).
+	LegacyLocalName = "volume-agent.io/local"
 )
+
+// Canonical is the name of the provisioner that serves name: LocalName
+// for LegacyLocalName, name itself otherwise. Compare a name read from a
+// class, a claim or a PV with a provisioner's Name through it.
+func Canonical(name string) string {
+	if name == LegacyLocalName {
+		return LocalName
+	}
+	return name
+}
 
 // ParamArchiveOnDelete is the class parameter that makes a released PV's
 // storage be renamed to archived-<name> instead of removed.
@@ -136,8 +153,14 @@ func PVName(claim *v1.PersistentVolumeClaim) string { return "pvc-" + string(cla
 // NewPV assembles the PersistentVolume for req from vol: the claim's access
 // modes, volume mode and requested capacity; the class's reclaim policy
 // (Delete when unset) and mount options; a claimRef to the claim (name,
-// namespace, UID); AnnProvisionedBy and vol's annotations.
+// namespace, UID); AnnProvisionedBy and vol's annotations. AnnProvisionedBy
+// is the name the class gives when it is another name of provisioner
+// (LegacyLocalName), so that an agent that knows only that name still
+// recognises the PV as its own.
 func NewPV(req Request, provisioner string, vol Volume) *v1.PersistentVolume {
+	if Canonical(req.Class.Provisioner) == provisioner {
+		provisioner = req.Class.Provisioner
+	}
 	ann := map[string]string{AnnProvisionedBy: provisioner}
 	for k, v := range vol.Annotations {
 		ann[k] = v

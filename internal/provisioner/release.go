@@ -81,7 +81,7 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 // or already on its way (a recorded step). An unknown or damaged record is
 // an error: nothing is done on a guess.
 func (c *Controller) reclaimState(pv *v1.PersistentVolume) (reclaim.State, bool, error) {
-	if pv.Annotations[AnnProvisionedBy] != c.name || pv.DeletionTimestamp != nil || (c.cfg.Node != "" && !OnNode(pv, c.cfg.Node)) {
+	if Canonical(pv.Annotations[AnnProvisionedBy]) != c.name || pv.DeletionTimestamp != nil || (c.cfg.Node != "" && !OnNode(pv, c.cfg.Node)) {
 		return reclaim.State{}, false, nil
 	}
 	s := reclaim.State{Step: reclaim.Step(pv.Annotations[AnnReclaimStep])}

@@ -61,7 +61,7 @@ func (c *Controller) resize(ctx context.Context, claim *v1.PersistentVolumeClaim
 
 // resizes reports whether pv, bound to claim, is this controller's to grow.
 func (c *Controller) resizes(pv *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) bool {
-	if pv.Annotations[AnnProvisionedBy] != c.name || pv.DeletionTimestamp != nil || (c.cfg.Node != "" && !OnNode(pv, c.cfg.Node)) ||
+	if Canonical(pv.Annotations[AnnProvisionedBy]) != c.name || pv.DeletionTimestamp != nil || (c.cfg.Node != "" && !OnNode(pv, c.cfg.Node)) ||
 		pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != claim.UID {
 		return false
 	}

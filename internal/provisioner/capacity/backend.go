@@ -35,6 +35,12 @@ type Backend interface {
 	// Recover finishes or rolls back what a crash interrupted, makes every
 	// volume usable again, and returns them.
 	Recover(ctx context.Context) ([]Volume, error)
+	// Promised is, by volume, what the volumes may still take of the
+	// root's file system: each one's size less what it already takes (a
+	// volume being made: its whole size). A volume that cannot be
+	// measured counts with its whole size. Volumes with nothing promised
+	// are left out.
+	Promised(ctx context.Context) (map[string]int64, error)
 }
 
 // Usage is what a volume holds. Inode counts are 0 where the file system

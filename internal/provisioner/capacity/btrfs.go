@@ -129,6 +129,12 @@ func (b *btrfsDriver) usage(ctx context.Context, v *record) (Usage, error) {
 	return Usage{CapacityBytes: v.Size, UsedBytes: used, AvailableBytes: max(0, v.Size-used)}, nil
 }
 
+// taken is the subvolume's referenced bytes, as its qgroup counts them.
+func (b *btrfsDriver) taken(ctx context.Context, v *record) (int64, error) {
+	u, err := b.usage(ctx, v)
+	return u.UsedBytes, err
+}
+
 // referenced finds the referenced bytes of qgroup 0/id in the output of
 // btrfs qgroup show --raw: the row whose first column is 0/id.
 func referenced(out string, id uint64) (int64, error) {

@@ -33,6 +33,10 @@ func TestBtrfsLimitUsageExpandDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkUsage(t, b, "vol", 5*mi, 10*mi)
+	// 5 MiB of 10 are written: the volume may take 5 MiB more.
+	if p := promised(t, b)["vol"]; p < 4*mi+mi/2 || p > 5*mi+mi/2 {
+		t.Errorf("Promised of a 10 MiB volume holding 5 MiB: %d bytes, want about 5 MiB", p)
+	}
 
 	n, err := fill(f, 6)
 	if !isErrno(err, unix.EDQUOT) {
@@ -63,6 +67,16 @@ func TestBtrfsLimitUsageExpandDelete(t *testing.T) {
 		t.Fatalf("delete again: %v", err)
 	}
 	checkGone(t, root, "vol", id)
+}
+
+// promised is b.Promised.
+func promised(t *testing.T, b Backend) map[string]int64 {
+	t.Helper()
+	p, err := b.Promised(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // checkUsage syncs the file system (qgroups are counted at commit) and

@@ -241,6 +241,16 @@ func (d *imageDriver) usage(ctx context.Context, v *record) (Usage, error) {
 	return mount.Bounded(ctx, func() (Usage, error) { return statfsUsage(dir) })
 }
 
+// taken is what the image file has allocated: it is sparse, and grows as
+// the volume's file system writes to new blocks.
+func (d *imageDriver) taken(_ context.Context, v *record) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(d.img(v), &st); err != nil {
+		return 0, &os.PathError{Op: "lstat", Path: d.img(v), Err: err}
+	}
+	return st.Blocks * 512, nil
+}
+
 func statfsUsage(dir string) (Usage, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {

@@ -41,10 +41,20 @@ func TestImageLimit(t *testing.T) {
 			t.Errorf("loop device of an image on ext4 or XFS: direct I/O %q, want 1", dio)
 		}
 	}
+	// The new file system took a little of the sparse image.
+	if p := promised(t, b)["vol"]; p < 8*mi || p > 10*mi {
+		t.Errorf("Promised of an empty 10 MiB image: %d bytes, want 8-10 MiB", p)
+	}
 	f := create(t, filepath.Join(dir, "data"))
 	n, err := fill(f, 11)
 	if !isErrno(err, unix.ENOSPC) {
 		t.Fatalf("writing 11 MiB into 10 MiB: %d bytes, error %v; want ENOSPC", n, err)
+	}
+	if err := f.Sync(); err != nil { // through the loop device into the image
+		t.Fatal(err)
+	}
+	if p := promised(t, b)["vol"]; p > 10*mi-n {
+		t.Errorf("Promised of a full 10 MiB image after %d bytes: %d bytes, want at most %d", n, p, 10*mi-n)
 	}
 	// ext4 keeps part of a small image for its journal and inode tables.
 	if n > 10*mi || n < 6*mi {

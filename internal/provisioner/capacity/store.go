@@ -28,6 +28,8 @@ type driver interface {
 	// attach makes a made volume usable again after a restart.
 	attach(ctx context.Context, v *record) error
 	usage(ctx context.Context, v *record) (Usage, error)
+	// taken is how many bytes of the root's file system v takes now.
+	taken(ctx context.Context, v *record) (int64, error)
 	// remove removes what v uses, whatever part of it exists.
 	remove(ctx context.Context, v *record, save func() error) error
 }
@@ -198,6 +200,45 @@ func (s *store) Usage(ctx context.Context, name string) (Usage, error) {
 		return Usage{}, fmt.Errorf("measure volume %s: %w", name, err)
 	}
 	return u, nil
+}
+
+// Promised: see Backend.
+func (s *store) Promised(ctx context.Context) (map[string]int64, error) {
+	names, err := s.journal().names()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(names))
+	for _, name := range names {
+		if n := s.promised(ctx, name); n > 0 {
+			out[name] = n
+		}
+	}
+	return out, nil
+}
+
+// promised is what the volume name may still take of the root's file
+// system.
+func (s *store) promised(ctx context.Context, name string) int64 {
+	defer s.locks.Lock(name)()
+	r, err := s.load(name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 0 // deleted meanwhile
+	case err != nil:
+		s.log.Warn("volume left out of what volumes may still take: its record cannot be read", zap.String("volume", name), zap.Error(err))
+		return 0
+	case r.State == deleting:
+		return 0
+	case r.State == creating:
+		return r.Size
+	}
+	used, err := s.d.taken(ctx, r)
+	if err != nil {
+		s.log.Warn("volume counted with all it may hold: what it takes cannot be measured", zap.String("volume", name), zap.Error(err))
+		return r.Size
+	}
+	return max(0, r.Size-used)
 }
 
 // Delete: see Backend.

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +76,13 @@ func (f *fakeBackend) Delete(_ context.Context, name string) error {
 }
 
 func (f *fakeBackend) Recover(context.Context) ([]capacity.Volume, error) { return nil, nil }
+
+// Promised: nothing is ever written to a fake volume.
+func (f *fakeBackend) Promised(context.Context) (map[string]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.sizes), nil
+}
 
 // newEnforcing makes a provisioner on root with a fake capacity backend.
 func newEnforcing(t *testing.T, root string) (*Provisioner, *fakeBackend) {

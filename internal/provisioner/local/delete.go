@@ -67,6 +67,14 @@ func (p *Provisioner) Restore(ctx context.Context, pv *v1.PersistentVolume) erro
 // of MoveAside. A directory already gone is not an error. A volume of
 // enforced capacity is removed by its backend (deleteEnforced).
 func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+	err := p.delete(ctx, pv)
+	if err == nil {
+		p.changed()
+	}
+	return err
+}
+
+func (p *Provisioner) delete(ctx context.Context, pv *v1.PersistentVolume) error {
 	if isEnforced(pv) {
 		return p.deleteEnforced(ctx, pv)
 	}

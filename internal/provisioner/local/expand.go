@@ -27,9 +27,23 @@ func (p *Provisioner) Expand(ctx context.Context, pv *v1.PersistentVolume, size 
 	if err != nil {
 		return err
 	}
-	if err := p.cfg.Capacity.Expand(ctx, name, size); err != nil {
+	if err := p.expand(ctx, name, pv.Spec.Capacity.Storage().Value(), size); err != nil {
 		return fmt.Errorf("expand local volume of PV %s: %w", pv.Name, err)
 	}
+	p.changed()
 	p.log.Info("expanded local volume", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path), zap.Int64("bytes", size))
 	return nil
+}
+
+// expand grows the volume name from size have to size want once the root
+// has room for the difference.
+func (p *Provisioner) expand(ctx context.Context, name string, have, want int64) error {
+	p.roomMu.Lock()
+	defer p.roomMu.Unlock()
+	if want > have {
+		if err := p.makeRoom(ctx, "", want-have); err != nil {
+			return err
+		}
+	}
+	return p.cfg.Capacity.Expand(ctx, name, want)
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -53,6 +54,9 @@ type Config struct {
 	// NoCapacity (optional too) says why in the refusal.
 	Capacity   capacity.Backend
 	NoCapacity error
+	// OnChange, optional, is called after a volume was made, grown or
+	// deleted: Room may have changed. It must not block.
+	OnChange func()
 }
 
 // Provisioner provisions node-local volumes for the claims scheduled to
@@ -60,6 +64,9 @@ type Config struct {
 type Provisioner struct {
 	cfg Config
 	log *zap.Logger
+	// roomMu is held from the check that a volume of enforced capacity
+	// fits (makeRoom) until it is made or grown.
+	roomMu sync.Mutex
 }
 
 var _ provisioner.Provisioner = (*Provisioner)(nil)
@@ -133,17 +140,22 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	ann := map[string]string{provisioner.AnnArchiveOnDelete: strconv.FormatBool(cp.archive)}
 	var dir string
 	if cp.enforce {
-		dir, err = p.cfg.Capacity.Create(ctx, name, cp.size)
+		p.roomMu.Lock()
+		if err = p.makeRoom(ctx, name, cp.size); err == nil {
+			dir, err = p.cfg.Capacity.Create(ctx, name, cp.size)
+		}
+		p.roomMu.Unlock()
 		ann[AnnCapacity] = p.cfg.Capacity.Kind()
 	} else {
 		dir, err = mount.Bounded(ctx, func() (string, error) { return storagedir.Create(p.cfg.Root, name, volumeMode) })
 	}
-	if err != nil && rootFailure(err) {
+	if err != nil && (rootFailure(err) || errors.Is(err, ErrNoRoom)) {
 		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)
 	}
 	if err != nil {
 		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w", c.Namespace, c.Name, err)
 	}
+	p.changed()
 	p.log.Info("provisioned local volume", zap.String("claim", c.Namespace+"/"+c.Name),
 		zap.String("pv", req.PVName), zap.String("path", dir), zap.String("capacity", ann[AnnCapacity]))
 	return provisioner.Volume{
