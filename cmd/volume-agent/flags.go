@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/status"
 )
 
@@ -50,6 +51,7 @@ type options struct {
 	provisioners  []string
 	localPathRoot string
 	leaseNS       string
+	capacityNS    string
 	// reclaimDelay is how long released storage stays restorable before it
 	// is deleted (--reclaim-delay).
 	reclaimDelay time.Duration
@@ -101,9 +103,10 @@ func agentFlags(o *options) (fs *flag.FlagSet, finish func()) {
 	fs.DurationVar(&o.checkPeriod, "volume-check-period", 30*time.Second, "how often mounted network volumes (NFS) are checked for a server that stopped answering; a dead one turns Uncertain and is set up again until it lives")
 	fs.DurationVar(&o.statsPeriod, "volume-stats-period", time.Minute, "how often, at most, each emptyDir and claim volume's usage is measured (/v1/pods, volume_agent_volume_stats_* metrics): by statfs for a volume that is its own file system, by its qgroup for a btrfs subvolume with a qgroup limit, by one paced background walk for a plain directory; 0s turns walks off (statfs and qgroup measurements then run every minute)")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles (CPU, heap, goroutines, trace) under /debug/pprof/ on --status-addr, for go tool pprof")
-	provs := fs.String("provisioners", "", "dynamic provisioners to run, comma-separated: "+provLocal+" (StorageClass provisioner volume-agent.io/local: a directory under --local-path-root per claim, WaitForFirstConsumer) and "+provNFSSubdir+" (volume-agent.io/nfs-subdir: a subdirectory of an NFS export per claim; in cluster mode one agent serves it, by leader election); default none")
+	provs := fs.String("provisioners", "", "dynamic provisioners to run, comma-separated: "+provLocal+" (StorageClass provisioner "+provisioner.LocalName+", or its first name "+provisioner.LegacyLocalName+": a volume under --local-path-root per claim, WaitForFirstConsumer) and "+provNFSSubdir+" (volume-agent.io/nfs-subdir: a subdirectory of an NFS export per claim; in cluster mode one agent serves it, by leader election); default none")
 	fs.StringVar(&o.localPathRoot, "local-path-root", "/var/lib/volume-agent-local", "directory on this node holding the volumes the local provisioner makes, one subdirectory per claim; keep it outside --root-dir (the agent's state and pod mounts, which it removes from) and on the disk meant for data")
 	fs.StringVar(&o.leaseNS, "leader-election-namespace", "", "namespace of the Lease the nfs-subdir provisioner's leader holds (default $POD_NAMESPACE, else \"default\")")
+	fs.StringVar(&o.capacityNS, "storage-capacity-namespace", "", "namespace of the CSIStorageCapacity objects through which the local provisioner tells the scheduler how much room its node has, one per StorageClass of "+provisioner.LocalName+" (default $POD_NAMESPACE, else \"default\")")
 	fs.DurationVar(&o.reclaimDelay, "reclaim-delay", 10*time.Minute, "how long the storage of a released claim with reclaim policy Delete is kept aside, restorable, before it is deleted for good (from manifests: the same claim added back within it gets its data back; in a cluster: set the PersistentVolume's reclaim policy to Retain); 0s deletes as soon as nothing uses it")
 	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server (at least 1)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server (at least 1)")
@@ -119,7 +122,10 @@ func agentFlags(o *options) (fs *flag.FlagSet, finish func()) {
 			o.nodeName = defaultNodeName()
 		}
 		if !set["leader-election-namespace"] {
-			o.leaseNS = defaultLeaseNamespace()
+			o.leaseNS = defaultNamespace()
+		}
+		if !set["storage-capacity-namespace"] {
+			o.capacityNS = defaultNamespace()
 		}
 	}
 }
@@ -282,7 +288,7 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-func defaultLeaseNamespace() string {
+func defaultNamespace() string {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		return ns
 	}

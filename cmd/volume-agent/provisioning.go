@@ -22,6 +22,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 	"github.com/volume-agent/volume-agent/internal/provisioner/local"
 	"github.com/volume-agent/volume-agent/internal/provisioner/nfssubdir"
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagecapacity"
 )
 
 // pauseEnv, for fault tests only, makes the provisioners wait this long
@@ -30,8 +31,8 @@ const pauseEnv = "VOLUME_AGENT_TEST_PROVISION_PAUSE"
 
 // provisioners are the dynamic provisioners --provisioners turns on.
 type provisioners struct {
-	local provisioner.Provisioner // nil when off
-	nfs   *nfssubdir.Provisioner  // nil when off
+	local *local.Provisioner     // nil when off
+	nfs   *nfssubdir.Provisioner // nil when off
 	pause time.Duration
 	// leaseNS and identity are for the nfs-subdir provisioner's Lease.
 	leaseNS, identity string
@@ -47,6 +48,9 @@ type provisioners struct {
 	// live are the cluster controllers running, told of changes of the
 	// actual state (notifyActual).
 	live map[*provisioner.Controller]bool // guarded by mu
+	// room, in cluster mode, publishes the local provisioner's room;
+	// told when a volume was made, grown or deleted.
+	room *storagecapacity.Publisher // guarded by mu
 }
 
 // newProvisioners builds the provisioners --provisioners names. inUse says
@@ -73,7 +77,7 @@ func newProvisioners(ctx context.Context, o options, root string, mounter mount.
 		if p.rootLock, err = lockRoot(localRoot, log); err != nil {
 			return nil, err
 		}
-		cfg := local.Config{Root: localRoot, NodeName: o.nodeName, Mounter: mounter, Logger: log}
+		cfg := local.Config{Root: localRoot, NodeName: o.nodeName, Mounter: mounter, Logger: log, OnChange: p.roomChanged}
 		cfg.Capacity, cfg.NoCapacity = openCapacity(ctx, o, localRoot, mounter, log)
 		l, err := local.New(cfg)
 		if err != nil {
@@ -141,6 +145,15 @@ func (p *provisioners) runners(client kubernetes.Interface, o options, log *zap.
 			return nil, err
 		}
 		r["local provisioner"] = p.tracked(c)
+		pub, err := storagecapacity.New(storagecapacity.Config{Client: client, Driver: provisioner.LocalName, Node: o.nodeName,
+			Namespace: o.capacityNS, Room: p.local.Room, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		p.room = pub
+		p.mu.Unlock()
+		r["local storage capacity"] = pub
 	}
 	if p.nfs != nil {
 		r["nfs-subdir provisioner"] = leadingNFS{p: p, client: client, log: log}
@@ -175,6 +188,16 @@ func (t trackedController) Run(ctx context.Context) error {
 		t.p.mu.Unlock()
 	}()
 	return t.c.Run(ctx)
+}
+
+// roomChanged tells the storage capacity publisher, if any, that the
+// local provisioner's room may have changed. It never blocks.
+func (p *provisioners) roomChanged() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.room != nil {
+		p.room.Changed()
+	}
 }
 
 // notifyActual tells the running controllers that the actual state

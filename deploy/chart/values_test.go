@@ -186,12 +186,15 @@ func TestReleaseName(t *testing.T) {
 	}
 	slices.Sort(keys)
 	want := []string{
+		"CSIDriver /local.volume-agent.io", // named after the provisioner, whatever the release
 		"ClusterRole /agents-volume-agent-provisioner",
 		"ClusterRoleBinding /agents-volume-agent-provisioner",
 		"DaemonSet storage/agents-volume-agent",
 		"ResourceQuota storage/agents-volume-agent-node-critical",
 		"Role storage/agents-volume-agent-leader-election",
+		"Role storage/agents-volume-agent-storage-capacity",
 		"RoleBinding storage/agents-volume-agent-leader-election",
+		"RoleBinding storage/agents-volume-agent-storage-capacity",
 		"ServiceAccount storage/agents-volume-agent",
 	}
 	if !slices.Equal(keys, want) {

@@ -123,6 +123,7 @@ var resources = map[string]schema.GroupVersionResource{
 	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
 	"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 	"DaemonSet":          {Group: "apps", Version: "v1", Resource: "daemonsets"},
+	"CSIDriver":          {Group: "storage.k8s.io", Version: "v1", Resource: "csidrivers"},
 }
 
 func resourceFor(t *testing.T, dyn dynamic.Interface, o *unstructured.Unstructured) dynamic.ResourceInterface {
