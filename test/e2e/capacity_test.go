@@ -24,7 +24,7 @@ const enforcedClass = `
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata: {name: sized}
-provisioner: volume-agent.io/local
+provisioner: local.volume-agent.io
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
 `

@@ -1,4 +1,5 @@
 // Package local is the node-local provisioner (provisioner.LocalName,
+// "local.volume-agent.io", also serving its first name
 // "volume-agent.io/local"): for a claim of a WaitForFirstConsumer class
 // whose selected node is this node, it makes a directory under the local
 // path root and describes a local PV pinned to this node; for a released
