@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"go.uber.org/zap"
@@ -112,15 +113,17 @@ func (p *Publisher) Run(ctx context.Context) error {
 	mine.Start(ctx.Done())
 	defer classes.Shutdown()
 	defer mine.Shutdown()
-	for typ, ok := range classes.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("storage capacity: %v informer did not sync", typ)
+	// A list the API server refuses (RBAC) is retried until it is
+	// allowed, or until the agent stops: that is no error of the agent's.
+	for _, synced := range []map[reflect.Type]bool{classes.WaitForCacheSync(ctx.Done()), mine.WaitForCacheSync(ctx.Done())} {
+		for typ, ok := range synced {
+			if !ok && ctx.Err() == nil {
+				return fmt.Errorf("storage capacity: %v informer did not sync", typ)
+			}
 		}
 	}
-	for typ, ok := range mine.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("storage capacity: %v informer did not sync", typ)
-		}
+	if ctx.Err() != nil {
+		return nil
 	}
 	wait := refresh
 	timer := time.NewTimer(0)

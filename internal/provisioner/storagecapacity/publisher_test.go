@@ -12,10 +12,12 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 )
@@ -178,5 +180,23 @@ func TestNames(t *testing.T) {
 	}
 	if k := nodeKey(long); len(k) != 16 {
 		t.Errorf("node key %q", k)
+	}
+}
+
+// A namespace where the identity may not list the objects makes the
+// publisher wait, not fail: the agent stops cleanly.
+func TestRefusedListIsNoError(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("list", "csistoragecapacities", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(storagev1.Resource("csistoragecapacities"), "", errors.New("RBAC"))
+	})
+	p, err := New(Config{Client: client, Driver: provisioner.LocalName, Node: "node-a", Namespace: ns, Room: (&room{}).get, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Errorf("Run: %v, want nil once ctx ends", err)
 	}
 }
