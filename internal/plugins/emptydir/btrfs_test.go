@@ -13,36 +13,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/volume-agent/volume-agent/internal/btrfs/btrfstest"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 )
-
-// btrfsRoot mounts a loop-backed btrfs of 256 MiB, with quotas on when
-// quotas is set, and returns its mount point.
-func btrfsRoot(t *testing.T, quotas bool) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts a loop-backed btrfs")
-	}
-	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
-		t.Skip("needs mkfs.btrfs (btrfs-progs)")
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
-	cmds := [][]string{{"truncate", "-s", "256M", img}, {"mkfs.btrfs", "-q", img}, {"mkdir", mnt}, {"mount", "-o", "loop", img, mnt}}
-	if quotas {
-		cmds = append(cmds, []string{"btrfs", "quota", "enable", mnt})
-	}
-	for _, c := range cmds {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil { //nolint:gosec // G204: the test's own commands
-			t.Fatalf("%v: %v: %s", c, err, out)
-		}
-		if c[0] == "mount" {
-			t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
-		}
-	}
-	return mnt
-}
 
 func inode(t *testing.T, path string) uint64 {
 	t.Helper()
@@ -69,7 +43,7 @@ func qgroups(t *testing.T, root string) string {
 // qgroup. An emptyDir without sizeLimit, and one found on disk as a plain
 // directory, stay plain directories.
 func TestSizeLimitOnBtrfs(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
@@ -137,7 +111,7 @@ func TestSizeLimitOnBtrfs(t *testing.T) {
 // TestSizeLimitOnBtrfsWithoutQuotas: quotas off, the volume is a plain
 // directory (its usage is watched instead).
 func TestSizeLimitOnBtrfsWithoutQuotas(t *testing.T) {
-	root := btrfsRoot(t, false)
+	root := btrfstest.Mount(t, false)
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
 	dir := filepath.Join(root, "scratch")
@@ -167,7 +141,7 @@ func writeSynced(path string, n int) error {
 // delete the outer one at once, and the volume is emptied entry by entry
 // (rmdir deletes an empty subvolume).
 func TestSizeLimitOnBtrfsNestedSubvolume(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
@@ -194,7 +168,7 @@ func TestSizeLimitOnBtrfsNestedSubvolume(t *testing.T) {
 // deleted with the subvolume: the teardown leaves the tree to RemoveDir,
 // which never crosses into a nested mount.
 func TestSizeLimitOnBtrfsNestedMount(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
@@ -226,7 +200,7 @@ func TestSizeLimitOnBtrfsNestedMount(t *testing.T) {
 // TestSizeLimitOnBtrfsQuotasTurnedOff: quotas turned off while a limited
 // volume exists do not stop its teardown.
 func TestSizeLimitOnBtrfsQuotasTurnedOff(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
@@ -249,7 +223,7 @@ func TestSizeLimitOnBtrfsQuotasTurnedOff(t *testing.T) {
 // the subvolume and limiting it leaves a subvolume without a limit; the
 // next set-up limits it, without making it anew.
 func TestSizeLimitOnBtrfsCrashBeforeLimit(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	dir := filepath.Join(root, "scratch")
 	if out, err := exec.Command("btrfs", "subvolume", "create", dir).CombinedOutput(); err != nil {
