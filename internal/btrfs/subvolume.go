@@ -13,9 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// subvolumeIno is the inode number of every btrfs subvolume's root
-// directory (BTRFS_FIRST_FREE_OBJECTID): a plain directory never has it.
-const subvolumeIno = 256
+// SubvolumeIno is the inode number of every btrfs subvolume's root
+// directory (BTRFS_FIRST_FREE_OBJECTID): a plain directory on btrfs never
+// has it (one on another file system may).
+const SubvolumeIno = 256
 
 // IsSubvolume reports whether dir is a btrfs subvolume, without following
 // a symlink and without running btrfs(8); missing is false. Inode 256
@@ -29,7 +30,7 @@ func IsSubvolume(dir string) (bool, error) {
 		return false, err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !fi.IsDir() || st.Ino != subvolumeIno {
+	if !ok || !fi.IsDir() || st.Ino != SubvolumeIno {
 		return false, nil
 	}
 	return onBtrfs(dir)
