@@ -52,10 +52,10 @@ func TestOnLoopBtrfs(t *testing.T) {
 	if err := tool.SetLimit(ctx, vol, 4<<20); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSynced(filepath.Join(vol, "f"), 1<<20); err != nil {
+	if err := btrfstest.WriteSynced(filepath.Join(vol, "f"), 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSynced(filepath.Join(vol, "g"), 4<<20); !errors.Is(err, unix.EDQUOT) {
+	if err := btrfstest.WriteSynced(filepath.Join(vol, "g"), 4<<20); !errors.Is(err, unix.EDQUOT) {
 		t.Errorf("5 MiB into a 4 MiB limit: %v, want EDQUOT", err)
 	}
 	unix.Sync() // qgroups are counted when a transaction commits
@@ -112,14 +112,4 @@ func TestOnLoopBtrfs(t *testing.T) {
 			t.Errorf("destroy qgroup 0/%d again: %v", id, err)
 		}
 	}
-}
-
-// writeSynced writes n bytes to a new file and syncs it.
-func writeSynced(path string, n int) error {
-	f, err := os.Create(path) //nolint:gosec // G304: the test's own volume
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(make([]byte, n))
-	return errors.Join(err, f.Sync(), f.Close())
 }

@@ -5,6 +5,7 @@
 package btrfstest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,18 @@ func Mount(t testing.TB, quotas bool) string {
 		run(t, "btrfs", "quota", "enable", mnt)
 	}
 	return mnt
+}
+
+// WriteSynced writes n bytes to a new file and syncs it, so that a write
+// past a qgroup limit fails here (EDQUOT) and the qgroup counts the file
+// at the next commit.
+func WriteSynced(path string, n int) error {
+	f, err := os.Create(path) //nolint:gosec // G304: the test's own volume
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, n))
+	return errors.Join(err, f.Sync(), f.Close())
 }
 
 func run(t testing.TB, args ...string) {

@@ -59,7 +59,7 @@ func TestSizeLimitOnBtrfs(t *testing.T) {
 	var werr error
 	for i := range 11 {
 		f := filepath.Join(dir, "mib"+strings.Repeat("x", i))
-		if werr = writeSynced(f, 1<<20); werr != nil {
+		if werr = btrfstest.WriteSynced(f, 1<<20); werr != nil {
 			break
 		}
 		written++
@@ -126,16 +126,6 @@ func TestSizeLimitOnBtrfsWithoutQuotas(t *testing.T) {
 	}
 }
 
-// writeSynced writes n bytes to a new file and syncs it.
-func writeSynced(path string, n int) error {
-	f, err := os.Create(path) //nolint:gosec // G304: the test's own volume
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(make([]byte, n))
-	return errors.Join(err, f.Sync(), f.Close())
-}
-
 // TestSizeLimitOnBtrfsNestedSubvolume: a subvolume the pod made inside
 // its volume (any user may) does not stop the teardown: btrfs refuses to
 // delete the outer one at once, and the volume is emptied entry by entry
@@ -153,7 +143,7 @@ func TestSizeLimitOnBtrfsNestedSubvolume(t *testing.T) {
 	if out, err := exec.Command("btrfs", "subvolume", "create", nested).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs subvolume create: %v: %s", err, out)
 	}
-	if err := writeSynced(filepath.Join(nested, "f"), 4096); err != nil {
+	if err := btrfstest.WriteSynced(filepath.Join(nested, "f"), 4096); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.TearDown(ctx, dir); err != nil {
@@ -229,7 +219,7 @@ func TestSizeLimitOnBtrfsCrashBeforeLimit(t *testing.T) {
 	if out, err := exec.Command("btrfs", "subvolume", "create", dir).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs subvolume create: %v: %s", err, out)
 	}
-	if err := writeSynced(filepath.Join(dir, "before"), 1<<20); err != nil {
+	if err := btrfstest.WriteSynced(filepath.Join(dir, "before"), 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
@@ -240,7 +230,7 @@ func TestSizeLimitOnBtrfsCrashBeforeLimit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "before")); err != nil {
 		t.Fatalf("data of the subvolume: %v", err)
 	}
-	if err := writeSynced(filepath.Join(dir, "more"), 4<<20); !errors.Is(err, syscall.EDQUOT) {
+	if err := btrfstest.WriteSynced(filepath.Join(dir, "more"), 4<<20); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("4 MiB more in a 4Mi volume holding 1 MiB: %v, want EDQUOT", err)
 	}
 	if err := p.TearDown(ctx, dir); err != nil {
