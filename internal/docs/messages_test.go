@@ -45,6 +45,7 @@ type message struct {
 var userFacingDirs = []string{
 	"cmd/volume-agent",
 	"internal/binder",
+	"internal/btrfs",
 	"internal/events",
 	"internal/mount",
 	"internal/plugins",

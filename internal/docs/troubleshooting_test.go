@@ -48,6 +48,9 @@ var internalMessages = map[string]string{
 	"losetup attached … as …, not a loop device":                                     "losetup --show prints the device it attached; never seen",
 	"expand the storage of PersistentVolume …: provisioner … cannot expand volumes":  "plan asks only provisioners that are Expanders to expand",
 	"no qgroup limit":                                                                "never shown: usage then walks the subvolume as a plain directory",
+	"btrfs quotas are not enabled":                                                   "never shown: a category matched by errors.Is on btrfs(8)'s own error, whose text is shown",
+	"btrfs subvolume holds another subvolume":                                        "never shown: a category matched by errors.Is on btrfs(8)'s own error, whose text is shown",
+	"btrfs: path … is not absolute":                                                  "a guard: emptydir checks its path first, capacity resolves its root",
 }
 
 var (

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/volume-agent/volume-agent/internal/btrfs/btrfstest"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 )
 
@@ -116,7 +117,7 @@ func BenchmarkPassMixed(b *testing.B) {
 func BenchmarkPassQuota(b *testing.B) {
 	for _, n := range []int{20, 200} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			mnt := loopBtrfs(b)
+			mnt := btrfstest.Mount(b, true)
 			var list []Target
 			for i := range n {
 				dir := filepath.Join(mnt, strconv.Itoa(i))

@@ -18,7 +18,7 @@ const (
 	// system the directory is on.
 	MethodWalk = "walk"
 	// MethodQuota: a btrfs subvolume's qgroup (the bytes it references,
-	// its limit as the capacity); see qgroup.measurement.
+	// its limit as the capacity); see quotaMeasurement.
 	MethodQuota = "quota"
 )
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/btrfs"
 )
 
 // how says how a volume is measured.
@@ -71,10 +73,6 @@ func network(fsType string) bool {
 	return networkTypes[fsType] || fsType == "fuse" || strings.HasPrefix(fsType, "fuse.")
 }
 
-// subvolumeIno is the inode number of every btrfs subvolume's root
-// directory (BTRFS_FIRST_FREE_OBJECTID): a plain directory never has it.
-const subvolumeIno = 256
-
 // probe decides how the volume at path is measured, from cached
 // attributes (statx does not ask a network file system) and the mount
 // table: statfs for a mount point that shows its file system's root, or
@@ -105,7 +103,7 @@ func (t *mountTable) probe(path string) (how, uint64, error) {
 		return byStatfs, 0, nil
 	case network(m.fsType):
 		return notAtAll, 0, nil
-	case m.fsType == "btrfs" && st.Ino == subvolumeIno:
+	case m.fsType == "btrfs" && st.Ino == btrfs.SubvolumeIno:
 		var id uint64
 		if st.Mask&unix.STATX_SUBVOL != 0 {
 			id = st.Subvol

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,73 +10,46 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/btrfs"
+	"github.com/volume-agent/volume-agent/internal/btrfs/btrfstest"
 )
 
-func TestParseQgroup(t *testing.T) {
-	const out = `Qgroupid    Referenced    Exclusive  Max referenced  Max exclusive   Path
---------    ----------    ---------  --------------  -------------   ----
-0/257          5259264      5259264        50000000           none   a
-0/258            16384        16384            none           none   b
-`
+// TestLimitingQgroup: quotas off, no btrfs(8) or a qgroup without a
+// limit mean the subvolume is walked; other failures are errors.
+func TestLimitingQgroup(t *testing.T) {
+	limited := btrfs.Qgroup{ID: 257, Referenced: 5, Limit: 50, Limited: true}
 	for _, tc := range []struct {
-		id      uint64
-		want    qgroup
+		name    string
+		q       btrfs.Qgroup
+		err     error
 		noQuota bool
 		fails   bool
 	}{
-		{id: 257, want: qgroup{referenced: 5259264, limit: 50000000}},
-		{id: 0, want: qgroup{referenced: 5259264, limit: 50000000}}, // the first level-0 row
-		{id: 258, noQuota: true},
-		{id: 259, fails: true},
+		{name: "limited", q: limited},
+		{name: "no limit", q: btrfs.Qgroup{ID: 257, Referenced: 5}, noQuota: true},
+		{name: "quotas off", err: &btrfs.Error{Cmd: "btrfs qgroup show", Stderr: "ERROR: can't list qgroups: quotas not enabled", Err: errors.New("exit status 1")}, noQuota: true},
+		{name: "no btrfs(8)", err: &exec.Error{Name: "btrfs", Err: exec.ErrNotFound}, noQuota: true},
+		{name: "deadline", err: &btrfs.Error{Cmd: "btrfs qgroup show", Err: context.DeadlineExceeded}, fails: true},
 	} {
-		got, err := parseQgroup(out, tc.id)
+		got, err := limitingQgroup(tc.q, tc.err)
 		switch {
-		case tc.noQuota && !errorsIs(err, errNoQuota), tc.fails && err == nil, !tc.noQuota && !tc.fails && (err != nil || got != tc.want):
-			t.Errorf("parseQgroup(0/%d) = %+v, %v", tc.id, got, err)
+		case tc.noQuota && !errors.Is(err, errNoQuota),
+			tc.fails && (err == nil || errors.Is(err, errNoQuota)),
+			!tc.noQuota && !tc.fails && (err != nil || got != tc.q):
+			t.Errorf("%s: limitingQgroup = %+v, %v", tc.name, got, err)
 		}
-	}
-	if _, err := parseQgroup("0/257 x 0 100 none", 257); err == nil {
-		t.Error("a referenced column that is no number was read")
 	}
 }
 
 func TestQgroupMeasurement(t *testing.T) {
-	m := qgroup{referenced: 7, limit: 5}.measurement(fsSize{available: 100})
+	m := quotaMeasurement(btrfs.Qgroup{Referenced: 7, Limit: 5, Limited: true}, fsSize{available: 100})
 	if m.CapacityBytes != 5 || m.UsedBytes != 7 || m.AvailableBytes != 0 || m.Method != MethodQuota {
 		t.Fatalf("over its limit: %+v; want capacity 5, used 7, available 0", m)
 	}
-	if m := (qgroup{referenced: 2, limit: 50}).measurement(fsSize{available: 10}); m.AvailableBytes != 10 {
+	if m := quotaMeasurement(btrfs.Qgroup{Referenced: 2, Limit: 50, Limited: true}, fsSize{available: 10}); m.AvailableBytes != 10 {
 		t.Fatalf("on a fuller file system: available %d; want the file system's 10", m.AvailableBytes)
 	}
-}
-
-// loopBtrfs makes and mounts a loop-backed btrfs with quotas on in a
-// temporary directory and returns its mount point.
-func loopBtrfs(t testing.TB) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a loop-backed btrfs")
-	}
-	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
-		t.Skip("needs mkfs.btrfs (btrfs-progs)")
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	run("truncate", "-s", "300M", img)
-	run("mkfs.btrfs", "-q", img)
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run("mount", "-o", "loop", img, mnt)
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
-	run("btrfs", "quota", "enable", mnt)
-	return mnt
 }
 
 func subvolume(t testing.TB, path string, limit string) {
@@ -95,7 +69,7 @@ func subvolume(t testing.TB, path string, limit string) {
 // through a bind mount of it (a claim's volume as its pod sees it); one
 // without a limit, or once quotas are off, is walked.
 func TestQuota(t *testing.T) {
-	mnt := loopBtrfs(t)
+	mnt := btrfstest.Mount(t, true)
 	limited, open := filepath.Join(mnt, "limited"), filepath.Join(mnt, "open")
 	subvolume(t, limited, "50M")
 	subvolume(t, open, "")
@@ -138,7 +112,7 @@ func TestQuota(t *testing.T) {
 // A size limit that a qgroup enforces is not watched: a subvolume a
 // little over it (its metadata counts) is not Exceeded.
 func TestQuotaEnforcesSizeLimit(t *testing.T) {
-	mnt := loopBtrfs(t)
+	mnt := btrfstest.Mount(t, true)
 	vol := filepath.Join(mnt, "vol")
 	subvolume(t, vol, "2M")
 	writeFile(t, filepath.Join(vol, "f"), 1<<20)

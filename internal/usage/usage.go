@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/volume-agent/volume-agent/internal/btrfs"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/mount"
 )
@@ -64,7 +65,7 @@ type Config struct {
 	// statfs replaces statfs(2) (tests make a file system hang).
 	statfs func(path string) (fsSize, error)
 	// qgroup replaces btrfs qgroup show (benchmarks count its cost apart).
-	qgroup func(ctx context.Context, path string, id uint64) (qgroup, error)
+	qgroup func(ctx context.Context, path string, id uint64) (btrfs.Qgroup, error)
 	// sleep paces walks; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -120,7 +121,7 @@ func New(cfg Config) *Usage {
 		cfg.statfs = statfs
 	}
 	if cfg.qgroup == nil {
-		cfg.qgroup = qgroupOf
+		cfg.qgroup = btrfs.Tool{Timeout: cfg.CallTimeout}.QgroupOf
 	}
 	if cfg.sleep == nil {
 		cfg.sleep = sleep
@@ -379,10 +380,10 @@ type probed struct {
 // quota measures the subvolume at path by its qgroup, and the file system
 // by statfs for what it has free, each within CallTimeout.
 func (u *Usage) quota(ctx context.Context, s *slot, path string, id uint64) (Measurement, error) {
-	q, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (qgroup, error) {
+	q, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (btrfs.Qgroup, error) {
 		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
 		defer cancel()
-		return u.cfg.qgroup(ctx, path, id)
+		return limitingQgroup(u.cfg.qgroup(ctx, path, id))
 	})
 	if err != nil {
 		return Measurement{}, err
@@ -391,7 +392,7 @@ func (u *Usage) quota(ctx context.Context, s *slot, path string, id uint64) (Mea
 	if err != nil {
 		return Measurement{}, err
 	}
-	return q.measurement(size), nil
+	return quotaMeasurement(q, size), nil
 }
 
 // errStalled says a walk made no progress for StallTimeout.

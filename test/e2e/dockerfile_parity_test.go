@@ -24,7 +24,7 @@ const dockerfile = "../../Dockerfile"
 //   - the agent binary is where the Dockerfile's final stage copies it, and
 //     the ENTRYPOINT is the same;
 //   - "the same tools" means: every program the agent runs (node.AgentTools:
-//     mount, umount, mount.nfs, blkid, mkfs.ext4) is an executable file in
+//     mount, umount, mount.nfs, blkid, mkfs.ext4, btrfs) is an executable file in
 //     the Go-built image with every shared library it needs, and the
 //     Dockerfile's image has it too, because the Debian package that ships
 //     it (dpkg -S on this Debian host) is either in every Debian base image

@@ -39,9 +39,10 @@ var AgentEntrypoint = []string{AgentBinaryPath}
 // AgentTools are the programs the agent runs, at their paths in a Debian
 // image: mount(8) and umount(8) for every mount, mount.nfs for NFS volumes
 // (mount(8) runs /sbin/mount.<type>), blkid and mkfs.ext4 to format an empty
-// block device for a local PV. The agent image carries them with their
-// shared libraries, copied from the host.
-var AgentTools = []string{"/bin/mount", "/bin/umount", "/sbin/mount.nfs", "/sbin/blkid", "/sbin/mkfs.ext4"}
+// block device for a local PV, btrfs(8) for subvolumes with qgroup limits
+// (package btrfs). The agent image carries them with their shared
+// libraries, copied from the host.
+var AgentTools = []string{"/bin/mount", "/bin/umount", "/sbin/mount.nfs", "/sbin/blkid", "/sbin/mkfs.ext4", "/bin/btrfs"}
 
 // imagePath is the PATH of the images, Debian's default for root.
 const imagePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

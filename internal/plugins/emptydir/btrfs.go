@@ -1,22 +1,14 @@
 package emptydir
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/btrfs"
 )
 
 // Limiter makes a disk emptyDir with a sizeLimit a directory whose file
@@ -48,13 +40,11 @@ type Btrfs struct {
 }
 
 // DefaultBtrfsTimeout is Btrfs.Timeout's default.
-const DefaultBtrfsTimeout = 30 * time.Second
+const DefaultBtrfsTimeout = btrfs.DefaultTimeout
 
 var _ Limiter = Btrfs{}
 
-// subvolumeIno is the inode number of every btrfs subvolume's root
-// directory (BTRFS_FIRST_FREE_OBJECTID): a plain directory never has it.
-const subvolumeIno = 256
+func (b Btrfs) tool() btrfs.Tool { return btrfs.Tool{Timeout: b.Timeout} }
 
 // Create makes dir a subvolume with a qgroup limit, if dir's parent is on
 // btrfs with quotas on. A failure after the subvolume was made leaves it
@@ -63,10 +53,14 @@ func (b Btrfs) Create(ctx context.Context, dir string, size int64) (bool, error)
 	if !filepath.IsAbs(dir) {
 		return false, fmt.Errorf("emptyDir path %s is not absolute", dir)
 	}
-	if ok, err := b.quotasOn(ctx, filepath.Dir(dir)); err != nil || !ok {
-		return false, err
+	on, err := b.tool().QuotasOn(ctx, filepath.Dir(dir))
+	if errors.Is(err, exec.ErrNotFound) {
+		return false, nil // no btrfs(8): a plain directory, watched
 	}
-	if _, err := b.run(ctx, "subvolume", "create", dir); err != nil {
+	if err != nil || !on {
+		return false, err // quotas off: a plain directory, watched
+	}
+	if err := b.tool().CreateSubvolume(ctx, dir); err != nil {
 		return false, err
 	}
 	return true, b.limit(ctx, dir, size)
@@ -75,7 +69,7 @@ func (b Btrfs) Create(ctx context.Context, dir string, size int64) (bool, error)
 // Limit sets the qgroup limit of dir again if it is a subvolume: turning
 // quotas off and on drops every limit.
 func (b Btrfs) Limit(ctx context.Context, dir string, size int64) (bool, error) {
-	if sub, err := isSubvolume(dir); err != nil || !sub {
+	if sub, err := btrfs.IsSubvolume(dir); err != nil || !sub {
 		return false, err
 	}
 	return true, b.limit(ctx, dir, size)
@@ -88,16 +82,15 @@ func (b Btrfs) Limit(ctx context.Context, dir string, size int64) (bool, error) 
 // later); on an older kernel it is destroyed once the kernel has dropped
 // the subvolume, and a crash in between leaves an empty qgroup behind.
 func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
-	if sub, err := isSubvolume(dir); err != nil || !sub || !filepath.IsAbs(dir) {
+	if sub, err := btrfs.IsSubvolume(dir); err != nil || !sub || !filepath.IsAbs(dir) {
 		return false, err
 	}
-	id, err := b.rootID(ctx, dir)
+	id, err := b.tool().SubvolumeID(ctx, dir)
 	if err != nil {
 		return false, err
 	}
-	_, err = b.run(ctx, "subvolume", "delete", "--commit-after", dir)
-	var te *toolError
-	if errors.As(err, &te) && strings.Contains(te.stderr, "Directory not empty") {
+	err = b.tool().DeleteSubvolume(ctx, dir)
+	if errors.Is(err, btrfs.ErrNotEmpty) {
 		return false, nil
 	}
 	if err != nil {
@@ -106,26 +99,8 @@ func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 	return true, b.destroyQgroup(ctx, filepath.Dir(dir), id)
 }
 
-// quotasOn reports whether dir is on btrfs with quotas on.
-func (b Btrfs) quotasOn(ctx context.Context, dir string) (bool, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return false, &os.PathError{Op: "statfs", Path: dir, Err: err}
-	}
-	if st.Type != unix.BTRFS_SUPER_MAGIC {
-		return false, nil
-	}
-	_, err := b.run(ctx, "qgroup", "show", "--raw", dir)
-	var te *toolError
-	if errors.Is(err, exec.ErrNotFound) || (errors.As(err, &te) && strings.Contains(te.stderr, "not enabled")) {
-		return false, nil // no btrfs(8), or quotas off: a plain directory, watched
-	}
-	return err == nil, err
-}
-
 func (b Btrfs) limit(ctx context.Context, dir string, size int64) error {
-	_, err := b.run(ctx, "qgroup", "limit", strconv.FormatInt(qgroupLimit(size), 10), dir)
-	return err
+	return b.tool().SetLimit(ctx, dir, qgroupLimit(size))
 }
 
 // qgroupLimit is the qgroup limit that lets a volume hold size bytes of
@@ -140,100 +115,15 @@ func qgroupLimit(size int64) int64 { return size + 512<<10 + size/256 }
 // destroyQgroup destroys qgroup 0/id of the file system of dir, unless the
 // kernel did with the subvolume.
 func (b Btrfs) destroyQgroup(ctx context.Context, dir string, id uint64) error {
-	ids := strconv.FormatUint(id, 10)
-	if _, err := b.run(ctx, "subvolume", "sync", dir, ids); err != nil {
+	if err := b.tool().WaitDropped(ctx, dir, id); err != nil {
 		return err
 	}
-	out, err := b.run(ctx, "qgroup", "show", "--raw", dir)
-	var te *toolError
-	if errors.As(err, &te) && strings.Contains(te.stderr, "not enabled") {
+	listed, err := b.tool().HasQgroup(ctx, dir, id)
+	if errors.Is(err, btrfs.ErrQuotasOff) {
 		return nil // quotas turned off since: no qgroup is left
 	}
-	if err != nil || !listsQgroup(out, "0/"+ids) {
+	if err != nil || !listed {
 		return err
 	}
-	_, err = b.run(ctx, "qgroup", "destroy", "0/"+ids, dir)
-	if errors.As(err, &te) && strings.Contains(te.stderr, "No such file or directory") {
-		return nil // the kernel destroyed it since it was listed
-	}
-	return err
-}
-
-// listsQgroup reports whether the output of btrfs qgroup show has a row
-// for qgroup id.
-func listsQgroup(out, id string) bool {
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == id {
-			return true
-		}
-	}
-	return false
-}
-
-func (b Btrfs) rootID(ctx context.Context, dir string) (uint64, error) {
-	out, err := b.run(ctx, "inspect-internal", "rootid", dir)
-	if err != nil {
-		return 0, err
-	}
-	id, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("subvolume ID of %s: %w", dir, err)
-	}
-	return id, nil
-}
-
-// isSubvolume reports whether dir is a btrfs subvolume, without following
-// a symlink; missing is false. Inode 256 means a subvolume on btrfs only.
-func isSubvolume(dir string) (bool, error) {
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !fi.IsDir() || st.Ino != subvolumeIno {
-		return false, nil
-	}
-	var fsst unix.Statfs_t
-	if err := unix.Statfs(dir, &fsst); err != nil {
-		return false, &os.PathError{Op: "statfs", Path: dir, Err: err}
-	}
-	return fsst.Type == unix.BTRFS_SUPER_MAGIC, nil
-}
-
-// toolError is a failed run of btrfs(8), with what it said.
-type toolError struct {
-	cmd    string
-	stderr string
-	err    error
-}
-
-func (e *toolError) Error() string { return fmt.Sprintf("%s: %v: %s", e.cmd, e.err, e.stderr) }
-
-func (e *toolError) Unwrap() error { return e.err }
-
-// run runs btrfs with args as argv (never through a shell) within the
-// timeout, given up on like a stuck mount (mount.Bounded), and returns its
-// standard output.
-func (b Btrfs) run(ctx context.Context, args ...string) (string, error) {
-	timeout := b.Timeout
-	if timeout <= 0 {
-		timeout = DefaultBtrfsTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "btrfs", args...) //nolint:gosec // G204: a fixed tool; paths are separate, absolute argv entries
-	cmd.WaitDelay = 2 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, cmd.Run() })
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return "", &toolError{cmd: "btrfs " + strings.Join(args, " "), err: ctxErr}
-	}
-	if err != nil {
-		return "", &toolError{cmd: "btrfs " + strings.Join(args, " "), stderr: mount.Fold(stderr.String()), err: err}
-	}
-	return stdout.String(), nil
+	return b.tool().DestroyQgroup(ctx, dir, id)
 }

@@ -13,36 +13,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/volume-agent/volume-agent/internal/btrfs/btrfstest"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 )
-
-// btrfsRoot mounts a loop-backed btrfs of 256 MiB, with quotas on when
-// quotas is set, and returns its mount point.
-func btrfsRoot(t *testing.T, quotas bool) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts a loop-backed btrfs")
-	}
-	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
-		t.Skip("needs mkfs.btrfs (btrfs-progs)")
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
-	cmds := [][]string{{"truncate", "-s", "256M", img}, {"mkfs.btrfs", "-q", img}, {"mkdir", mnt}, {"mount", "-o", "loop", img, mnt}}
-	if quotas {
-		cmds = append(cmds, []string{"btrfs", "quota", "enable", mnt})
-	}
-	for _, c := range cmds {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil { //nolint:gosec // G204: the test's own commands
-			t.Fatalf("%v: %v: %s", c, err, out)
-		}
-		if c[0] == "mount" {
-			t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
-		}
-	}
-	return mnt
-}
 
 func inode(t *testing.T, path string) uint64 {
 	t.Helper()
@@ -69,7 +43,7 @@ func qgroups(t *testing.T, root string) string {
 // qgroup. An emptyDir without sizeLimit, and one found on disk as a plain
 // directory, stay plain directories.
 func TestSizeLimitOnBtrfs(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
@@ -85,7 +59,7 @@ func TestSizeLimitOnBtrfs(t *testing.T) {
 	var werr error
 	for i := range 11 {
 		f := filepath.Join(dir, "mib"+strings.Repeat("x", i))
-		if werr = writeSynced(f, 1<<20); werr != nil {
+		if werr = btrfstest.WriteSynced(f, 1<<20); werr != nil {
 			break
 		}
 		written++
@@ -137,7 +111,7 @@ func TestSizeLimitOnBtrfs(t *testing.T) {
 // TestSizeLimitOnBtrfsWithoutQuotas: quotas off, the volume is a plain
 // directory (its usage is watched instead).
 func TestSizeLimitOnBtrfsWithoutQuotas(t *testing.T) {
-	root := btrfsRoot(t, false)
+	root := btrfstest.Mount(t, false)
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
 	dir := filepath.Join(root, "scratch")
@@ -152,22 +126,12 @@ func TestSizeLimitOnBtrfsWithoutQuotas(t *testing.T) {
 	}
 }
 
-// writeSynced writes n bytes to a new file and syncs it.
-func writeSynced(path string, n int) error {
-	f, err := os.Create(path) //nolint:gosec // G304: the test's own volume
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(make([]byte, n))
-	return errors.Join(err, f.Sync(), f.Close())
-}
-
 // TestSizeLimitOnBtrfsNestedSubvolume: a subvolume the pod made inside
 // its volume (any user may) does not stop the teardown: btrfs refuses to
 // delete the outer one at once, and the volume is emptied entry by entry
 // (rmdir deletes an empty subvolume).
 func TestSizeLimitOnBtrfsNestedSubvolume(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
@@ -179,7 +143,7 @@ func TestSizeLimitOnBtrfsNestedSubvolume(t *testing.T) {
 	if out, err := exec.Command("btrfs", "subvolume", "create", nested).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs subvolume create: %v: %s", err, out)
 	}
-	if err := writeSynced(filepath.Join(nested, "f"), 4096); err != nil {
+	if err := btrfstest.WriteSynced(filepath.Join(nested, "f"), 4096); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.TearDown(ctx, dir); err != nil {
@@ -194,7 +158,7 @@ func TestSizeLimitOnBtrfsNestedSubvolume(t *testing.T) {
 // deleted with the subvolume: the teardown leaves the tree to RemoveDir,
 // which never crosses into a nested mount.
 func TestSizeLimitOnBtrfsNestedMount(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
@@ -226,7 +190,7 @@ func TestSizeLimitOnBtrfsNestedMount(t *testing.T) {
 // TestSizeLimitOnBtrfsQuotasTurnedOff: quotas turned off while a limited
 // volume exists do not stop its teardown.
 func TestSizeLimitOnBtrfsQuotasTurnedOff(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
 	limit := resource.MustParse("10Mi")
@@ -249,13 +213,13 @@ func TestSizeLimitOnBtrfsQuotasTurnedOff(t *testing.T) {
 // the subvolume and limiting it leaves a subvolume without a limit; the
 // next set-up limits it, without making it anew.
 func TestSizeLimitOnBtrfsCrashBeforeLimit(t *testing.T) {
-	root := btrfsRoot(t, true)
+	root := btrfstest.Mount(t, true)
 	ctx := context.Background()
 	dir := filepath.Join(root, "scratch")
 	if out, err := exec.Command("btrfs", "subvolume", "create", dir).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs subvolume create: %v: %s", err, out)
 	}
-	if err := writeSynced(filepath.Join(dir, "before"), 1<<20); err != nil {
+	if err := btrfstest.WriteSynced(filepath.Join(dir, "before"), 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
@@ -266,7 +230,7 @@ func TestSizeLimitOnBtrfsCrashBeforeLimit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "before")); err != nil {
 		t.Fatalf("data of the subvolume: %v", err)
 	}
-	if err := writeSynced(filepath.Join(dir, "more"), 4<<20); !errors.Is(err, syscall.EDQUOT) {
+	if err := btrfstest.WriteSynced(filepath.Join(dir, "more"), 4<<20); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("4 MiB more in a 4Mi volume holding 1 MiB: %v, want EDQUOT", err)
 	}
 	if err := p.TearDown(ctx, dir); err != nil {

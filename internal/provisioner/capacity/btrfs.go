@@ -5,21 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
-)
 
-// subvolumeIno is the inode number of every btrfs subvolume's root
-// directory (BTRFS_FIRST_FREE_OBJECTID): a plain directory never has it.
-const subvolumeIno = 256
+	"github.com/volume-agent/volume-agent/internal/btrfs"
+)
 
 // dropTimeout bounds the wait for the kernel to drop a deleted subvolume,
 // which it does only once no file in it is open.
@@ -35,7 +31,7 @@ var errNotDropped = errors.New("the kernel has not dropped the deleted subvolume
 type btrfsDriver struct {
 	root string
 	mode os.FileMode
-	run  runner
+	tool btrfs.Tool
 }
 
 var _ driver = (*btrfsDriver)(nil)
@@ -43,18 +39,17 @@ var _ driver = (*btrfsDriver)(nil)
 // newBtrfs checks that quotas are on for root, turning them on when cfg
 // allows it.
 func newBtrfs(ctx context.Context, cfg Config) (*btrfsDriver, error) {
-	b := &btrfsDriver{root: cfg.Root, mode: cfg.VolumeMode, run: runner{timeout: cfg.Timeout}}
-	_, err := b.run.run(ctx, "btrfs", "qgroup", "show", "--raw", b.root)
-	var te *toolError
+	b := &btrfsDriver{root: cfg.Root, mode: cfg.VolumeMode, tool: btrfs.Tool{Timeout: cfg.Timeout, Hook: crashPoint}}
+	on, err := b.tool.QuotasOn(ctx, b.root)
 	switch {
-	case err == nil:
-		return b, nil
-	case !errors.As(err, &te) || !strings.Contains(te.stderr, "not enabled"):
+	case err != nil:
 		return nil, fmt.Errorf("check btrfs quotas on local path root %s: %w", b.root, err)
+	case on:
+		return b, nil
 	case !cfg.EnableBtrfsQuota:
 		return nil, fmt.Errorf("btrfs quotas are off on the local path root %s: turn them on (btrfs quota enable %s) to enforce volume sizes", b.root, b.root)
 	}
-	if _, err := b.run.run(ctx, "btrfs", "quota", "enable", b.root); err != nil {
+	if err := b.tool.EnableQuotas(ctx, b.root); err != nil {
 		return nil, fmt.Errorf("turn on btrfs quotas on local path root %s: %w", b.root, err)
 	}
 	cfg.Logger.Info("turned on btrfs quotas on the local path root", zap.String("root", b.root))
@@ -69,16 +64,16 @@ func (b *btrfsDriver) exists(v *record) (bool, error) { return lexists(b.dir(v))
 
 func (b *btrfsDriver) create(ctx context.Context, v *record, save func() error) error {
 	dir := b.dir(v)
-	sub, err := isSubvolume(dir)
+	sub, err := btrfs.IsSubvolume(dir)
 	if err != nil {
 		return err
 	}
 	if !sub {
-		if _, err := b.run.run(ctx, "btrfs", "subvolume", "create", dir); err != nil {
+		if err := b.tool.CreateSubvolume(ctx, dir); err != nil {
 			return err
 		}
 	}
-	id, err := b.rootID(ctx, dir)
+	id, err := b.tool.SubvolumeID(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -99,7 +94,7 @@ func (b *btrfsDriver) expand(ctx context.Context, v *record) error { return b.li
 // attach checks the subvolume is there and sets its limit again: turning
 // quotas off and on drops every limit.
 func (b *btrfsDriver) attach(ctx context.Context, v *record) error {
-	id, err := b.rootID(ctx, b.dir(v))
+	id, err := b.tool.SubvolumeID(ctx, b.dir(v))
 	if err != nil {
 		return err
 	}
@@ -110,22 +105,17 @@ func (b *btrfsDriver) attach(ctx context.Context, v *record) error {
 }
 
 func (b *btrfsDriver) limit(ctx context.Context, v *record) error {
-	_, err := b.run.run(ctx, "btrfs", "qgroup", "limit", strconv.FormatInt(v.Size, 10), b.dir(v))
-	return err
+	return b.tool.SetLimit(ctx, b.dir(v), v.Size)
 }
 
-// usage reads the subvolume's qgroup. The kernel updates qgroups when it
-// commits a transaction (every 30 s by default, or on sync), so the
-// figures may lag the writes by that much.
+// usage reads the subvolume's qgroup, which may lag the writes by up to
+// a transaction commit (btrfs.Tool.QgroupOf).
 func (b *btrfsDriver) usage(ctx context.Context, v *record) (Usage, error) {
-	out, err := b.run.run(ctx, "btrfs", "qgroup", "show", "--raw", "-re", "-f", b.dir(v))
+	q, err := b.tool.QgroupOf(ctx, b.dir(v), v.ID)
 	if err != nil {
 		return Usage{}, err
 	}
-	used, err := referenced(out, v.ID)
-	if err != nil {
-		return Usage{}, err
-	}
+	used := int64(min(q.Referenced, math.MaxInt64)) //nolint:gosec // G115: bounded just before
 	return Usage{CapacityBytes: v.Size, UsedBytes: used, AvailableBytes: max(0, v.Size-used)}, nil
 }
 
@@ -135,33 +125,16 @@ func (b *btrfsDriver) taken(ctx context.Context, v *record) (int64, error) {
 	return u.UsedBytes, err
 }
 
-// referenced finds the referenced bytes of qgroup 0/id in the output of
-// btrfs qgroup show --raw: the row whose first column is 0/id.
-func referenced(out string, id uint64) (int64, error) {
-	want := "0/" + strconv.FormatUint(id, 10)
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == want {
-			n, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("qgroup %s: referenced bytes %q: %w", want, f[1], err)
-			}
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("qgroup %s is not listed by btrfs qgroup show", want)
-}
-
 // remove deletes the subvolume, waits for the kernel to drop it, then
 // destroys its qgroup unless the kernel did (Linux 6.7 and later do).
 func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) error {
 	dir := b.dir(v)
-	sub, err := isSubvolume(dir)
+	sub, err := btrfs.IsSubvolume(dir)
 	if err != nil {
 		return err
 	}
 	if sub {
-		id, err := b.rootID(ctx, dir)
+		id, err := b.tool.SubvolumeID(ctx, dir)
 		if err != nil {
 			return err
 		}
@@ -193,9 +166,8 @@ func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) 
 // inside it, which btrfs refuses to delete it over: those are deleted
 // first, deepest first, their IDs written down for their qgroups.
 func (b *btrfsDriver) deleteTree(ctx context.Context, v *record, dir string, save func() error) error {
-	_, err := b.run.run(ctx, "btrfs", "subvolume", "delete", "--commit-after", dir)
-	var te *toolError
-	if err == nil || !errors.As(err, &te) || !strings.Contains(te.stderr, "Directory not empty") {
+	err := b.tool.DeleteSubvolume(ctx, dir)
+	if !errors.Is(err, btrfs.ErrNotEmpty) {
 		return err
 	}
 	nested, err := nestedSubvolumes(dir)
@@ -203,7 +175,7 @@ func (b *btrfsDriver) deleteTree(ctx context.Context, v *record, dir string, sav
 		return err
 	}
 	for i := len(nested) - 1; i >= 0; i-- {
-		id, err := b.rootID(ctx, nested[i])
+		id, err := b.tool.SubvolumeID(ctx, nested[i])
 		if err != nil {
 			return err
 		}
@@ -213,12 +185,11 @@ func (b *btrfsDriver) deleteTree(ctx context.Context, v *record, dir string, sav
 				return err
 			}
 		}
-		if _, err := b.run.run(ctx, "btrfs", "subvolume", "delete", "--commit-after", nested[i]); err != nil {
+		if err := b.tool.DeleteSubvolume(ctx, nested[i]); err != nil {
 			return err
 		}
 	}
-	_, err = b.run.run(ctx, "btrfs", "subvolume", "delete", "--commit-after", dir)
-	return err
+	return b.tool.DeleteSubvolume(ctx, dir)
 }
 
 // nestedSubvolumes lists the subvolumes below dir, each before those
@@ -240,7 +211,7 @@ func nestedSubvolumes(dir string) ([]string, error) {
 		if id != top {
 			return filepath.SkipDir // a mount: not the volume's
 		}
-		if sub, err := isSubvolume(path); err != nil || sub {
+		if sub, err := btrfs.IsSubvolume(path); err != nil || sub {
 			found = append(found, path)
 			return err
 		}
@@ -258,54 +229,20 @@ func mountIDOf(path string) (uint64, error) {
 }
 
 func (b *btrfsDriver) destroyQgroup(ctx context.Context, id uint64) error {
-	ids := strconv.FormatUint(id, 10)
 	// A commit wakes the cleaner, which drops deleted subvolumes.
-	if _, err := b.run.run(ctx, "btrfs", "filesystem", "sync", b.root); err != nil {
+	if err := b.tool.Sync(ctx, b.root); err != nil {
 		return err
 	}
-	wait := runner{timeout: min(b.run.timeout, dropTimeout)}
-	if _, err := wait.run(ctx, "btrfs", "subvolume", "sync", b.root, ids); err != nil {
-		return fmt.Errorf("subvolume %s: %w: %w", ids, errNotDropped, err)
+	wait := b.tool
+	wait.Timeout = min(b.tool.Timeout, dropTimeout)
+	if err := wait.WaitDropped(ctx, b.root, id); err != nil {
+		return fmt.Errorf("subvolume %d: %w: %w", id, errNotDropped, err)
 	}
-	out, err := b.run.run(ctx, "btrfs", "qgroup", "show", "--raw", b.root)
-	if err != nil {
-		return err
+	listed, err := b.tool.HasQgroup(ctx, b.root, id)
+	if err != nil || !listed {
+		return err // not listed: the kernel destroyed it with the subvolume
 	}
-	if _, err := referenced(out, id); err != nil {
-		return nil //nolint:nilerr // not listed: the kernel destroyed it with the subvolume
-	}
-	_, err = b.run.run(ctx, "btrfs", "qgroup", "destroy", "0/"+ids, b.root)
-	var te *toolError
-	if errors.As(err, &te) && strings.Contains(te.stderr, "No such file or directory") {
-		return nil // the kernel destroyed it since it was listed
-	}
-	return err
-}
-
-func (b *btrfsDriver) rootID(ctx context.Context, dir string) (uint64, error) {
-	out, err := b.run.run(ctx, "btrfs", "inspect-internal", "rootid", dir)
-	if err != nil {
-		return 0, err
-	}
-	id, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("subvolume ID of %s: %w", dir, err)
-	}
-	return id, nil
-}
-
-// isSubvolume reports whether dir is a subvolume (not following a
-// symlink); missing is false.
-func isSubvolume(dir string) (bool, error) {
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && fi.IsDir() && st.Ino == subvolumeIno, nil
+	return b.tool.DestroyQgroup(ctx, b.root, id)
 }
 
 // lexists reports whether path exists, without following a symlink.

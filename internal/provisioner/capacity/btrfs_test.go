@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/btrfs"
 )
 
 // TestBtrfsLimitUsageExpandDelete: a 10 MiB volume refuses the 11th MiB
@@ -114,12 +116,21 @@ func checkGone(t *testing.T, root, name string, id uint64) {
 	if list := sh(t, "btrfs", "subvolume", "list", root); strings.Contains(list, " path "+name+"\n") {
 		t.Errorf("subvolume %s remains:\n%s", name, list)
 	}
-	if _, err := referenced(sh(t, "btrfs", "qgroup", "show", "--raw", root), id); err == nil {
+	if hasQgroup(t, root, id) {
 		t.Errorf("qgroup 0/%d remains", id)
 	}
 	if _, err := os.Stat(filepath.Join(root, ".capacity", name+".json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("record of %s remains: %v", name, err)
 	}
+}
+
+func hasQgroup(t *testing.T, root string, id uint64) bool {
+	t.Helper()
+	ok, err := btrfs.Tool{}.HasQgroup(t.Context(), root, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }
 
 // TestBtrfsQuotaOff: a root without quotas is refused, unless the config
@@ -242,7 +253,7 @@ func TestBtrfsNestedSubvolumes(t *testing.T) {
 	}
 	checkGone(t, root, "vol", id)
 	for _, n := range nested {
-		if _, err := referenced(sh(t, "btrfs", "qgroup", "show", "--raw", root), n); err == nil {
+		if hasQgroup(t, root, n) {
 			t.Errorf("qgroup 0/%d of a nested subvolume remains", n)
 		}
 	}

@@ -59,29 +59,6 @@ func TestCheckArgsRoundsSizes(t *testing.T) {
 	}
 }
 
-func TestReferenced(t *testing.T) {
-	// btrfs-progs 6.2 with -re and -f; older ones have no Path column.
-	const out = `Qgroupid    Referenced    Exclusive  Max referenced  Max exclusive   Path 
---------    ----------    ---------  --------------  -------------   ---- 
-0/5              16384        16384            none           none   <toplevel>
-0/256         10469376     10469376        10485760           none   vol
-0/2560             42           42            none           none   other
-`
-	for _, tc := range []struct {
-		id   uint64
-		want int64
-		ok   bool
-	}{{256, 10469376, true}, {5, 16384, true}, {2560, 42, true}, {25, 0, false}} {
-		got, err := referenced(out, tc.id)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("referenced(0/%d) = %d, %v; want %d", tc.id, got, err, tc.want)
-		}
-	}
-	if _, err := referenced("0/256 lots\n", 256); err == nil {
-		t.Error("a non-number parsed")
-	}
-}
-
 func TestJournal(t *testing.T) {
 	j := journal{dir: t.TempDir()}
 	if _, err := j.load("v"); !errors.Is(err, ErrNotFound) {
