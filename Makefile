@@ -32,7 +32,8 @@ FUZZ_TARGETS = \
 	./internal/plugins/hostpath:FuzzHostPathSetUp \
 	./internal/plugins/nfs:FuzzValidate \
 	./internal/provisioner/nfssubdir:FuzzPathPattern \
-	./internal/provisioner/nfssubdir:FuzzParseClass
+	./internal/provisioner/nfssubdir:FuzzParseClass \
+	./internal/subpath:FuzzSubPath
 
 # Fuzzing (as root, like make test). FUZZTIME is per target; FUZZPARALLEL,
 # when set, caps the workers (default: one per CPU). FUZZMINIMIZETIME bounds

@@ -27,6 +27,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/source/manifest"
 	"github.com/volume-agent/volume-agent/internal/status"
+	"github.com/volume-agent/volume-agent/internal/subpath"
 	volumeusage "github.com/volume-agent/volume-agent/internal/usage"
 )
 
@@ -103,7 +104,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		metrics.Terminating(worlds), metrics.VolumeStats(a.usage))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
-		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter)})
+		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter), SubPaths: subPaths(layout.Root(root), mounter)})
 	lns, err := listen(o)
 	if err != nil {
 		return err
@@ -293,4 +294,13 @@ func chooseMounter(o options, log *zap.Logger) (mount.Mounter, error) {
 		return nil, errors.New("volume-agent mounts tmpfs volumes and must run as root; run it with sudo, or pass --unprivileged to run without mounting (secrets then land on disk)")
 	}
 	return mount.System{}, nil
+}
+
+// subPaths is the preparer of the pods' subPath mounts; none without
+// mounts (--unprivileged).
+func subPaths(root layout.Root, mounter mount.Mounter) reconciler.SubPaths {
+	if !mount.Privileged(mounter) {
+		return nil
+	}
+	return subpath.Preparer{Root: root, Mounter: mounter}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/subpath"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -56,6 +57,10 @@ type Volume struct {
 	// TearDownError is the error of the last teardown, while the volume
 	// stays set up.
 	TearDownError string
+	// SubPaths is what the last set-up did of the volume's subPath
+	// mounts; nil when it prepared none (or no set-up since start). It is
+	// shared, never changed.
+	SubPaths *subpath.Outcome
 }
 
 // Key returns the volume's key.

@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/volume-agent/volume-agent/internal/subpath"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -55,6 +56,9 @@ type Volume struct {
 	// (a watch that has not listed): the volume is not set up or refreshed
 	// until it is, and this is not a failure.
 	Waiting string
+	// SubPaths are the subPath mounts the pod's containers want of the
+	// volume, prepared once it is set up.
+	SubPaths []subpath.Want
 }
 
 // Pod is a pod that should run on this node.

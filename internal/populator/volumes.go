@@ -15,6 +15,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/plugins"
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/subpath"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -27,9 +28,20 @@ func (p *Populator) desiredPod(in podInputs, vols []cachedVolume, setUp map[stri
 		d.Volumes[i] = v.desired
 	}
 	refuseSharedDirectories(&d, pod)
+	addSubPaths(&d, pod)
 	keepSetUpVolumes(&d, setUp)
 	p.reportNewProblems(in.src, pod, d)
 	return d
+}
+
+// addSubPaths gives each volume a plugin sets up the subPath mounts the
+// pod's containers want of it.
+func addSubPaths(d *dsw.Pod, pod *v1.Pod) {
+	for i, v := range d.Volumes {
+		if v.Plugin != "" && !v.Conflict {
+			d.Volumes[i].SubPaths = subpath.Wanted(pod, specName(v))
+		}
+	}
 }
 
 // reportNewProblems reports, once, each spec problem that is new since the

@@ -29,7 +29,10 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 			return nil
 		}
 		start := time.Now()
-		_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, removePodDir(r.cfg.Root, a) })
+		err := removePodSubPaths(ctx, r.cfg.SubPaths, a.pod)
+		if err == nil {
+			_, err = mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, removePodDir(r.cfg.Root, a) })
+		}
 		err = mount.OneLine(err)
 		took := time.Since(start)
 		switch {

@@ -13,6 +13,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/executor"
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/subpath"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -84,7 +85,12 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		res, err := plugin.SetUp(ctx, a.desired.Spec, dir)
 		stop()
 		err = mount.OneLine(err)
-		took := r.observe(a, start, err)
+		var subPaths *subpath.Outcome
+		var subErr error
+		if err == nil {
+			subPaths, subErr = r.prepareSubPaths(ctx, a, res.Path)
+		}
+		took := r.observe(a, start, cmp.Or(err, subErr))
 		if err != nil {
 			r.setUpFailed(a, dir, err)
 			r.cfg.Recorder.SetUpFailed(a.desired.Spec, err)
@@ -92,7 +98,16 @@ func (r *Reconciler) setUp(a action) executor.Op {
 			return err
 		}
 		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted,
-			Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: r.swap(a, res.Swap)})
+			Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: r.swap(a, res.Swap), SubPaths: subPaths})
+		logSubPaths(log, subPaths)
+		if subErr != nil {
+			// The volume is set up; the containers whose subPath
+			// failed cannot start. Tried again with backoff.
+			subErr = mount.OneLine(subErr)
+			r.cfg.Desired.SetError(a.dsKey(), subErr.Error())
+			r.cfg.Recorder.SetUpFailed(a.desired.Spec, subErr)
+			return subErr
+		}
 		r.cfg.Desired.SetError(a.dsKey(), "")
 		if a.kind == opSetUp && !a.actual.Reconstructed {
 			r.cfg.Recorder.SetUpSucceeded(a.desired.Spec)
@@ -157,9 +172,16 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 
 func (r *Reconciler) tearDown(a action) executor.Op {
 	return func(ctx context.Context) error {
+		log := r.volumeLogger(a)
+		// The pod's subPath mounts show its volumes' content: they go
+		// first, under the pod's lock alone.
+		if err := r.removeSubPaths(ctx, a); err != nil {
+			r.cfg.Actual.SetTearDownError(a.dsKey(), err.Error())
+			log.Warn("volume teardown failed", zap.Error(err))
+			return err
+		}
 		unlock := r.pods.rlock(a.pod)
 		defer unlock()
-		log := r.volumeLogger(a)
 		if r.stale(a) || r.wantedAgain(a) {
 			log.Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
 			return nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/subpath"
 )
 
 // opKind is what an action does.
@@ -131,6 +132,10 @@ func setups(pods []dsw.Pod, have map[dsw.Key]asw.Volume) []action {
 				act.kind = opSetUp
 			case a.Version != d.Version:
 				act.kind = opRefresh
+			case a.SubPaths != nil && !subpath.Satisfied(d.SubPaths, a.SubPaths):
+				// The containers' subPath mounts changed, or one
+				// failed: prepared again (after a backoff).
+				act.kind = opSetUp
 			default:
 				continue
 			}

@@ -77,6 +77,10 @@ type Config struct {
 	// noswap (mount.NoSwapUnder): volumes found on disk then say whether
 	// they may reach swap. Nil: unknown.
 	MountedNoSwap func(ctx context.Context, dir string) (map[string]bool, error)
+	// SubPaths, when set, prepares the subPath mounts of the pods'
+	// containers once their volumes are set up, and takes them off before
+	// the volumes are torn down. Nil: none are prepared.
+	SubPaths SubPaths
 }
 
 // Reconciler runs reconcile passes. Create with New, start with Run.

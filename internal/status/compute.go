@@ -10,6 +10,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/subpath"
 	"github.com/volume-agent/volume-agent/internal/usage"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -83,6 +84,22 @@ type Volume struct {
 	// the kubelet's eviction manager would (it evicts such a pod).
 	SizeLimitExceeded bool   `json:"sizeLimitExceeded,omitempty"`
 	Warning           string `json:"warning,omitempty"`
+	// SubPaths are the subPath mounts the pod's containers want of the
+	// volume, in the order of the containers (init first) and of their
+	// volumeMounts; absent when there are none.
+	SubPaths []SubPath `json:"subPaths,omitempty"`
+}
+
+// SubPath is one subPath mount of a volume: a runtime mounts Path (a
+// bind mount of the subPath, prepared by the agent) into the container
+// rather than the volume's path joined with the subPath. Path is empty
+// until prepared; Error says why it is not (refused, or failed).
+type SubPath struct {
+	Container string `json:"container"`
+	Index     int    `json:"index"`
+	SubPath   string `json:"subPath"`
+	Path      string `json:"path,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Usage is a volume's usage: its file system's capacity and what is still
@@ -174,6 +191,11 @@ func (w Worlds) pod(p dsw.Pod, actual []asw.Volume) Pod {
 			a = actual[i]
 		}
 		v := volumeStatus(d, a, ok, w.Desired.Error(key))
+		v.SubPaths = subPaths(d.SubPaths, a.SubPaths)
+		if v.State == Mounted && subPathFailed(v.SubPaths) {
+			v.State = Failed // its containers with a subPath cannot start
+			v.Error = cmp.Or(v.Error, firstSubPathError(v.SubPaths))
+		}
 		if v.State == Mounted && w.Usage != nil {
 			w.addUsage(&v, key)
 		}
@@ -216,6 +238,40 @@ func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 		v.State = Pending
 	}
 	return v
+}
+
+// subPaths is the status of the subPath mounts wants lists, from what
+// the last preparation did (got; nil before one).
+func subPaths(wants []subpath.Want, got *subpath.Outcome) []SubPath {
+	if len(wants) == 0 {
+		return nil
+	}
+	out := make([]SubPath, len(wants))
+	for i, w := range wants {
+		out[i] = SubPath{Container: w.Container, Index: w.Index, SubPath: w.Path, Error: w.Problem}
+		if w.Problem != "" || got == nil {
+			continue
+		}
+		for _, m := range got.Mounts {
+			if m.Container == w.Container && m.Index == w.Index && m.SubPath == w.Path {
+				out[i].Path, out[i].Error = m.Path, m.Error
+			}
+		}
+	}
+	return out
+}
+
+func subPathFailed(s []SubPath) bool {
+	return firstSubPathError(s) != ""
+}
+
+func firstSubPathError(s []SubPath) string {
+	for _, p := range s {
+		if p.Error != "" {
+			return p.Error
+		}
+	}
+	return ""
 }
 
 // addUsage adds the usage of volume k to v, once measured, and whether it

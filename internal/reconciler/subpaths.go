@@ -1,0 +1,78 @@
+package reconciler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/subpath"
+)
+
+// SubPaths prepares and removes the subPath mounts of pods' containers
+// (subpath.Preparer).
+type SubPaths interface {
+	// Prepare makes the subPath mounts wants lists of the volume named
+	// volume in the pod's spec, whose content is at path, keeps those
+	// that are right and removes those of the volume no longer wanted.
+	Prepare(ctx context.Context, uid types.UID, volume, path string, wants []subpath.Want) (*subpath.Outcome, error)
+	// RemovePod takes every subPath mount of the pod off and removes it.
+	RemovePod(ctx context.Context, uid types.UID) error
+}
+
+// prepareSubPaths prepares the subPath mounts of a's volume, set up at
+// path. Without a SubPaths (the agent mounts nothing), it prepares none.
+func (r *Reconciler) prepareSubPaths(ctx context.Context, a action, path string) (*subpath.Outcome, error) {
+	if r.cfg.SubPaths == nil {
+		return nil, nil
+	}
+	return r.cfg.SubPaths.Prepare(ctx, a.pod, cmp.Or(a.desired.SpecName, a.volume), path, a.desired.SubPaths)
+}
+
+// removeSubPaths takes off every subPath mount of a's pod, before its
+// volume is torn down (the mounts show the volume's content) or its
+// directory removed (leftovers of a crash). It holds the pod's lock
+// alone, so that the teardowns of the pod's volumes, which all begin
+// with it, never remove the same mounts at once.
+func (r *Reconciler) removeSubPaths(ctx context.Context, a action) error {
+	if r.cfg.SubPaths == nil {
+		return nil
+	}
+	unlock := r.pods.lock(a.pod)
+	defer unlock()
+	if r.wantedAgain(a) {
+		return nil
+	}
+	return removePodSubPaths(ctx, r.cfg.SubPaths, a.pod)
+}
+
+// removePodSubPaths is RemovePod, bounded and on one line.
+func removePodSubPaths(ctx context.Context, s SubPaths, uid types.UID) error {
+	if s == nil {
+		return nil
+	}
+	_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, s.RemovePod(ctx, uid) })
+	if err != nil {
+		return mount.OneLine(errors.Join(errors.New("remove subPath mounts"), err))
+	}
+	return nil
+}
+
+// logSubPaths logs the outcome of a volume's subPath preparation: a
+// warning for the mounts that failed, debug for the others.
+func logSubPaths(log *zap.Logger, o *subpath.Outcome) {
+	if o == nil {
+		return
+	}
+	for _, m := range o.Mounts {
+		fields := []zap.Field{zap.String("container", m.Container), zap.Int("index", m.Index), zap.String("subPath", m.SubPath)}
+		if m.Error != "" {
+			log.Warn("subPath mount refused", append(fields, zap.String("error", m.Error))...)
+			continue
+		}
+		log.Debug("subPath mount prepared", append(fields, zap.String("path", m.Path))...)
+	}
+}

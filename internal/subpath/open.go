@@ -1,0 +1,126 @@
+package subpath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrEscape is wrapped by errors of a subPath that names a symlink or
+// would lead out of its volume: it is refused, never followed.
+var ErrEscape = errors.New("refusing a symlink or a path out of the volume")
+
+// beneath resolves one path element below a directory descriptor only:
+// never through a symlink (a planted one is refused, not followed), a
+// magic link of /proc, or "..".
+const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// openVolume opens the volume's directory (its path comes from the agent:
+// a directory below its root, or the host path of a hostPath volume) as
+// an O_PATH descriptor.
+func openVolume(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open volume", Path: dir, Err: err}
+	}
+	return fd, nil
+}
+
+// openBeneath opens the subPath p below the volume's descriptor vol, one
+// element at a time, each from the descriptor of its parent, and returns
+// an O_PATH descriptor of what p names. Missing elements are made as
+// directories of mode perm (the volume's mode, as the kubelet does), each
+// with mkdirat in its opened parent. Nothing is ever resolved by path: a
+// directory swapped for a symlink at any moment makes the open fail
+// (ELOOP), it never leads out of the volume.
+func openBeneath(vol int, p string, perm uint32) (int, error) {
+	fd, err := unix.Dup(vol)
+	if err != nil {
+		return -1, err
+	}
+	for _, e := range elements(p) {
+		next, err := openElement(fd, e, perm)
+		unix.Close(fd)
+		if err != nil {
+			return -1, fmt.Errorf("open %q of subPath %q: %w", e, p, err)
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// openElement opens name in the directory dir, making it a directory
+// when it is missing.
+func openElement(dir int, name string, perm uint32) (int, error) {
+	for range 2 {
+		fd, err := open(dir, name)
+		if !errors.Is(err, unix.ENOENT) {
+			return fd, err
+		}
+		err = unix.Mkdirat(dir, name, perm)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, fmt.Errorf("mkdirat: %w", err)
+		}
+		if err == nil {
+			if err := chmodNew(dir, name, perm); err != nil {
+				return -1, err
+			}
+		}
+	}
+	return -1, fmt.Errorf("%q keeps disappearing: %w", name, unix.ENOENT)
+}
+
+// open opens name in dir as an O_PATH descriptor, refusing symlinks.
+func open(dir int, name string) (int, error) {
+	fd, err := unix.Openat2(dir, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
+	switch {
+	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV):
+		return -1, fmt.Errorf("%w: %w", ErrEscape, err)
+	case err != nil:
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%w: a symlink", ErrEscape)
+	}
+	return fd, nil
+}
+
+// chmodNew gives a directory it has just made its mode without the
+// umask, through a descriptor of that directory (never by path).
+func chmodNew(dir int, name string, perm uint32) error {
+	fd, err := unix.Openat2(dir, name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return fmt.Errorf("%w: %q was replaced after it was made: %w", ErrEscape, name, err)
+		}
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fchmod(fd, perm)
+}
+
+// fileID is a file's device and inode, read from a descriptor: what
+// identifies it (a bind mount shows the same file with the same ID).
+type fileID struct{ dev, ino uint64 }
+
+// idOf reads the file ID and mount ID of what fd refers to, or of name
+// below fd when name is not empty (never following a symlink).
+func idOf(fd int, name string) (fileID, uint64, uint32, error) {
+	var stx unix.Statx_t
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_DONT_SYNC
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	if err := unix.Statx(fd, name, flags, unix.STATX_INO|unix.STATX_TYPE|unix.STATX_MNT_ID, &stx); err != nil {
+		return fileID{}, 0, 0, err
+	}
+	return fileID{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino}, stx.Mnt_id, uint32(stx.Mode) & unix.S_IFMT, nil
+}
