@@ -1,0 +1,112 @@
+package reconciler
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/subpath"
+)
+
+// fakeSubPaths records its calls in the plugin's call list, so that
+// their order with the volume's set-up and teardown shows, and fails
+// while fail is set.
+type fakeSubPaths struct {
+	plugin *fakePlugin
+	mu     sync.Mutex
+	fail   string // guarded by mu
+}
+
+func (f *fakeSubPaths) Prepare(_ context.Context, uid types.UID, volume, path string, wants []subpath.Want) (*subpath.Outcome, error) {
+	f.plugin.set(func(p *fakePlugin) { p.calls = append(p.calls, "subpaths "+string(uid)+"/"+volume) })
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	o := &subpath.Outcome{}
+	var err error
+	for _, w := range wants {
+		m := subpath.Prepared{Container: w.Container, Index: w.Index, SubPath: w.Path, Path: path + "/" + w.Path}
+		if fail != "" {
+			m.Path, m.Error, err = "", fail, subpath.ErrEscape
+		}
+		o.Mounts = append(o.Mounts, m)
+	}
+	return o, err
+}
+
+func (f *fakeSubPaths) RemovePod(_ context.Context, uid types.UID) error {
+	f.plugin.set(func(p *fakePlugin) { p.calls = append(p.calls, "unsubpaths "+string(uid)) })
+	return nil
+}
+
+func TestPlanSubPaths(t *testing.T) {
+	w := []subpath.Want{{Container: "c", Index: 0, Path: "a"}}
+	done := &subpath.Outcome{Mounts: []subpath.Prepared{{Container: "c", Index: 0, SubPath: "a", Path: "/t"}}}
+	failed := &subpath.Outcome{Mounts: []subpath.Prepared{{Container: "c", Index: 0, SubPath: "a", Error: "x"}}}
+	wanted := want("v", ed, "1")
+	wanted.SubPaths = w
+	mounted := func(o *subpath.Outcome) asw.Volume {
+		a := have("p", "v", ed, "1", asw.Mounted, false)
+		a.SubPaths = o
+		return a
+	}
+	for name, tc := range map[string]struct {
+		have asw.Volume
+		want []string
+	}{
+		"prepared: nothing":                 {mounted(done), []string{}},
+		"failed: set up again":              {mounted(failed), []string{"setup p/v"}},
+		"none prepared yet: set up again":   {mounted(&subpath.Outcome{}), []string{"setup p/v"}},
+		"no preparer (unprivileged): never": {mounted(nil), []string{}},
+	} {
+		s := snapshot{desired: []dsw.Pod{pod("p", wanted)}, actual: []asw.Volume{tc.have}, populated: true}
+		if got := describe(plan(s)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: plan = %q, want %q", name, got, tc.want)
+		}
+	}
+}
+
+// TestSubPathsFollowTheirVolume: subPaths are prepared after their
+// volume's set-up, a failure is the volume's error and is tried again,
+// and the pod's subPath mounts go before its volumes are torn down.
+func TestSubPathsFollowTheirVolume(t *testing.T) {
+	var sp *fakeSubPaths
+	h := newHarness(t, func(c *Config) {
+		sp = &fakeSubPaths{plugin: c.Plugins.(registry)[testPlugin].(*fakePlugin), fail: "refused"}
+		c.SubPaths = sp
+	})
+	h.start(t)
+	v := desiredVolume("v", "1")
+	v.SpecName = "data"
+	v.SubPaths = []subpath.Want{{Container: "c", Index: 1, Path: "a/b"}}
+	h.desired.SetPod(desiredPod("p", v))
+	key := dsw.Key{PodUID: "p", Volume: "v"}
+	waitFor(t, "the subPath error", func() bool { return strings.Contains(h.desired.Error(key), "refusing a symlink") })
+	waitFor(t, "a second try", func() bool { return len(h.plugin.callsOf("subpaths")) >= 2 })
+	sp.mu.Lock()
+	sp.fail = ""
+	sp.mu.Unlock()
+	waitFor(t, "the subPath prepared", func() bool {
+		a, _ := h.actualVolume("p", "v")
+		return a.SubPaths != nil && subpath.Satisfied(v.SubPaths, a.SubPaths) && h.desired.Error(key) == ""
+	})
+	h.desired.DeletePod("p")
+	waitFor(t, "the teardown", func() bool { return len(h.plugin.callsOf("teardown")) == 1 })
+	calls := h.plugin.callsOf("unsubpaths")
+	h.plugin.mu.Lock()
+	all := slices.Clone(h.plugin.calls)
+	h.plugin.mu.Unlock()
+	if len(calls) == 0 || slices.Index(all, "unsubpaths p") > slices.Index(all, "teardown p/v") {
+		t.Errorf("calls %q: want the subPaths removed before the teardown", all)
+	}
+	if all[0] != "setup p/v" || all[1] != "subpaths p/data" {
+		t.Errorf("calls %q: want the set-up, then the subPaths of the volume by its name in the spec", all)
+	}
+}
