@@ -240,7 +240,17 @@ type apiVolume struct {
 	PV     string `json:"pv"`
 	NoSwap *bool  `json:"noSwap"`
 	// Since is when the agent first saw the volume in its state.
-	Since time.Time `json:"since"`
+	Since    time.Time    `json:"since"`
+	SubPaths []apiSubPath `json:"subPaths"`
+}
+
+// apiSubPath is one subPath mount of a volume in /v1/pods.
+type apiSubPath struct {
+	Container string `json:"container"`
+	Index     int    `json:"index"`
+	SubPath   string `json:"subPath"`
+	Path      string `json:"path"`
+	Error     string `json:"error"`
 }
 
 func (p apiPod) volume(name string) apiVolume {

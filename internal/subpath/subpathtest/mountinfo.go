@@ -3,12 +3,17 @@
 package subpathtest
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
 )
+
+// ErrNotMounted: the target is no mount point (any more).
+var ErrNotMounted = errors.New("no mount point")
 
 // Inside returns an error unless the mount on target shows a file or
 // directory inside dir: on dir's file system, at a path below the one dir
@@ -20,6 +25,9 @@ func Inside(target, dir string) error {
 		return err
 	}
 	parent, err := filepath.EvalSymlinks(filepath.Dir(target))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", target, ErrNotMounted)
+	}
 	if err != nil {
 		return err
 	}
@@ -41,7 +49,7 @@ func inside(target, dir string) error {
 		}
 	}
 	if got == nil {
-		return fmt.Errorf("%s is no mount point", target)
+		return fmt.Errorf("%s: %w", target, ErrNotMounted)
 	}
 	want := filepath.Join(holder.Root, strings.TrimPrefix(dir, holder.Mountpoint))
 	if got.Major != holder.Major || got.Minor != holder.Minor || !under(got.Root, want) {
