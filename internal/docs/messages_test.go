@@ -41,7 +41,7 @@ type message struct {
 
 // userFacingDirs are the directories, relative to the module root, whose
 // messages must each be documented; a directory counts with everything
-// below it, except plugintest (test support).
+// below it, except plugintest and subpathtest (test support).
 var userFacingDirs = []string{
 	"cmd/volume-agent",
 	"internal/binder",
@@ -54,6 +54,7 @@ var userFacingDirs = []string{
 	"internal/reconciler",
 	"internal/source",
 	"internal/status",
+	"internal/subpath",
 	"internal/usage",
 	"internal/wakeup",
 }
@@ -71,7 +72,7 @@ func collect(t *testing.T, dirs ...string) []message {
 			switch {
 			case err != nil:
 				return err
-			case d.IsDir() && d.Name() == "plugintest":
+			case d.IsDir() && (d.Name() == "plugintest" || d.Name() == "subpathtest"):
 				return filepath.SkipDir
 			case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
 				return nil

@@ -3,7 +3,7 @@ package reconciler
 import (
 	"cmp"
 	"context"
-	"errors"
+	"fmt"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,7 +56,7 @@ func removePodSubPaths(ctx context.Context, s SubPaths, uid types.UID) error {
 	}
 	_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, s.RemovePod(ctx, uid) })
 	if err != nil {
-		return mount.OneLine(errors.Join(errors.New("remove subPath mounts"), err))
+		return mount.OneLine(fmt.Errorf("remove the pod's subPath mounts: %w", err))
 	}
 	return nil
 }
