@@ -22,19 +22,19 @@ type Found struct {
 // Entries that are not directories (or are symlinks) are skipped, at every
 // level: the agent made none of them.
 func (r Root) Scan() (pods []types.UID, volumes []Found, err error) {
-	podNames, err := readDirs(r.PodsDir())
+	podNames, err := ReadDirs(r.PodsDir())
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, p := range podNames {
 		uid := types.UID(p)
 		pods = append(pods, uid)
-		plugins, err := readDirs(r.VolumesDir(uid))
+		plugins, err := ReadDirs(r.VolumesDir(uid))
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, plugin := range plugins {
-			vols, err := readDirs(r.PluginDir(uid, UnescapePluginName(plugin)))
+			vols, err := ReadDirs(r.PluginDir(uid, UnescapePluginName(plugin)))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -47,12 +47,12 @@ func (r Root) Scan() (pods []types.UID, volumes []Found, err error) {
 	return pods, volumes, nil
 }
 
-// readDirs lists the names of real directories in dir, sorted. A missing dir
+// ReadDirs lists the names of real directories in dir, sorted. A missing dir
 // is empty, and so is a file or a symlink where dir should be: a symlink is
 // never followed, or a planted link would make the agent tear down
 // directories outside the root. (O_NOFOLLOW with O_DIRECTORY fails with
 // ENOTDIR on a symlink, ELOOP without O_DIRECTORY.)
-func readDirs(dir string) ([]string, error) {
+func ReadDirs(dir string) ([]string, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 		return nil, nil

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 	"github.com/volume-agent/volume-agent/internal/subpath/subpathtest"
 )
 
@@ -17,7 +18,7 @@ import (
 func outside(t *testing.T) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "secret"), "host data")
+	plugintest.WriteFile(t, filepath.Join(dir, "secret"), "host data")
 	return dir, listing(t, dir)
 }
 
@@ -44,7 +45,7 @@ func listing(t *testing.T, dir string) string {
 func TestCVE2017_1002101_SubPathSymlinkNeverMountsOutside(t *testing.T) {
 	p, vol := setup(t)
 	out, before := outside(t)
-	write(t, filepath.Join(vol, "a/b/file"), "pod data")
+	plugintest.WriteFile(t, filepath.Join(vol, "a/b/file"), "pod data")
 	links := map[string]string{
 		"out": out, "a/up": "../../" + filepath.Base(out), "a/root": "/", "a/b/host": filepath.Join(out, "secret"),
 		"a/self": ".", "a/loop": "loop",
@@ -81,7 +82,7 @@ func TestCVE2017_1002101_SubPathSymlinkNeverMountsOutside(t *testing.T) {
 func TestCVE2021_25741_SubPathSwapRaceNeverMountsOutside(t *testing.T) {
 	p, vol := setup(t)
 	out, before := outside(t)
-	write(t, filepath.Join(vol, "victim/inner/file"), "pod data")
+	plugintest.WriteFile(t, filepath.Join(vol, "victim/inner/file"), "pod data")
 	stop := racer(t, vol, "victim", out)
 	const rounds = 400
 	mounted := 0

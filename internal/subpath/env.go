@@ -1,11 +1,11 @@
 package subpath
 
 import (
-	"fmt"
-	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/plugins/downwardapi"
 )
 
 // Env is the environment a subPathExpr of container c can use: the
@@ -40,12 +40,6 @@ func Env(pod *v1.Pod, c *v1.Container) map[string]string {
 // the agent knows it.
 func fieldValue(pod *v1.Pod, path string) (string, bool) {
 	switch path {
-	case "metadata.name":
-		return pod.Name, true
-	case "metadata.namespace":
-		return pod.Namespace, true
-	case "metadata.uid":
-		return string(pod.UID), true
 	case "spec.nodeName":
 		return pod.Spec.NodeName, true
 	case "spec.serviceAccountName":
@@ -59,21 +53,8 @@ func fieldValue(pod *v1.Pod, path string) (string, bool) {
 	case "status.podIPs":
 		return joinIPs(pod.Status.PodIPs, func(ip v1.PodIP) string { return ip.IP })
 	}
-	if k, ok := subscript(path, "metadata.labels"); ok {
-		v, ok := pod.Labels[k]
-		return v, ok
-	}
-	if k, ok := subscript(path, "metadata.annotations"); ok {
-		v, ok := pod.Annotations[k]
-		return v, ok
-	}
-	switch path {
-	case "metadata.labels":
-		return formatMap(pod.Labels), true
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), true
-	}
-	return "", false
+	v, err := downwardapi.FieldValue(pod, path)
+	return v, err == nil
 }
 
 func joinIPs[T any](ips []T, ip func(T) string) (string, bool) {
@@ -82,28 +63,4 @@ func joinIPs[T any](ips []T, ip func(T) string) (string, bool) {
 		s[i] = ip(x)
 	}
 	return strings.Join(s, ","), len(s) > 0
-}
-
-// subscript parses field['key'] and returns key.
-func subscript(path, field string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, field+"['")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "']")
-}
-
-// formatMap renders labels or annotations as the downward API does:
-// key="value" lines, sorted by key.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	lines := make([]string, len(keys))
-	for i, k := range keys {
-		lines[i] = fmt.Sprintf("%s=%q", k, m[k])
-	}
-	return strings.Join(lines, "\n")
 }

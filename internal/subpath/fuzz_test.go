@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 )
 
 // FuzzSubPath opens subPaths that Check accepts in a volume where a pod
@@ -27,8 +29,8 @@ func FuzzSubPath(f *testing.F) {
 		}
 		base := t.TempDir()
 		vol, out := filepath.Join(base, "volume"), filepath.Join(base, "host")
-		write(t, filepath.Join(vol, "a/b/file"), "pod data")
-		write(t, filepath.Join(out, "secret"), "host data")
+		plugintest.WriteFile(t, filepath.Join(vol, "a/b/file"), "pod data")
+		plugintest.WriteFile(t, filepath.Join(out, "secret"), "host data")
 		for link, to := range map[string]string{"out": out, "a/up": "../..", "a/root": "/", "a/self": ".",
 			"a/loop": "loop", "a/dangling": filepath.Join(out, "missing"), "a/b/host": filepath.Join(out, "secret")} {
 			if err := os.Symlink(to, filepath.Join(vol, link)); err != nil {

@@ -12,24 +12,18 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 	"github.com/volume-agent/volume-agent/internal/subpath/subpathtest"
 )
 
 const uid = types.UID("pod-1")
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes bind mounts (CI runs as root)")
-	}
-}
 
 // setup returns a Preparer whose root is reached through a symlink, as
 // a symlinked /var/lib would be, and a volume directory, with the
 // preparer's mounts taken off at the end whatever happens.
 func setup(t *testing.T) (Preparer, string) {
 	t.Helper()
-	requireRoot(t)
+	plugintest.NeedRoot(t, "makes bind mounts")
 	base := t.TempDir()
 	mkdir(t, filepath.Join(base, "real"))
 	if err := os.Symlink("real", filepath.Join(base, "root")); err != nil {
@@ -56,23 +50,6 @@ func mkdir(t *testing.T, dir string) {
 	}
 }
 
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	mkdir(t, filepath.Dir(path))
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func read(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // mountID is the mount ID of what path shows.
 func mountID(t *testing.T, path string) uint64 {
 	t.Helper()
@@ -85,8 +62,8 @@ func mountID(t *testing.T, path string) uint64 {
 
 func TestPrepareMountsKeepsAndRemoves(t *testing.T) {
 	p, vol := setup(t)
-	write(t, filepath.Join(vol, "a/b/file"), "in a/b")
-	write(t, filepath.Join(vol, "single"), "a file")
+	plugintest.WriteFile(t, filepath.Join(vol, "a/b/file"), "in a/b")
+	plugintest.WriteFile(t, filepath.Join(vol, "single"), "a file")
 	wants := []Want{{Container: "app", Index: 0, Path: "a/b"}, {Container: "app", Index: 2, Path: "single"},
 		{Container: "init", Index: 1, Path: "new/dir"}, {Container: "app", Index: 3, Problem: "refused"}}
 	o, err := p.Prepare(t.Context(), uid, "data", vol, wants)
@@ -105,10 +82,10 @@ func TestPrepareMountsKeepsAndRemoves(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got := read(t, filepath.Join(dir, "file")); got != "in a/b" {
+	if got := plugintest.ReadFile(t, filepath.Join(dir, "file")); got != "in a/b" {
 		t.Errorf("through the directory's mount: %q", got)
 	}
-	if got := read(t, file); got != "a file" {
+	if got := plugintest.ReadFile(t, file); got != "a file" {
 		t.Errorf("through the file's mount: %q", got)
 	}
 	if fi, err := os.Stat(filepath.Join(vol, "new/dir")); err != nil || fi.Mode().Perm() != 0o777 {
@@ -131,11 +108,11 @@ func TestPrepareMountsKeepsAndRemoves(t *testing.T) {
 	if err := os.Rename(filepath.Join(vol, "a/b"), filepath.Join(vol, "a/old")); err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(vol, "a/b/file"), "the new a/b")
+	plugintest.WriteFile(t, filepath.Join(vol, "a/b/file"), "the new a/b")
 	if _, err := p.Prepare(t.Context(), uid, "data", vol, wants[:2]); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(t, filepath.Join(dir, "file")); got != "the new a/b" {
+	if got := plugintest.ReadFile(t, filepath.Join(dir, "file")); got != "the new a/b" {
 		t.Errorf("after the replacement: %q", got)
 	}
 	if _, err := os.Lstat(made); !errors.Is(err, os.ErrNotExist) {
@@ -148,7 +125,7 @@ func TestPrepareMountsKeepsAndRemoves(t *testing.T) {
 	if _, err := os.Lstat(p.Dir(uid)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after RemovePod: %v, want %s gone", err, p.Dir(uid))
 	}
-	if got := read(t, filepath.Join(vol, "a/b/file")); got != "the new a/b" {
+	if got := plugintest.ReadFile(t, filepath.Join(vol, "a/b/file")); got != "the new a/b" {
 		t.Errorf("the volume's content after RemovePod: %q", got)
 	}
 }
@@ -157,14 +134,14 @@ func TestPrepareMountsKeepsAndRemoves(t *testing.T) {
 // directory holding something, where a mount point should be stays.
 func TestRemovePodLeavesWhatItDidNotMake(t *testing.T) {
 	p, _ := setup(t)
-	write(t, filepath.Join(p.Dir(uid), "data/app/0/keep"), "x")
-	write(t, filepath.Join(p.Dir(uid), "data/app/1"), "x")
+	plugintest.WriteFile(t, filepath.Join(p.Dir(uid), "data/app/0/keep"), "x")
+	plugintest.WriteFile(t, filepath.Join(p.Dir(uid), "data/app/1"), "x")
 	err := p.RemovePod(t.Context(), uid)
 	if err == nil {
 		t.Fatal("RemovePod removed data it did not make")
 	}
 	for _, f := range []string{"data/app/0/keep", "data/app/1"} {
-		if got := read(t, filepath.Join(p.Dir(uid), f)); got != "x" {
+		if got := plugintest.ReadFile(t, filepath.Join(p.Dir(uid), f)); got != "x" {
 			t.Errorf("%s: %q", f, got)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/mount"
 )
 
@@ -27,7 +28,7 @@ const maxStacked = 8
 // through a mount, and nothing else is removed at all.
 func (p Preparer) RemovePod(ctx context.Context, uid types.UID) error {
 	dir := p.Dir(uid)
-	vols, err := subdirs(dir)
+	vols, err := layout.ReadDirs(dir)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func (p Preparer) removeUnwanted(ctx context.Context, uid types.UID, volume stri
 // removeVolume removes the targets below one volume's directory that
 // keep does not keep, and the directories left empty.
 func (p Preparer) removeVolume(ctx context.Context, dir string, keep func(string, int) bool) error {
-	containers, err := subdirs(dir)
+	containers, err := layout.ReadDirs(dir)
 	if err != nil {
 		return err
 	}
@@ -131,23 +132,7 @@ func removeEmpty(target string) error {
 	return fmt.Errorf("%s is not a mount point the agent made: leaving it", target)
 }
 
-// subdirs lists the real directories (not symlinks) in dir; a missing dir
-// has none.
-func subdirs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	var names []string
-	for _, e := range entries {
-		if e.Type().IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	return names, err
-}
-
 func hasSubdirs(dir string) bool {
-	names, err := subdirs(dir)
+	names, err := layout.ReadDirs(dir)
 	return err != nil || len(names) > 0
 }

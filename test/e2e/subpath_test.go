@@ -97,11 +97,11 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 			t.Errorf("%s: %+v, want subPath %s at volume-subpaths/<volume>/%s", k, s, sub, k)
 		}
 	}
-	if got := readFile(t, byContainer["app/1"].Path); got != "setting=1" {
+	if got := plugintest.ReadFile(t, byContainer["app/1"].Path); got != "setting=1" {
 		t.Errorf("the file subPath shows %q", got)
 	}
 	plugintest.WriteFile(t, filepath.Join(host, "logs-web/out/x"), "written by the pod")
-	if got := readFile(t, filepath.Join(byContainer["app/2"].Path, "x")); got != "written by the pod" {
+	if got := plugintest.ReadFile(t, filepath.Join(byContainer["app/2"].Path, "x")); got != "written by the pod" {
 		t.Errorf("the subPathExpr mount shows %q", got)
 	}
 	if fi, err := os.Stat(filepath.Join(p.volume("scratch").Path, "made/by/agent")); err != nil || !fi.IsDir() {
@@ -126,7 +126,7 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 	if m := mountsUnder(t, a.resolvedRoot()); len(m) != 0 {
 		t.Errorf("mounts left after teardown: %v", m)
 	}
-	if got := readFile(t, filepath.Join(host, "logs-web/out/x")); got != "written by the pod" {
+	if got := plugintest.ReadFile(t, filepath.Join(host, "logs-web/out/x")); got != "written by the pod" {
 		t.Errorf("the hostPath's data after teardown: %q", got)
 	}
 
@@ -140,15 +140,6 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 	if m := mountsUnder(t, a.resolvedRoot()); len(m) != 0 {
 		t.Errorf("mounts left after a SIGKILL and restart: %v", m)
 	}
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestSubPathRefusals: a subPath through a symlink a pod planted to a
@@ -213,7 +204,7 @@ spec:
 	}
 	plugintest.WriteFile(t, filepath.Join(host, "escape/sub/file"), "now inside")
 	p = a.waitPod("default", "sneaky", 15*time.Second, func(p apiPod) bool { return subPathsOf(p, "host")[1].Path != "" })
-	if got := readFile(t, filepath.Join(subPathsOf(p, "host")[1].Path, "file")); got != "now inside" {
+	if got := plugintest.ReadFile(t, filepath.Join(subPathsOf(p, "host")[1].Path, "file")); got != "now inside" {
 		t.Errorf("the subPath once a directory shows %q", got)
 	}
 	checkSubPathMounts(t, a, host)

@@ -42,7 +42,7 @@ func validateItem(f string, pod *v1.Pod, it v1.DownwardAPIVolumeFile) error {
 	case it.FieldRef != nil && it.ResourceFieldRef != nil:
 		return fmt.Errorf("%s: fieldRef and resourceFieldRef are mutually exclusive", f)
 	case it.FieldRef != nil:
-		_, err := fieldValue(pod, it.FieldRef.FieldPath)
+		_, err := FieldValue(pod, it.FieldRef.FieldPath)
 		return prefix(f+".fieldRef", err)
 	case it.ResourceFieldRef != nil:
 		_, err := resourceValue(pod, v1.ResourceList{}, it.ResourceFieldRef)
@@ -77,7 +77,7 @@ func Payload(pod *v1.Pod, allocatable v1.ResourceList, items []v1.DownwardAPIVol
 
 func itemValue(pod *v1.Pod, allocatable v1.ResourceList, it v1.DownwardAPIVolumeFile) (string, error) {
 	if it.FieldRef != nil {
-		return fieldValue(pod, it.FieldRef.FieldPath)
+		return FieldValue(pod, it.FieldRef.FieldPath)
 	}
 	if it.ResourceFieldRef != nil {
 		return resourceValue(pod, allocatable, it.ResourceFieldRef)
@@ -85,8 +85,9 @@ func itemValue(pod *v1.Pod, allocatable v1.ResourceList, it v1.DownwardAPIVolume
 	return "", fmt.Errorf("one of fieldRef or resourceFieldRef is required")
 }
 
-// fieldValue renders one pod field as the kubelet does.
-func fieldValue(pod *v1.Pod, path string) (string, error) {
+// FieldValue renders one pod field as the kubelet does in a volume (and
+// in an env var: subPathExpr uses it for the metadata fields).
+func FieldValue(pod *v1.Pod, path string) (string, error) {
 	if m := subscripted.FindStringSubmatch(path); m != nil {
 		if m[1] == "labels" {
 			return pod.Labels[m[2]], nil
