@@ -104,7 +104,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		metrics.Terminating(worlds), metrics.VolumeStats(a.usage))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
-		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter), SubPaths: subPaths(layout.Root(root), mounter)})
+		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter), SubPaths: subPaths(layout.Root(root), o.hostRoot, mounter)})
 	lns, err := listen(o)
 	if err != nil {
 		return err
@@ -298,9 +298,9 @@ func chooseMounter(o options, log *zap.Logger) (mount.Mounter, error) {
 
 // subPaths is the preparer of the pods' subPath mounts; none without
 // mounts (--unprivileged).
-func subPaths(root layout.Root, mounter mount.Mounter) reconciler.SubPaths {
+func subPaths(root layout.Root, hostRoot string, mounter mount.Mounter) reconciler.SubPaths {
 	if !mount.Privileged(mounter) {
 		return nil
 	}
-	return subpath.Preparer{Root: root, Mounter: mounter}
+	return subpath.Preparer{Root: root, Mounter: mounter, HostRoot: hostRoot}
 }

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/hostroot"
 )
 
 // ErrEscape is wrapped by errors of a subPath that names a symlink or
@@ -17,15 +20,26 @@ var ErrEscape = errors.New("refusing a symlink or a path out of the volume")
 // magic link of /proc, or "..".
 const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
-// openVolume opens the volume's directory (its path comes from the agent:
-// a directory below its root, or the host path of a hostPath volume) as
-// an O_PATH descriptor.
-func openVolume(dir string) (int, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, &os.PathError{Op: "open volume", Path: dir, Err: err}
+// openVolume opens the volume's directory, whose path comes from the
+// agent, as an O_PATH descriptor: a directory below the agent's root, or
+// the host path of a hostPath volume, resolved below the host root as
+// the hostPath plugin resolves it (following its own symlinks, as the
+// kubelet does: a hostPath's path is the pod author's choice, not the
+// pod's).
+func (p Preparer) openVolume(dir string) (int, error) {
+	if strings.HasPrefix(dir, string(p.Root)+"/") {
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, &os.PathError{Op: "open volume", Path: dir, Err: err}
+		}
+		return fd, nil
 	}
-	return fd, nil
+	host, err := hostroot.Open(p.HostRoot)
+	if err != nil {
+		return -1, err
+	}
+	defer host.Close()
+	return host.OpenPath(dir, unix.O_PATH|unix.O_DIRECTORY)
 }
 
 // openBeneath opens the subPath p below the volume's descriptor vol, one

@@ -64,6 +64,10 @@ type Preparer struct {
 	Root layout.Root
 	// Mounter tells mount points and unmounts (mount.System).
 	Mounter mount.Mounter
+	// HostRoot is where the host's root file system is visible to the
+	// agent ("/" or "" on the host): the path of a volume outside Root
+	// (a hostPath) is a host path, resolved below it.
+	HostRoot string
 }
 
 // Dir is <root>/pods/<uid>/volume-subpaths.
@@ -112,7 +116,7 @@ func (p Preparer) prepare(ctx context.Context, path string, w Want, target strin
 	if err := layout.ValidName(w.Container); err != nil {
 		return fmt.Errorf("container name: %w", err)
 	}
-	vol, err := openVolume(path)
+	vol, err := p.openVolume(path)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package subpath
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -36,7 +37,7 @@ func setup(t *testing.T) (Preparer, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.RemovePod(t.Context(), uid); err != nil {
+		if err := p.RemovePod(context.Background(), uid); err != nil {
 			t.Errorf("RemovePod: %v", err)
 		}
 	})
@@ -174,5 +175,21 @@ func TestPrepareNamesPodContainerAndPath(t *testing.T) {
 	}
 	if o.Mounts[0].Error == "" || o.Mounts[0].Path != "" {
 		t.Errorf("Outcome %+v: want the error and no path", o.Mounts[0])
+	}
+}
+
+// TestPrepareHostPathBelowAHostRoot: the path of a volume outside the
+// root (a hostPath) is a host path, found below --host-root, as the agent
+// in a container sees the host.
+func TestPrepareHostPathBelowAHostRoot(t *testing.T) {
+	p, _ := setup(t)
+	p.HostRoot = t.TempDir()
+	plugintest.WriteFile(t, filepath.Join(p.HostRoot, "srv/data/logs/file"), "on the host")
+	o, err := p.Prepare(t.Context(), uid, "host", "/srv/data", []Want{{Container: "c", Path: "logs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plugintest.ReadFile(t, filepath.Join(o.Mounts[0].Path, "file")); got != "on the host" {
+		t.Errorf("through the mount: %q", got)
 	}
 }

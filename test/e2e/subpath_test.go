@@ -146,7 +146,9 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 // host directory, and one with "..", fail their volume (still set up,
 // the other subPaths prepared) with an error naming the pod's
 // container, mount and path, mount nothing outside, and hold the pod
-// back; the planted link replaced by a directory, the mount follows.
+// back; the planted link replaced by a directory, the mount follows. The
+// pod deleted while the agent is down (SIGKILL), its mounts go at the
+// next start.
 func TestSubPathRefusals(t *testing.T) {
 	a := newAgent(t)
 	outside, before := outsideTree(t)
@@ -208,8 +210,17 @@ spec:
 		t.Errorf("the subPath once a directory shows %q", got)
 	}
 	checkSubPathMounts(t, a, host)
+
+	// Deleted while the agent is down: the pod has no volume directory
+	// (hostPath has none), only its subPath mounts, found at the next
+	// start with the pod's directory and removed with it.
+	a.kill()
 	a.removeManifest("pod.yaml")
+	a.start(a.extra...)
 	a.waitPodDirGone(p.UID)
+	if m := mountsUnder(t, a.resolvedRoot()); len(m) != 0 {
+		t.Errorf("mounts left after a SIGKILL and restart: %v", m)
+	}
 	checkOutside(t, outside, before)
 }
 
