@@ -2,6 +2,7 @@
 // agent's root directory:
 //
 //	<root>/pods/<podUID>/volumes/<plugin name with / replaced by ~>/<volume name>
+//	<root>/pods/<podUID>/volume-subpaths/<volume name>/<container>/<index>
 //
 // It builds those paths and parses them back; it never creates or removes
 // anything. Callers validate pod UIDs and volume names (ValidName) before
@@ -36,6 +37,13 @@ func (r Root) PluginDir(uid types.UID, plugin string) string {
 // VolumeDir is <root>/pods/<uid>/volumes/<escaped plugin>/<volume>.
 func (r Root) VolumeDir(uid types.UID, plugin, volume string) string {
 	return filepath.Join(r.PluginDir(uid, plugin), volume)
+}
+
+// SubPathsDir is <root>/pods/<uid>/volume-subpaths, where the subPath
+// mounts of the pod's containers are, as
+// <volume>/<container>/<index> below it.
+func (r Root) SubPathsDir(uid types.UID) string {
+	return filepath.Join(r.PodDir(uid), "volume-subpaths")
 }
 
 // PluginMountsDir is <root>/plugins/<plugin>/mounts, where a plugin keeps

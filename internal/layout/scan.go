@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -74,4 +75,24 @@ func ReadDirs(dir string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// SubPathTargets counts the subPath mount points of pod uid on disk
+// (<volume>/<container>/<index> below SubPathsDir), mounted or not.
+func (r Root) SubPathTargets(uid types.UID) (int, error) {
+	dir := r.SubPathsDir(uid)
+	vols, err := ReadDirs(dir)
+	n := 0
+	for _, v := range vols {
+		containers, cerr := ReadDirs(filepath.Join(dir, v))
+		err = errors.Join(err, cerr)
+		for _, c := range containers {
+			entries, eerr := os.ReadDir(filepath.Join(dir, v, c))
+			if !errors.Is(eerr, os.ErrNotExist) {
+				err = errors.Join(err, eerr)
+			}
+			n += len(entries)
+		}
+	}
+	return n, err
 }

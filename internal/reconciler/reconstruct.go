@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/layout"
@@ -27,8 +28,10 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconstruct actual state: %w", err)
 	}
+	subPaths := 0
 	for _, uid := range pods {
 		r.cfg.Actual.AddPodDir(uid, true)
+		subPaths += r.subPathsFound(uid)
 	}
 	noSwap := r.mountedNoSwap(ctx, len(found))
 	swappable := 0
@@ -42,6 +45,11 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 		}
 	}
 	fields := []zap.Field{zap.Int("pods", len(pods)), zap.Int("volumes", len(found))}
+	if subPaths > 0 {
+		// Kept by the set-ups of their volumes while their pods are
+		// wanted, taken off with the pods' teardowns otherwise.
+		fields = append(fields, zap.Int("subPathMounts", subPaths))
+	}
 	if swappable > 0 {
 		fields = append(fields, zap.Int("tmpfsWithoutNoswap", swappable))
 	}
@@ -75,4 +83,13 @@ func (r *Reconciler) addFound(f layout.Found, swap volume.Swap) bool {
 	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true, Swap: swap})
 	log.Debug("volume found on disk")
 	return true
+}
+
+// subPathsFound counts the subPath mount points of pod uid found on disk.
+func (r *Reconciler) subPathsFound(uid types.UID) int {
+	n, err := r.cfg.Root.SubPathTargets(uid)
+	if err != nil {
+		r.log.Info("the subPath mounts of a pod found on disk could not all be listed; they go with the pod", zap.String("podUID", string(uid)), zap.Error(err))
+	}
+	return n
 }

@@ -15,9 +15,6 @@ import (
 	"github.com/volume-agent/volume-agent/internal/mount"
 )
 
-// DirName is the directory of a pod's subPath mounts, beside volumes/.
-const DirName = "volume-subpaths"
-
 // Prepared is the outcome of one wanted subPath mount.
 type Prepared struct {
 	Container string
@@ -71,7 +68,7 @@ type Preparer struct {
 }
 
 // Dir is <root>/pods/<uid>/volume-subpaths.
-func (p Preparer) Dir(uid types.UID) string { return filepath.Join(p.Root.PodDir(uid), DirName) }
+func (p Preparer) Dir(uid types.UID) string { return p.Root.SubPathsDir(uid) }
 
 // Target is the mount of one subPath: Dir/<volume>/<container>/<index>.
 func (p Preparer) Target(uid types.UID, volume, container string, index int) string {

@@ -114,6 +114,9 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 	waitFor(t, 10*time.Second, "the set-ups after the restart", func() (bool, string) {
 		return strings.Count(a.logs.String(), `"msg":"subPath mount prepared"`) >= 3, tail(a.logs.String(), 5)
 	})
+	if !strings.Contains(a.logs.String(), `"subPathMounts":3`) {
+		t.Errorf("the restart did not report the 3 subPath mounts it found: %s", tail(a.logs.String(), 20))
+	}
 	after := mountIDs(t)
 	for _, s := range byContainer {
 		if before[s.Path] == "" || after[s.Path] != before[s.Path] {
