@@ -24,16 +24,20 @@ func (s *scenario) usageLoad() {
 	n := s.size.bursts[0]
 	what := fmt.Sprintf("%d pods beside %d emptyDirs of %d files", n, len(resident), s.size.residentFiles)
 	var all []time.Duration
+	var cpu time.Duration // the agent's, while pods were set up
 	for i := range s.size.usageBursts {
 		pods := s.objects(n)
 		stop := s.startProfile(fmt.Sprintf("usage-burst-%d-%d", n, i+1))
+		cpu0 := s.cpuTime()
 		lat, total := createAll(s.r, s.a, s.c, pods)
+		cpu += s.cpuTime() - cpu0
 		stop()
 		s.rep.distribution(s.mode, fmt.Sprintf("burst %d of %s → each ready", i+1, what), lat, total, "")
 		all = append(all, lat...)
 		deleteAll(s.r, s.a, s.c, pods)
 	}
 	s.rep.distribution(s.mode, fmt.Sprintf("%d bursts of %s → each ready", s.size.usageBursts, what), all, 0, "")
+	s.rep.value(s.mode, "agent CPU per burst, creation to last pod ready", ms(cpu/time.Duration(s.size.usageBursts)), "ms", "")
 	after := s.measured(resident)
 	again := 0
 	for uid, t := range after {
@@ -85,4 +89,13 @@ func (s *scenario) measured(pods []*v1.Pod) map[string]time.Time {
 		}
 	}
 	return out
+}
+
+// cpuTime is the agent's CPU time so far (user and system).
+func (s *scenario) cpuTime() time.Duration {
+	u, err := readUsage(s.a.pid())
+	if err != nil {
+		s.r.Fatalf("agent CPU: %v", err)
+	}
+	return u.cpu
 }
