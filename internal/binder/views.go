@@ -68,6 +68,7 @@ func (s *Source) Claims() []ClaimStatus {
 	}
 	for _, r := range st.recs.sorted() {
 		switch {
+		case r.Phase == phaseProvisioning: // Pending while its claim is there; recorded Released once made if not
 		case r.Phase == PhaseReleased:
 			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseReleased, PV: r.PV,
 				ReclaimPolicy: r.reclaimPolicy(), PendingDeletion: r.pendingDeletion()})
