@@ -247,8 +247,15 @@ func TestProvisioningCutShortIsFinishedAndReclaimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	inner.claims, inner.pods = nil, nil // removed while the agent was down
-	prov := &fakeProvisioner{}
+	block := make(chan struct{})
+	prov := &fakeProvisioner{block: block}
 	h := startWith(t, inner, path, []provisioner.Provisioner{prov}, withDelay(0))
+	h.eventually("the claim shown Pending while its provisioning runs", func() bool {
+		cs := h.claimStatus("data")
+		return len(cs) == 1 && cs[0].Phase == PhasePending && cs[0].PV == "pvc-u1" &&
+			strings.Contains(cs[0].Error, `removed from the manifests while PersistentVolume "pvc-u1" was being provisioned`)
+	})
+	close(block)
 	h.eventually("the storage provisioned again, then deleted", func() bool {
 		made, deleted := prov.calls()
 		return slices.Equal(made, []string{"pvc-u1"}) && slices.Equal(deleted, []string{"pvc-u1"})
