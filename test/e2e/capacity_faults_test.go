@@ -21,6 +21,14 @@ import (
 // that both runs together take well under a minute.
 const capFaultKills = 12
 
+// At most capFaultVolumes claims hold a volume at once, each of at most
+// capFaultMaxMiB: together well within the room of the 512 MiB btrfs
+// root (a claim that does not fit would be refused, rightly).
+const (
+	capFaultVolumes = 6
+	capFaultMaxMiB  = 48
+)
+
 // capFaultClaim is claim %[1]s of expandableClass ("sized": enforced,
 // Delete, expandable) asking for %[2]d MiB, with its pod use-%[1]s, in one
 // file: removing the file releases the claim.
@@ -139,9 +147,7 @@ func runCapacityFaults(t *testing.T, seed uint64, root, kind string, expand bool
 		case 1:
 			r.mark()
 			r.observe()
-			if len(r.live()) < 6 {
-				r.add() // a volume to make
-			}
+			r.add() // a volume to make
 			made = r.waitForStep(2500*time.Millisecond, true)
 		default:
 			time.Sleep(time.Duration(r.rng.IntN(2200)) * time.Millisecond)
@@ -183,10 +189,10 @@ func (r *capFaultRun) change() {
 		r.add()
 	case n < 7 && r.expand:
 		c := live[r.rng.IntN(len(live))]
-		if c.pv == "" {
+		if c.pv == "" || c.mib >= capFaultMaxMiB {
 			return // a claim is expanded once Bound (the API server refuses it before)
 		}
-		c.mib += 8 * (1 + r.rng.IntN(3))
+		c.mib = min(capFaultMaxMiB, c.mib+4*(1+r.rng.IntN(3)))
 		r.a.writeManifest(c.file(), fmt.Sprintf(capFaultClaim, c.name, c.mib))
 		r.stats["claims expanded"]++
 	case n < 9:
@@ -198,7 +204,7 @@ func (r *capFaultRun) change() {
 }
 
 // add adds a claim: one whose removal the agent did not see, back, or a
-// new one.
+// new one while fewer than capFaultVolumes hold a volume.
 func (r *capFaultRun) add() {
 	for _, c := range r.claims {
 		if c.removed && c.unseen && r.rng.IntN(2) == 0 {
@@ -208,7 +214,16 @@ func (r *capFaultRun) add() {
 			return
 		}
 	}
-	c := &capClaim{name: fmt.Sprintf("c%d", len(r.claims)), mib: 24 + 8*r.rng.IntN(3)}
+	holding := 0
+	for _, c := range r.claims {
+		if !c.removed || c.unseen {
+			holding++
+		}
+	}
+	if holding >= capFaultVolumes {
+		return
+	}
+	c := &capClaim{name: fmt.Sprintf("c%d", len(r.claims)), mib: 16 + 8*r.rng.IntN(2)}
 	r.claims = append(r.claims, c)
 	r.a.writeManifest(c.file(), fmt.Sprintf(capFaultClaim, c.name, c.mib))
 	r.stats["claims added"]++
