@@ -139,6 +139,17 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	name := dirName(c.Namespace, c.Name, req.PVName)
 	ann := map[string]string{provisioner.AnnArchiveOnDelete: strconv.FormatBool(cp.archive)}
 	var dir string
+	if req.Tentative {
+		kind := ""
+		if cp.enforce {
+			kind = p.cfg.Capacity.Kind()
+		}
+		if err := p.record(req, name, kind); err != nil && rootFailure(err) {
+			return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)
+		} else if err != nil {
+			return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w", c.Namespace, c.Name, err)
+		}
+	}
 	if cp.enforce {
 		p.roomMu.Lock()
 		if err = p.makeRoom(ctx, name, cp.size); err == nil {
