@@ -56,10 +56,11 @@ func checkOutside(t *testing.T, dir, before string) {
 
 // TestCVE2017_1002101_SymlinksInAVolumeNeverLeadOut: CVE-2017-1002101 was
 // the kubelet following a symlink a container had made in its volume when
-// it mounted a subPath, so the container got any host path. The agent does
-// not mount subPaths (a runtime does, see SECURITY.md); what it does inside
-// volumes a pod writes is give them the pod's fsGroup and remove them at
-// teardown. Symlinks a pod planted there, to a host directory and a host
+// it mounted a subPath, so the container got any host path. The agent's
+// own subPath mounts are covered by TestSubPathRefusals (and, in package
+// subpath, TestCVE2017_1002101_SubPathSymlinkNeverMountsOutside); the other
+// things it does inside volumes a pod writes are give them the pod's
+// fsGroup and remove them at teardown. Symlinks a pod planted there, to a host directory and a host
 // file, at the top and deep down, must lead neither operation out: the host
 // files keep their content and their group, before and after the pod goes.
 func TestCVE2017_1002101_SymlinksInAVolumeNeverLeadOut(t *testing.T) {
