@@ -354,8 +354,9 @@ func watchSubPathMounts(t *testing.T, a *agent, dir string) (stop func() int) {
 	}
 }
 
-// slowSwapRacer is swapRacer holding each state for a moment, so that
-// the agent's walks meet the symlink about half the time; each swap is
+// slowSwapRacer is swapRacer holding each state for a moment (the
+// directory longer than the symlink), so that the agent's walks meet
+// both many times; each swap is
 // one atomic exchange (renameat2 RENAME_EXCHANGE), so that the directory
 // is never missing (the agent would make it anew).
 func slowSwapRacer(t *testing.T, dir, target string) (stop func() int) {
@@ -386,7 +387,7 @@ func slowSwapRacer(t *testing.T, dir, target string) (stop func() int) {
 			if exchange() != nil {
 				return
 			}
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(time.Millisecond)
 		}
 	}()
 	var once sync.Once
