@@ -1,8 +1,10 @@
 // Package subpath prepares the subPath mounts of a pod's containers, as the
 // kubelet does (pkg/volume/util/subpath): for every volumeMount with a
 // subPath or subPathExpr of an init or regular container, once the volume is
-// set up, the agent opens the subPath inside the volume one component at a
-// time, never following a symlink and never leaving the volume, and
+// set up, the agent opens the subPath from the volume's descriptor, with
+// the kernel refusing any resolution that leaves the volume (a symlink is
+// followed only while it stays inside, as the kubelet allows; a missing
+// subPath is made one element at a time, through no symlink at all), and
 // bind-mounts what it opened, by descriptor, onto
 //
 //	<root>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>

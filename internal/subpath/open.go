@@ -42,14 +42,38 @@ func (p Preparer) openVolume(dir string) (int, error) {
 	return host.OpenPath(dir, unix.O_PATH|unix.O_DIRECTORY)
 }
 
-// openBeneath opens the subPath p below the volume's descriptor vol, one
-// element at a time, each from the descriptor of its parent, and returns
-// an O_PATH descriptor of what p names. Missing elements are made as
-// directories of mode perm (the volume's mode, as the kubelet does), each
-// with mkdirat in its opened parent. Nothing is ever resolved by path: a
-// directory swapped for a symlink at any moment makes the open fail
-// (ELOOP), it never leads out of the volume.
+// openBeneath opens the subPath p below the volume's descriptor vol and
+// returns an O_PATH descriptor of what p names, never of anything outside
+// the volume.
+//
+// An existing p is opened in one openat2 from vol with RESOLVE_BENEATH
+// (and RESOLVE_NO_MAGICLINKS): the kernel follows a symlink only while it
+// stays below vol, and refuses (EXDEV) an absolute one or one that climbs
+// out, atomically, so a link swapped in at any moment leads nowhere. This
+// is how the kubelet treats symlinks inside a volume (it resolves them,
+// then checks the result is in the volume): a configMap's key is a
+// relative link into its ..data directory.
+//
+// A missing p is made, as the kubelet does, one element at a time from
+// the descriptor of its parent, without following any symlink: missing
+// elements become directories of mode perm (the volume's mode), each made
+// with mkdirat in its opened parent. Nothing is ever resolved by path.
 func openBeneath(vol int, p string, perm uint32) (int, error) {
+	fd, err := unix.Openat2(vol, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
+	switch {
+	case err == nil:
+		return fd, nil
+	case errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP):
+		return -1, fmt.Errorf("open subPath %q: %w: %w", p, ErrEscape, err)
+	case !errors.Is(err, unix.ENOENT):
+		return -1, fmt.Errorf("open subPath %q: %w", p, err)
+	}
+	return makeBeneath(vol, p, perm)
+}
+
+// makeBeneath opens p below vol element by element, making the missing
+// ones; a symlink on the way is refused (ELOOP), never followed.
+func makeBeneath(vol int, p string, perm uint32) (int, error) {
 	fd, err := unix.Dup(vol)
 	if err != nil {
 		return -1, err

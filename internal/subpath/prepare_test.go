@@ -193,3 +193,27 @@ func TestPrepareHostPathBelowAHostRoot(t *testing.T) {
 		t.Errorf("through the mount: %q", got)
 	}
 }
+
+// TestPrepareFollowsLinksInsideTheVolume: relative links that stay inside
+// the volume are followed, as the kubelet follows them: a configMap's
+// key is a link into its ..data directory, itself a link.
+func TestPrepareFollowsLinksInsideTheVolume(t *testing.T) {
+	p, vol := setup(t)
+	plugintest.WriteFile(t, filepath.Join(vol, "..2026_11_26_14_00_00.1/app.conf"), "from the configMap")
+	for link, to := range map[string]string{"..data": "..2026_11_26_14_00_00.1", "app.conf": "..data/app.conf", "dir/up": ".."} {
+		mkdir(t, filepath.Dir(filepath.Join(vol, link)))
+		if err := os.Symlink(to, filepath.Join(vol, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, err := p.Prepare(t.Context(), uid, "config", vol, []Want{{Container: "c", Index: 0, Path: "app.conf"}, {Container: "c", Index: 1, Path: "dir/up/..data"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plugintest.ReadFile(t, o.Mounts[0].Path); got != "from the configMap" {
+		t.Errorf("the key's mount shows %q", got)
+	}
+	if got := plugintest.ReadFile(t, filepath.Join(o.Mounts[1].Path, "app.conf")); got != "from the configMap" {
+		t.Errorf("the ..data mount shows %q", got)
+	}
+}

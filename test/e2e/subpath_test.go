@@ -17,8 +17,8 @@ import (
 	"github.com/volume-agent/volume-agent/internal/subpath/subpathtest"
 )
 
-// subPathPod has an emptyDir and a hostPath volume used with subPath and
-// subPathExpr by an init and a regular container.
+// subPathPod has an emptyDir, a hostPath and a configMap volume used with
+// subPath and subPathExpr by an init and a regular container.
 const subPathPod = `
 apiVersion: v1
 kind: Pod
@@ -40,9 +40,16 @@ spec:
     - {name: scratch, mountPath: /all}
     - {name: host, mountPath: /etc/app.conf, subPath: config/app.conf}
     - {name: host, mountPath: /data, subPathExpr: "$(DIR)/out"}
+    - {name: config, mountPath: /etc/other.conf, subPath: other.conf}
   volumes:
   - {name: scratch, emptyDir: {}}
   - {name: host, hostPath: {path: %q, type: Directory}}
+  - {name: config, configMap: {name: app}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: prod}
+data: {other.conf: "from the configMap"}
 `
 
 // subPathsOf returns the subPath mounts /v1/pods lists for volume.
@@ -61,7 +68,7 @@ func mountIDs(t *testing.T) map[string]string {
 // TestSubPathMountsContentRestartAndCleanup: with --root-dir reached
 // through a symlink, the subPath mounts of an init and a regular
 // container (a directory the agent makes, a file, a subPathExpr from the
-// downward API) are prepared where /v1/pods says, show the volume's
+// downward API, a configMap's key) are prepared where /v1/pods says, show the volume's
 // content and lie inside their volume; a SIGKILL and restart remounts
 // none of them; deleting the pod leaves no mount and no directory, and
 // the hostPath's data untouched. A pod deleted while the agent is down
@@ -75,7 +82,7 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 	a.start()
 	p := a.waitPod("prod", "web", 15*time.Second, ready)
 	byContainer := map[string]apiSubPath{}
-	for _, v := range []string{"scratch", "host"} {
+	for _, v := range []string{"scratch", "host", "config"} {
 		for _, s := range subPathsOf(p, v) {
 			if s.Error != "" || s.Path == "" {
 				t.Fatalf("volume %s: %+v", v, s)
@@ -86,11 +93,11 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 			byContainer[fmt.Sprintf("%s/%d", s.Container, s.Index)] = s
 		}
 	}
-	want := map[string]string{"init/0": "made/by/agent", "app/1": "config/app.conf", "app/2": "logs-web/out"}
+	want := map[string]string{"init/0": "made/by/agent", "app/1": "config/app.conf", "app/2": "logs-web/out", "app/3": "other.conf"}
 	if len(byContainer) != len(want) {
 		t.Fatalf("subPaths %+v, want %v", byContainer, want)
 	}
-	volumeOf := map[string]string{"init/0": "scratch", "app/1": "host", "app/2": "host"}
+	volumeOf := map[string]string{"init/0": "scratch", "app/1": "host", "app/2": "host", "app/3": "config"}
 	for k, sub := range want {
 		s := byContainer[k]
 		if s.SubPath != sub || !strings.HasSuffix(s.Path, "/volume-subpaths/"+volumeOf[k]+"/"+k) {
@@ -99,6 +106,11 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 	}
 	if got := plugintest.ReadFile(t, byContainer["app/1"].Path); got != "setting=1" {
 		t.Errorf("the file subPath shows %q", got)
+	}
+	// A configMap's key is a link into its ..data directory: followed,
+	// as it stays inside the volume.
+	if got := plugintest.ReadFile(t, byContainer["app/3"].Path); got != "from the configMap" {
+		t.Errorf("the configMap key's subPath shows %q", got)
 	}
 	plugintest.WriteFile(t, filepath.Join(host, "logs-web/out/x"), "written by the pod")
 	if got := plugintest.ReadFile(t, filepath.Join(byContainer["app/2"].Path, "x")); got != "written by the pod" {
@@ -112,10 +124,10 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 	a.restart(true)
 	a.waitPod("prod", "web", 15*time.Second, ready)
 	waitFor(t, 10*time.Second, "the set-ups after the restart", func() (bool, string) {
-		return strings.Count(a.logs.String(), `"msg":"subPath mount prepared"`) >= 3, tail(a.logs.String(), 5)
+		return strings.Count(a.logs.String(), `"msg":"subPath mount prepared"`) >= 4, tail(a.logs.String(), 5)
 	})
-	if !strings.Contains(a.logs.String(), `"subPathMounts":3`) {
-		t.Errorf("the restart did not report the 3 subPath mounts it found: %s", tail(a.logs.String(), 20))
+	if !strings.Contains(a.logs.String(), `"subPathMounts":4`) {
+		t.Errorf("the restart did not report the 4 subPath mounts it found: %s", tail(a.logs.String(), 20))
 	}
 	after := mountIDs(t)
 	for _, s := range byContainer {
