@@ -148,13 +148,7 @@ func TestSubPathMountsContentRestartAndCleanup(t *testing.T) {
 	// Deleted while the agent is down: cleaned up at the next start.
 	a.writeManifest("pod.yaml", fmt.Sprintf(subPathPod, host))
 	p = a.waitPod("prod", "web", 15*time.Second, ready)
-	a.kill()
-	a.removeManifest("pod.yaml")
-	a.start(a.extra...)
-	a.waitPodDirGone(p.UID)
-	if m := mountsUnder(t, a.resolvedRoot()); len(m) != 0 {
-		t.Errorf("mounts left after a SIGKILL and restart: %v", m)
-	}
+	deleteWhileKilled(t, a, "pod.yaml", p.UID)
 }
 
 // TestSubPathRefusals: a subPath through a symlink a pod planted to a
@@ -229,13 +223,7 @@ spec:
 	// Deleted while the agent is down: the pod has no volume directory
 	// (hostPath has none), only its subPath mounts, found at the next
 	// start with the pod's directory and removed with it.
-	a.kill()
-	a.removeManifest("pod.yaml")
-	a.start(a.extra...)
-	a.waitPodDirGone(p.UID)
-	if m := mountsUnder(t, a.resolvedRoot()); len(m) != 0 {
-		t.Errorf("mounts left after a SIGKILL and restart: %v", m)
-	}
+	deleteWhileKilled(t, a, "pod.yaml", p.UID)
 	checkOutside(t, outside, before)
 }
 
@@ -406,5 +394,19 @@ func slowSwapRacer(t *testing.T, dir, target string) (stop func() int) {
 	return func() int {
 		once.Do(func() { close(done); <-finished })
 		return int(swaps.Load())
+	}
+}
+
+// deleteWhileKilled SIGKILLs the agent, removes the pod's manifest while
+// it is down, starts it again and waits until the pod's directory is
+// gone, with no mount left below the root.
+func deleteWhileKilled(t *testing.T, a *agent, manifest, uid string) {
+	t.Helper()
+	a.kill()
+	a.removeManifest(manifest)
+	a.start(a.extra...)
+	a.waitPodDirGone(uid)
+	if m := mountsUnder(t, a.resolvedRoot()); len(m) != 0 {
+		t.Errorf("mounts left after a SIGKILL and restart: %v", m)
 	}
 }
