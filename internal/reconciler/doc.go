@@ -19,6 +19,11 @@
 //     delivered its complete state.
 //   - A volume is torn down only when its pod no longer wants it; a spec
 //     problem never tears down a healthy volume.
+//   - A volume's set-up also prepares the subPath mounts its pod's
+//     containers want of it (subpaths.go, through SubPaths); every teardown
+//     of a pod's volume and the removal of a pod's directory first take all
+//     of the pod's subPath mounts off, under the pod's lock alone, so none
+//     outlives the volume it shows.
 //   - On shutdown no new operation starts; running ones get a grace period;
 //     volumes stay mounted.
 package reconciler
