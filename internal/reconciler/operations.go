@@ -99,7 +99,7 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		}
 		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted,
 			Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: r.swap(a, res.Swap), SubPaths: subPaths})
-		logSubPaths(log, subPaths)
+		logSubPaths(log, a.desired.SubPaths, subPaths)
 		if subErr != nil {
 			// The volume is set up; the containers whose subPath
 			// failed cannot start. Tried again with backoff.
@@ -110,7 +110,7 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		}
 		r.cfg.Desired.SetError(a.dsKey(), "")
 		if a.kind == opSetUp && !a.actual.Reconstructed {
-			r.cfg.Recorder.SetUpSucceeded(a.desired.Spec)
+			r.recordSetUp(a)
 		}
 		logSetUp(log, a, took, res.Path)
 		return nil

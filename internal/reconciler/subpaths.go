@@ -3,6 +3,7 @@ package reconciler
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -62,17 +63,38 @@ func removePodSubPaths(ctx context.Context, s SubPaths, uid types.UID) error {
 }
 
 // logSubPaths logs the outcome of a volume's subPath preparation: a
-// warning for the mounts that failed, debug for the others.
-func logSubPaths(log *zap.Logger, o *subpath.Outcome) {
+// warning for each mount refused (by its spec, or when prepared), debug
+// for the others.
+func logSubPaths(log *zap.Logger, wants []subpath.Want, o *subpath.Outcome) {
+	field := func(container string, index int, sub string) []zap.Field {
+		return []zap.Field{zap.String("container", container), zap.Int("index", index), zap.String("subPath", sub)}
+	}
+	for _, w := range wants {
+		if w.Problem != "" {
+			log.Warn("subPath mount refused", append(field(w.Container, w.Index, w.Path), zap.String("error", w.Problem))...)
+		}
+	}
 	if o == nil {
 		return
 	}
 	for _, m := range o.Mounts {
-		fields := []zap.Field{zap.String("container", m.Container), zap.Int("index", m.Index), zap.String("subPath", m.SubPath)}
 		if m.Error != "" {
-			log.Warn("subPath mount refused", append(fields, zap.String("error", m.Error))...)
+			log.Warn("subPath mount refused", append(field(m.Container, m.Index, m.SubPath), zap.String("error", m.Error))...)
 			continue
 		}
-		log.Debug("subPath mount prepared", append(fields, zap.String("path", m.Path))...)
+		log.Debug("subPath mount prepared", append(field(m.Container, m.Index, m.SubPath), zap.String("path", m.Path))...)
 	}
+}
+
+// recordSetUp reports a volume's first set-up on its pod: a failure when
+// the spec of one of its subPaths is refused (its container cannot start),
+// a success otherwise.
+func (r *Reconciler) recordSetUp(a action) {
+	for _, w := range a.desired.SubPaths {
+		if w.Problem != "" {
+			r.cfg.Recorder.SetUpFailed(a.desired.Spec, errors.New(w.Problem))
+			return
+		}
+	}
+	r.cfg.Recorder.SetUpSucceeded(a.desired.Spec)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/subpath"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // fakeSubPaths records its calls in the plugin's call list, so that
@@ -32,6 +33,9 @@ func (f *fakeSubPaths) Prepare(_ context.Context, uid types.UID, volume, path st
 	o := &subpath.Outcome{}
 	var err error
 	for _, w := range wants {
+		if w.Problem != "" {
+			continue // as subpath.Preparer: refused by its spec
+		}
 		m := subpath.Prepared{Container: w.Container, Index: w.Index, SubPath: w.Path, Path: path + "/" + w.Path}
 		if fail != "" {
 			m.Path, m.Error, err = "", fail, subpath.ErrEscape
@@ -108,5 +112,48 @@ func TestSubPathsFollowTheirVolume(t *testing.T) {
 	}
 	if all[0] != "setup p/v" || all[1] != "subpaths p/data" {
 		t.Errorf("calls %q: want the set-up, then the subPaths of the volume by its name in the spec", all)
+	}
+}
+
+// recorder records the events the reconciler reports.
+type recorder struct {
+	mu     sync.Mutex
+	events []string // guarded by mu
+}
+
+func (r *recorder) SetUpSucceeded(*volume.Spec) { r.add("succeeded") }
+func (r *recorder) SetUpFailed(_ *volume.Spec, err error) {
+	r.add("failed: " + err.Error())
+}
+
+func (r *recorder) add(e string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// TestRefusedSubPathIsAFailedSetUp: a volume whose pod's spec asks for a
+// refused subPath is set up, and its pod is told the set-up failed (a
+// FailedMount event in cluster mode), not that it succeeded.
+func TestRefusedSubPathIsAFailedSetUp(t *testing.T) {
+	rec := &recorder{}
+	h := newHarness(t, func(c *Config) {
+		c.SubPaths = &fakeSubPaths{plugin: c.Plugins.(registry)[testPlugin].(*fakePlugin)}
+		c.Recorder = rec
+	})
+	h.start(t)
+	v := desiredVolume("v", "1")
+	v.SubPaths = []subpath.Want{{Container: "c", Index: 0, Problem: `container "c", volumeMount 0 (volume "v"): subPath "/etc" must not be an absolute path`}}
+	h.desired.SetPod(desiredPod("p", v))
+	h.waitMounted(t, "p", "v", "1")
+	waitFor(t, "the event", func() bool { return len(rec.all()) > 0 })
+	if got := rec.all(); !reflect.DeepEqual(got, []string{"failed: " + v.SubPaths[0].Problem}) {
+		t.Errorf("events %q, want the refusal", got)
 	}
 }
