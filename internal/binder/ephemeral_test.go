@@ -1,6 +1,7 @@
 package binder
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,5 +136,53 @@ func TestEphemeralNameTakenBySourceClaim(t *testing.T) {
 	}
 	if made, _ := prov.calls(); len(made) != 0 {
 		t.Errorf("provisioned %v for a claim the pod does not own", made)
+	}
+}
+
+// makeClaims makes a claim per ephemeral volume of a running pod, once,
+// and forgets it only once its pod is gone and it holds no Bound record.
+func TestMakeClaims(t *testing.T) {
+	pod := podWithEphemeral()
+	made, err := claimFromTemplate(pod, &pod.Spec.Volumes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := madeClaims{"default/web-scratch": {PodUID: pod.UID, Volume: "scratch", Claim: made}}
+	bound := records{"pv-1": {Namespace: "default", Name: "web-scratch", UID: made.UID, PV: "pv-1", Phase: PhaseBound}}
+	released := records{"pv-1": {Namespace: "default", Name: "web-scratch", UID: made.UID, PV: "pv-1", Phase: PhaseReleased}}
+	terminated := podWithEphemeral()
+	terminated.Status.Phase = v1.PodSucceeded
+	edited := podWithEphemeral(func(t *v1.PersistentVolumeClaimTemplate) { t.Labels = map[string]string{"app": "edited"} })
+	tests := []struct {
+		name   string
+		pods   []*v1.Pod
+		claims []*v1.PersistentVolumeClaim
+		prev   madeClaims
+		recs   records
+		want   []string // the made claims' names
+	}{
+		{name: "a running pod's volume", pods: []*v1.Pod{pod}, want: []string{"web-scratch"}},
+		{name: "a terminated pod gets none", pods: []*v1.Pod{terminated}},
+		{name: "a terminated pod keeps its claim", pods: []*v1.Pod{terminated}, prev: have, want: []string{"web-scratch"}},
+		{name: "a claim of the source of that name", pods: []*v1.Pod{pod}, claims: []*v1.PersistentVolumeClaim{newClaim("web-scratch", "1Gi")}},
+		{name: "an edited template changes nothing", pods: []*v1.Pod{edited}, prev: have, want: []string{"web-scratch"}},
+		{name: "pod gone, claim bound: kept", prev: have, recs: bound, want: []string{"web-scratch"}},
+		{name: "pod gone, claim released: forgotten", prev: have, recs: released},
+		{name: "pod gone, claim never bound: forgotten", prev: have},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next, refused := makeClaims(world{pods: tt.pods, claims: tt.claims}, tt.prev, tt.recs)
+			var got []string
+			for _, m := range next.sorted() {
+				got = append(got, m.Claim.Name)
+			}
+			if !slices.Equal(got, tt.want) || len(refused) != 0 {
+				t.Fatalf("made %v, refused %v; want %v", got, refused, tt.want)
+			}
+			if m, ok := next["default/web-scratch"]; ok && (m.Claim.Labels["app"] != "web" || m.Claim.UID != made.UID) {
+				t.Errorf("made claim %+v; want the first one, unchanged", m.Claim)
+			}
+		})
 	}
 }

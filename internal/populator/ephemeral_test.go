@@ -53,15 +53,7 @@ func TestEphemeralVolumes(t *testing.T) {
 			if tt.claim != nil {
 				objects.Claims["ns/web-scratch"] = tt.claim
 			}
-			src := newSource("api", true, testPod("u1", "web", ephemeralVolume("scratch")))
-			src.objects = objects
-			h := newHarness(t, src)
-			h.p.Populate()
-			pod, _ := h.desired.Pod("u1")
-			if len(pod.Volumes) != 1 {
-				t.Fatalf("volumes = %+v", pod.Volumes)
-			}
-			v := pod.Volumes[0]
+			v := populateOne(t, "api", objects, ephemeralVolume("scratch"))
 			if v.Claim != "web-scratch" || v.Problem != tt.problem || v.Waiting != tt.waiting {
 				t.Fatalf("volume = %+v; want claim web-scratch, problem %q, waiting %q", v, tt.problem, tt.waiting)
 			}
