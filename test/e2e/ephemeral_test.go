@@ -139,3 +139,52 @@ func TestManifestEphemeralVolumes(t *testing.T) {
 		t.Errorf("pod web still served")
 	}
 }
+
+// TestManifestEphemeralClaimsAcrossSIGKILL kills the agent at a different
+// moment after each new pod with an ephemeral volume appears (before the
+// agent reads it, while its claim is made, while it is provisioned, after
+// it is mounted): after each restart every pod has exactly one claim and
+// one directory, the same as before, and what was written in the volumes
+// of the running pods is still there.
+func TestManifestEphemeralClaimsAcrossSIGKILL(t *testing.T) {
+	a := newAgent(t)
+	data := filepath.Join(t.TempDir(), "local")
+	a.writeManifest("class.yaml", ephemeralClassManifest)
+	a.start("--provisioners", "local", "--local-path-root", data, "--reclaim-delay", "0s")
+	pvs := map[string]string{} // pod → PV
+	var names []string
+	for i, delay := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+		100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		name := fmt.Sprintf("p%d", i)
+		a.writeManifest(name+".yaml", fmt.Sprintf(ephemeralPodManifest, name, "{}"))
+		time.Sleep(delay)
+		a.restart(true)
+		names = append(names, name)
+		for _, n := range names {
+			v := a.waitPod("default", n, 20*time.Second, ready).volume("scratch")
+			switch pv, seen := pvs[n]; {
+			case !seen:
+				pvs[n] = v.PV
+				if err := os.WriteFile(filepath.Join(v.Path, "written"), []byte("by "+n), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			case v.PV != pv:
+				t.Errorf("after SIGKILL %d pod %s has PV %s, had %s", i, n, v.PV, pv)
+			default:
+				checkFile(t, filepath.Join(v.Path, "written"), "by "+n)
+			}
+		}
+		var wantDirs, wantClaims []string
+		for _, n := range names {
+			wantDirs = append(wantDirs, "default-"+n+"-scratch-"+pvs[n])
+			wantClaims = append(wantClaims, n+"-scratch")
+		}
+		slices.Sort(wantDirs)
+		if got := entries(t, data); !slices.Equal(got, wantDirs) {
+			t.Errorf("after SIGKILL %d (%v after pod %s appeared) %s holds %v, want %v", i, delay, name, data, got, wantDirs)
+		}
+		if got := stateEphemeralClaims(t, a.root); !slices.Equal(got, wantClaims) {
+			t.Errorf("after SIGKILL %d claims.json has ephemeral claims %v, want %v", i, got, wantClaims)
+		}
+	}
+}
