@@ -57,9 +57,12 @@
 //     names a PersistentVolume (spec.volumeName) nor has a selector: a
 //     class not known yet, or missing, makes the claim wait; it never falls
 //     back to another class or to another PersistentVolume while a
-//     provisioning for it runs. A provisioning that crashed before it was
-//     recorded is done again under the same name, so the provisioner finds
-//     what it made.
+//     provisioning for it runs. A provisioning is recorded (with its
+//     request) before the provisioner is called, and called again after
+//     a restart until its PersistentVolume is recorded, under the same
+//     name, so the provisioner finds what it made, even when the claim
+//     went away meanwhile (the PersistentVolume is then recorded Released
+//     and reclaimed): a crash never leaves storage no record knows.
 //   - No data is ever deleted but the storage the binder provisioned, once
 //     released, with reclaim policy Delete (as recorded when provisioned),
 //     and never before the reclaim delay: package reclaim takes it from
@@ -87,8 +90,8 @@
 //     and never makes a second one. It is a claim of the source while its
 //     pod is listed, so the pod's removal releases it by the rules above;
 //     its record is forgotten once the pod is gone and it holds no Bound
-//     binding. A template with a field the binder does not support makes no
-//     claim; the claim's lookup says why.
+//     binding nor a provisioning under way. A template with a field the
+//     binder does not support makes no claim; the claim's lookup says why.
 //   - The inner source's objects are never modified; views are copies.
 //   - Run starts two goroutines (the inner source's Run and the binding loop,
 //     which alone writes the records), and the loop one per running

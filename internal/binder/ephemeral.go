@@ -54,8 +54,8 @@ func (m madeClaims) sorted() []madeClaim {
 // name exists (made, or in the source: as the ephemeral volume controller,
 // the binder never replaces a claim, and the populator refuses one the pod
 // does not own). A made claim is forgotten once its pod is not in w and it
-// has no Bound record: released (reclaimed as its class says), or never
-// bound. A pod missing from the source at start therefore keeps its claim
+// has no Bound record nor one of a provisioning under way: released
+// (reclaimed as its class says), or never bound. A pod missing from the source at start therefore keeps its claim
 // Bound, as any claim missing at start. Pure: prev and recs are not
 // modified.
 func makeClaims(w world, prev madeClaims, recs records) (madeClaims, map[string]string) {
@@ -68,7 +68,7 @@ func makeClaims(w world, prev madeClaims, recs records) (madeClaims, map[string]
 		pods[pod.UID] = true
 	}
 	for key, m := range prev {
-		if _, bound := recs.bound(keyOf(m.Claim)); !pods[m.PodUID] && !bound {
+		if r, ok := recs.of(keyOf(m.Claim)); !pods[m.PodUID] && (!ok || r.Phase == PhaseReleased) {
 			delete(next, key)
 		}
 	}

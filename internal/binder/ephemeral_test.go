@@ -150,6 +150,7 @@ func TestMakeClaims(t *testing.T) {
 	have := madeClaims{"default/web-scratch": {PodUID: pod.UID, Volume: "scratch", Claim: made}}
 	bound := records{"pv-1": {Namespace: "default", Name: "web-scratch", UID: made.UID, PV: "pv-1", Phase: PhaseBound}}
 	released := records{"pv-1": {Namespace: "default", Name: "web-scratch", UID: made.UID, PV: "pv-1", Phase: PhaseReleased}}
+	provisioning := records{"pv-1": {Namespace: "default", Name: "web-scratch", UID: made.UID, PV: "pv-1", Phase: phaseProvisioning}}
 	terminated := podWithEphemeral()
 	terminated.Status.Phase = v1.PodSucceeded
 	edited := podWithEphemeral(func(t *v1.PersistentVolumeClaimTemplate) { t.Labels = map[string]string{"app": "edited"} })
@@ -167,6 +168,7 @@ func TestMakeClaims(t *testing.T) {
 		{name: "a claim of the source of that name", pods: []*v1.Pod{pod}, claims: []*v1.PersistentVolumeClaim{newClaim("web-scratch", "1Gi")}},
 		{name: "an edited template changes nothing", pods: []*v1.Pod{edited}, prev: have, want: []string{"web-scratch"}},
 		{name: "pod gone, claim bound: kept", prev: have, recs: bound, want: []string{"web-scratch"}},
+		{name: "pod gone, claim being provisioned: kept", prev: have, recs: provisioning, want: []string{"web-scratch"}},
 		{name: "pod gone, claim released: forgotten", prev: have, recs: released},
 		{name: "pod gone, claim never bound: forgotten", prev: have},
 	}

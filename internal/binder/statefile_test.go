@@ -56,10 +56,14 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		{"not JSON", "version=1\n", "invalid character"},
 		{"trailing data", `{"version": 1}{}`, "trailing data"},
 		{"no version", `{"bindings": []}`, "no version field"},
-		{"another version", `{"version": 5, "bindings": []}`, "version 5 is not 1 to 4"},
-		{"an ephemeral claim without its pod", `{"version": 4, "bindings": [], "ephemeralClaims": [{"volume": "v",
+		{"another version", `{"version": 6, "bindings": []}`, "version 6 is not 1 to 5"},
+		{"an ephemeral claim without its pod", `{"version": 5, "bindings": [], "ephemeralClaims": [{"volume": "v",
 			"claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "u"}}}]}`, "lacks"},
-		{"an ephemeral claim twice", `{"version": 4, "bindings": [], "ephemeralClaims": [` + made + `, ` + made + `]}`, "made twice"},
+		{"an ephemeral claim twice", `{"version": 5, "bindings": [], "ephemeralClaims": [` + made + `, ` + made + `]}`, "made twice"},
+		{"a provisioning without its request", `{"version": 4, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Provisioning"}]}`,
+			`phase "Provisioning" with a provisioning false`},
+		{"a provisioning without its class", `{"version": 4, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Provisioning",
+			"provisioning": {"provisioner": "x", "claim": {"metadata": {"name": "c"}}}}]}`, "without its claim, class or provisioner"},
 		{"unknown phase", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Lost"}]}`, `phase "Lost"`},
 		{"no pv", `{"version": 1, "bindings": [{"namespace": "d", "name": "c", "phase": "Bound"}]}`, "lacks"},
 		{"a PV twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"data"`, `"other"`, 1) + `]}`,
@@ -208,9 +212,9 @@ func TestReclaimStepIsWrittenAsVersion3(t *testing.T) {
 	}
 }
 
-// Made claims are written as version 4, which an agent from before
+// Made claims are written as version 5, which an agent from before
 // ephemeral volumes refuses instead of forgetting them, and read back.
-func TestMadeClaimsAreWrittenAsVersion4(t *testing.T) {
+func TestMadeClaimsAreWrittenAsVersion5(t *testing.T) {
 	pod := podWithEphemeral()
 	c, err := claimFromTemplate(pod, &pod.Spec.Volumes[0])
 	if err != nil {
@@ -221,8 +225,8 @@ func TestMadeClaimsAreWrittenAsVersion4(t *testing.T) {
 	if err := newStore(path).saveState(records{}, made); err != nil {
 		t.Fatal(err)
 	}
-	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 4`) {
-		t.Errorf("state file:\n%s\nwant version 4", data)
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 5`) {
+		t.Errorf("state file:\n%s\nwant version 5", data)
 	}
 	_, got, err := newStore(path).loadState()
 	if err != nil || len(got) != 1 || got["default/web-scratch"].Claim.UID != c.UID || !metav1.IsControlledBy(got["default/web-scratch"].Claim, pod) {
