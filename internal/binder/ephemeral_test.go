@@ -33,6 +33,17 @@ func podWithEphemeral(opts ...func(*v1.PersistentVolumeClaimTemplate)) *v1.Pod {
 	return pod
 }
 
+// madeForWeb returns podWithEphemeral() and the claim made for it.
+func madeForWeb(t *testing.T) (*v1.Pod, madeClaims) {
+	t.Helper()
+	pod := podWithEphemeral()
+	c, err := claimFromTemplate(pod, &pod.Spec.Volumes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod, madeClaims{"default/web-scratch": {PodUID: pod.UID, Volume: "scratch", Claim: c}}
+}
+
 func ephemeralInner(pod *v1.Pod) *fakeInner {
 	inner := newFakeInner()
 	inner.scs = []*storagev1.StorageClass{newClass("fast")}
@@ -142,12 +153,8 @@ func TestEphemeralNameTakenBySourceClaim(t *testing.T) {
 // makeClaims makes a claim per ephemeral volume of a running pod, once,
 // and forgets it only once its pod is gone and it holds no Bound record.
 func TestMakeClaims(t *testing.T) {
-	pod := podWithEphemeral()
-	made, err := claimFromTemplate(pod, &pod.Spec.Volumes[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	have := madeClaims{"default/web-scratch": {PodUID: pod.UID, Volume: "scratch", Claim: made}}
+	pod, have := madeForWeb(t)
+	made := have["default/web-scratch"].Claim
 	bound := records{"pv-1": {Namespace: "default", Name: "web-scratch", UID: made.UID, PV: "pv-1", Phase: PhaseBound}}
 	released := records{"pv-1": {Namespace: "default", Name: "web-scratch", UID: made.UID, PV: "pv-1", Phase: PhaseReleased}}
 	provisioning := records{"pv-1": {Namespace: "default", Name: "web-scratch", UID: made.UID, PV: "pv-1", Phase: phaseProvisioning}}

@@ -215,12 +215,8 @@ func TestReclaimStepIsWrittenAsVersion3(t *testing.T) {
 // Made claims are written as version 5, which an agent from before
 // ephemeral volumes refuses instead of forgetting them, and read back.
 func TestMadeClaimsAreWrittenAsVersion5(t *testing.T) {
-	pod := podWithEphemeral()
-	c, err := claimFromTemplate(pod, &pod.Spec.Volumes[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	made := madeClaims{"default/web-scratch": {PodUID: pod.UID, Volume: "scratch", Claim: c}}
+	pod, made := madeForWeb(t)
+	c := made["default/web-scratch"].Claim
 	path := filepath.Join(t.TempDir(), "claims.json")
 	if err := newStore(path).saveState(records{}, made); err != nil {
 		t.Fatal(err)
