@@ -45,6 +45,21 @@ func localPV(name, claim string) *v1.PersistentVolume {
 	}
 }
 
+// populateOne populates pod ns/web (u1) with the one volume vol, from a
+// source of that name over objects, and returns its desired volume.
+func populateOne(t *testing.T, source string, objects plugintest.Objects, vol v1.Volume) dsw.Volume {
+	t.Helper()
+	src := newSource(source, true, testPod("u1", "web", vol))
+	src.objects = objects
+	h := newHarness(t, src)
+	h.p.Populate()
+	pod, _ := h.desired.Pod("u1")
+	if len(pod.Volumes) != 1 {
+		t.Fatalf("volumes = %+v", pod.Volumes)
+	}
+	return pod.Volumes[0]
+}
+
 func TestClaimVolumes(t *testing.T) {
 	block := v1.PersistentVolumeBlock
 	tests := []struct {
@@ -113,15 +128,7 @@ func TestClaimVolumes(t *testing.T) {
 			if tt.pv != nil {
 				objects.PVs[tt.pv.Name] = tt.pv
 			}
-			src := newSource("manifests", true, testPod("u1", "web", claimVolume("vol", "data")))
-			src.objects = objects
-			h := newHarness(t, src)
-			h.p.Populate()
-			pod, _ := h.desired.Pod("u1")
-			if len(pod.Volumes) != 1 {
-				t.Fatalf("volumes = %+v", pod.Volumes)
-			}
-			v := pod.Volumes[0]
+			v := populateOne(t, "manifests", objects, claimVolume("vol", "data"))
 			if v.Name != tt.wantKey || v.Claim != "data" {
 				t.Errorf("volume name %q claim %q, want %q and data", v.Name, v.Claim, tt.wantKey)
 			}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
@@ -159,6 +160,12 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 		ann[AnnCapacity] = p.cfg.Capacity.Kind()
 	} else {
 		dir, err = mount.Bounded(ctx, func() (string, error) { return storagedir.Create(p.cfg.Root, name, volumeMode) })
+	}
+	if errors.Is(err, ErrNoRoom) && req.Tentative {
+		// Refused before anything was made: nothing to take back.
+		if cerr := p.Commit(ctx, &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: req.PVName}}); cerr != nil {
+			p.log.Info("record of a refused provisioning kept", zap.String("pv", req.PVName), zap.Error(cerr))
+		}
 	}
 	if err != nil && (rootFailure(err) || errors.Is(err, ErrNoRoom)) {
 		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)
