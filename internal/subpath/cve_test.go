@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 	"github.com/volume-agent/volume-agent/internal/subpath/subpathtest"
 )
@@ -109,19 +111,26 @@ func TestCVE2021_25741_SubPathSwapRaceNeverMountsOutside(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := stop(); n == 0 || mounted == 0 {
-		t.Fatalf("%d swaps, %d mounts: the race never ran", n, mounted)
+	n := stop()
+	if n == 0 || mounted == 0 || mounted == rounds {
+		t.Fatalf("%d swaps, %d mounts in %d rounds: the race never ran", n, mounted, rounds)
 	}
+	t.Logf("%d swaps, %d mounts in %d rounds", n, mounted, rounds)
 	if after := listing(t, out); after != before {
 		t.Errorf("outside the volume: %s, was %s", after, before)
 	}
 }
 
-// racer swaps dir/name for a symlink to target and back until stopped;
+// racer swaps dir/name for a symlink to target and back until stopped,
+// each time in one atomic exchange (renameat2 RENAME_EXCHANGE), so that
+// the directory is never missing (the preparation would make it anew);
 // stop returns the number of swaps.
 func racer(t *testing.T, dir, name, target string) (stop func() int) {
 	t.Helper()
-	victim, aside, link := filepath.Join(dir, name), filepath.Join(dir, name+".aside"), filepath.Join(dir, name+".link")
+	victim, link := filepath.Join(dir, name), filepath.Join(dir, name+".link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
 	var (
 		swaps atomic.Int64
 		done  = make(chan struct{})
@@ -135,14 +144,11 @@ func racer(t *testing.T, dir, name, target string) (stop func() int) {
 				return
 			default:
 			}
-			_ = os.Symlink(target, link)
-			if os.Rename(victim, aside) == nil {
-				if os.Rename(link, victim) == nil {
-					swaps.Add(1)
-				}
-				_ = os.Remove(victim)
-				_ = os.Rename(aside, victim)
+			if unix.Renameat2(unix.AT_FDCWD, victim, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE) != nil {
+				t.Error("the racer could not swap")
+				return
 			}
+			swaps.Add(1)
 		}
 	})
 	return func() int {
