@@ -52,6 +52,8 @@ func fieldValue(pod *v1.Pod, path string) (string, bool) {
 		return joinIPs(pod.Status.HostIPs, func(ip v1.HostIP) string { return ip.IP })
 	case "status.podIPs":
 		return joinIPs(pod.Status.PodIPs, func(ip v1.PodIP) string { return ip.IP })
+	case "metadata.labels", "metadata.annotations":
+		return "", false // whole maps only in volumes: an env var takes one key
 	}
 	v, err := downwardapi.FieldValue(pod, path)
 	return v, err == nil

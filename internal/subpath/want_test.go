@@ -60,7 +60,7 @@ func TestWanted(t *testing.T) {
 	pod.Spec.Containers = []v1.Container{{Name: "app",
 		Env: []v1.EnvVar{field("POD", "metadata.name"), field("NODE", "spec.nodeName"), field("APP", "metadata.labels['app']"),
 			field("IP", "status.podIP"), field("SA", "spec.serviceAccountName"), {Name: "DIR", Value: "$(APP)-$(POD)"},
-			{Name: "SECRET", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}},
+			{Name: "SECRET", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}, field("LABELS", "metadata.labels")},
 		VolumeMounts: []v1.VolumeMount{
 			{Name: "data"},
 			{Name: "data", SubPathExpr: "$(NODE)/$(DIR)/$(IP)/$(SA)"},
@@ -68,6 +68,7 @@ func TestWanted(t *testing.T) {
 			{Name: "data", SubPath: "/etc"},
 			{Name: "data", SubPathExpr: "$(SECRET)"},
 			{Name: "data", SubPathExpr: "$(POD)/../../x"},
+			{Name: "data", SubPathExpr: "$(LABELS)"},
 		}}}
 	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
 		Name: "debug", VolumeMounts: []v1.VolumeMount{{Name: "data", SubPath: "eph"}}}}}
@@ -79,6 +80,7 @@ func TestWanted(t *testing.T) {
 		{Container: "app", Index: 3, Problem: `container "app", volumeMount 3 (volume "data"): subPath "/etc" must not be an absolute path`},
 		{Container: "app", Index: 4, Problem: `container "app", volumeMount 4 (volume "data"): subPathExpr "$(SECRET)": missing value for SECRET`},
 		{Container: "app", Index: 5, Problem: `container "app", volumeMount 5 (volume "data"): subPath "web-0/../../x" must not contain '..'`},
+		{Container: "app", Index: 6, Problem: `container "app", volumeMount 6 (volume "data"): subPathExpr "$(LABELS)": missing value for LABELS`},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Wanted = %+v\nwant %+v", got, want)
