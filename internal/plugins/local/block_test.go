@@ -43,14 +43,29 @@ func rdevOf(t *testing.T, path string) uint64 {
 	return st.Rdev
 }
 
+// blockRoot is an agent's root for a test of published devices, whose
+// mounts are taken off when the test ends.
+func blockRoot(t *testing.T) (context.Context, string) {
+	t.Helper()
+	plugintest.NeedRoot(t, "attaches a loop device and bind-mounts it")
+	root := t.TempDir()
+	t.Cleanup(func() { plugintest.UnmountAll(t, root) })
+	return context.Background(), root
+}
+
+// gone fails t unless nothing is at path.
+func gone(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Fatalf("%s: %v, want nothing there", path, err)
+	}
+}
+
 // Two pods publish one device; what one writes through its published file
 // the other reads; a second MapDevice changes nothing; unpublishing one
 // keeps the other, and removes only the file the agent made.
 func TestMapDeviceSharedByTwoPods(t *testing.T) {
-	plugintest.NeedRoot(t, "attaches a loop device and bind-mounts it")
-	ctx := context.Background()
-	root := t.TempDir()
-	t.Cleanup(func() { plugintest.UnmountAll(t, root) })
+	ctx, root := blockRoot(t)
 	dev := plugintest.LoopDevice(t)
 	p := &local.Plugin{Mounter: mount.System{}}
 	s := blockSpec(dev)
@@ -78,9 +93,7 @@ func TestMapDeviceSharedByTwoPods(t *testing.T) {
 	if err := p.UnmapDevice(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Lstat(a); !os.IsNotExist(err) {
-		t.Fatalf("%s after UnmapDevice: %v, want it gone", a, err)
-	}
+	gone(t, a)
 	if got := readAt(t, b, len(want)); !bytes.Equal(got, want) {
 		t.Fatalf("read through pod b after pod a's teardown = %q, want %q", got, want)
 	}
@@ -101,10 +114,7 @@ func TestMapDeviceSharedByTwoPods(t *testing.T) {
 // A crash between creating the file and mounting on it leaves an empty
 // file: MapDevice mounts on it, UnmapDevice removes it.
 func TestMapDeviceAfterACrash(t *testing.T) {
-	plugintest.NeedRoot(t, "attaches a loop device and bind-mounts it")
-	ctx := context.Background()
-	root := t.TempDir()
-	t.Cleanup(func() { plugintest.UnmountAll(t, root) })
+	ctx, root := blockRoot(t)
 	p := &local.Plugin{Mounter: mount.System{}}
 	a, b := devicePath(root, "a"), devicePath(root, "b")
 	for _, path := range []string{a, b} {
@@ -120,19 +130,14 @@ func TestMapDeviceAfterACrash(t *testing.T) {
 	if err := p.UnmapDevice(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Lstat(b); !os.IsNotExist(err) {
-		t.Fatalf("%s after UnmapDevice: %v, want it gone", b, err)
-	}
+	gone(t, b)
 }
 
 // Nothing the agent did not make is published on, or removed: a symlink
 // planted at the path, a file with data, a device node made by hand; nor
 // is a path that is not a block device published.
 func TestMapDeviceRefuses(t *testing.T) {
-	plugintest.NeedRoot(t, "attaches a loop device and bind-mounts it")
-	ctx := context.Background()
-	root := t.TempDir()
-	t.Cleanup(func() { plugintest.UnmountAll(t, root) })
+	ctx, root := blockRoot(t)
 	p := &local.Plugin{Mounter: mount.System{}}
 	dev := plugintest.LoopDevice(t)
 	outside := filepath.Join(t.TempDir(), "outside")
@@ -174,9 +179,7 @@ func TestMapDeviceRefuses(t *testing.T) {
 		if _, err := p.MapDevice(ctx, blockSpec(tc.path), path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("MapDevice of a %s = %v, want %q", tc.name, err, tc.want)
 		}
-		if _, err := os.Lstat(path); !os.IsNotExist(err) {
-			t.Errorf("%s after a refused MapDevice: %v, want nothing", path, err)
-		}
+		gone(t, path)
 	}
 	if _, err := p.MapDevice(ctx, pvSpec(dev), devicePath(root, "fs")); err == nil {
 		t.Error("MapDevice of a Filesystem PV succeeded")
