@@ -192,6 +192,9 @@ type apiPod struct {
 		Path  string `json:"path"`
 		State string `json:"state"`
 		Error string `json:"error"`
+		Usage *struct {
+			Time time.Time `json:"time"`
+		} `json:"usage"`
 	} `json:"volumes"`
 }
 

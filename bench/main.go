@@ -4,6 +4,8 @@
 //	go run ./bench                      # full size, both modes, about 10 minutes
 //	go run ./bench -size tiny           # a smoke run (the test suite does this)
 //	go run ./bench -profile-dir /tmp/p  # and CPU profiles of the bursts
+//	go run ./bench -scenario usage -agent-args --volume-stats-period=1s
+//	                                    # set-up bursts while usage walks run
 //
 // It starts the agent as a separate process and measures it only through
 // its public surfaces: manifest files or the API server, the files of the
@@ -45,6 +47,7 @@ type options struct {
 	logLevel   string
 	rootParent string   // where agents' root directories are made
 	agentArgs  []string // more flags for every agent (-agent-args)
+	scenario   string   // "suite" (every figure) or "usage"
 }
 
 func main() {
@@ -79,11 +82,15 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the agents' --log-level (debug shows each step with its time)")
 	fs.StringVar(&o.rootParent, "root-parent", "", "directory in which each agent's --root-dir is made (default: the temporary directory); its file system's metadata costs are part of every figure")
 	fs.StringVar(&o.agent, "agent", "", "volume-agent binary to measure (default: build ./cmd/volume-agent)")
+	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), or usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0)")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.agentArgs = strings.Fields(*agentArgs)
+	if o.scenario != "suite" && o.scenario != "usage" {
+		return o, fmt.Errorf("-scenario %q: want suite or usage", o.scenario)
+	}
 	switch *size {
 	case "full":
 		o.size = fullSize
@@ -178,6 +185,10 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()
+	if o.scenario == "usage" {
+		s.usageLoad()
+		return
+	}
 	s.all(true)
 	s.mountTable(cfg)
 }
@@ -202,6 +213,10 @@ func clusterMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()
+	if o.scenario == "usage" {
+		s.usageLoad()
+		return
+	}
 	s.all(false)
 }
 

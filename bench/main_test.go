@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,54 @@ func TestTinyRun(t *testing.T) {
 	rep.table(&table)
 	if !strings.Contains(table.String(), "burst of 4 pods") {
 		t.Errorf("table lacks the burst figure:\n%s", table.String())
+	}
+}
+
+// TestTinyUsageRun runs the usage scenario at a tiny size: every burst and
+// the count of walks during them are reported.
+func TestTinyUsageRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the benchmarks need root: the agent mounts tmpfs")
+	}
+	o, err := parseFlags([]string{"-size", "tiny", "-modes", "manifest", "-scenario", "usage",
+		"-agent-args", "--volume-stats-period=1s", "-out", filepath.Join(t.TempDir(), "bench.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(o, io.Discard, t.Logf)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	bursts, walked := 0, false
+	for _, f := range rep.Figures {
+		switch {
+		case f.Dist != nil && strings.Contains(f.Name, "emptyDirs of"):
+			if f.Dist.N == 0 {
+				t.Errorf("%q: empty distribution", f.Name)
+			}
+			bursts++
+		case f.Value != nil && strings.HasPrefix(f.Name, "resident emptyDirs measured"):
+			walked = true
+		}
+	}
+	if want := tinySize.usageBursts + 1; bursts != want || !walked {
+		t.Errorf("%d burst figures (want %d), walks figure %v; figures: %+v", bursts, want, walked, rep.Figures)
+	}
+}
+
+func TestParseFlagsScenario(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want string
+		ok   bool
+	}{{"", "suite", true}, {"usage", "usage", true}, {"bursts", "", false}} {
+		args := []string{}
+		if tc.arg != "" {
+			args = []string{"-scenario", tc.arg}
+		}
+		o, err := parseFlags(args)
+		if (err == nil) != tc.ok || (tc.ok && o.scenario != tc.want) {
+			t.Errorf("-scenario %q: scenario %q, error %v", tc.arg, o.scenario, err)
+		}
 	}
 }

@@ -20,13 +20,18 @@ type sizes struct {
 	restartPods    int           // pods (4 volumes each) across a restart
 	binds          int           // unrelated bind mounts for the mount-table figure
 	idle           time.Duration // window of the idle CPU figure
+	residentPods   int           // pods whose emptyDir is full of files in the usage scenario
+	residentFiles  int           // files in each of their emptyDirs
+	usageBursts    int           // bursts of bursts[0] pods in the usage scenario
 }
 
 var (
 	fullSize = sizes{name: "full", single: 50, bursts: []int{110, 1000}, manyConfigMaps: 100, updates: 20,
-		sharedUpdates: 5, restartPods: 275, binds: 10000, idle: 10 * time.Second}
+		sharedUpdates: 5, restartPods: 275, binds: 10000, idle: 10 * time.Second,
+		residentPods: 50, residentFiles: 2000, usageBursts: 10}
 	tinySize = sizes{name: "tiny", single: 3, bursts: []int{4}, manyConfigMaps: 5, updates: 2,
-		sharedUpdates: 2, restartPods: 3, binds: 20, idle: 300 * time.Millisecond}
+		sharedUpdates: 2, restartPods: 3, binds: 20, idle: 300 * time.Millisecond,
+		residentPods: 2, residentFiles: 10, usageBursts: 2}
 )
 
 // scenario runs the figures of one mode against one agent.

@@ -57,9 +57,12 @@
 //     names a PersistentVolume (spec.volumeName) nor has a selector: a
 //     class not known yet, or missing, makes the claim wait; it never falls
 //     back to another class or to another PersistentVolume while a
-//     provisioning for it runs. A provisioning that crashed before it was
-//     recorded is done again under the same name, so the provisioner finds
-//     what it made.
+//     provisioning for it runs. A provisioning is recorded (with its
+//     request) before the provisioner is called, and called again after
+//     a restart until its PersistentVolume is recorded, under the same
+//     name, so the provisioner finds what it made, even when the claim
+//     went away meanwhile (the PersistentVolume is then recorded Released
+//     and reclaimed): a crash never leaves storage no record knows.
 //   - No data is ever deleted but the storage the binder provisioned, once
 //     released, with reclaim policy Delete (as recorded when provisioned),
 //     and never before the reclaim delay: package reclaim takes it from

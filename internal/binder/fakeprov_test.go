@@ -28,6 +28,8 @@ type fakeProvisioner struct {
 	asides       []string              // guarded by mu; PV names
 	restores     []string              // guarded by mu; PV names
 	restoreErr   error                 // guarded by mu
+	// block, when set, holds Provision until it is closed.
+	block chan struct{}
 }
 
 var _ provisioner.Provisioner = (*fakeProvisioner)(nil)
@@ -35,6 +37,13 @@ var _ provisioner.Provisioner = (*fakeProvisioner)(nil)
 func (p *fakeProvisioner) Name() string { return testProvisioner }
 
 func (p *fakeProvisioner) Provision(ctx context.Context, req provisioner.Request) (provisioner.Volume, error) {
+	if p.block != nil {
+		select {
+		case <-p.block:
+		case <-ctx.Done():
+			return provisioner.Volume{}, ctx.Err()
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, req)

@@ -96,11 +96,15 @@ func classesByName(classes []*storagev1.StorageClass) map[string]*storagev1.Stor
 	return byName
 }
 
-// notRecorded marks the claims that o would have bound Pending, with err.
+// notRecorded marks the claims that o would have bound, or begun to
+// provision, Pending, with err.
 func notRecorded(o outcome, prev records, pending map[claimKey]string, err error) {
 	for _, r := range o.recs {
+		_, had := prev[r.PV]
 		if _, ok := prev.bound(r.claim()); r.Phase == PhaseBound && !ok {
 			pending[r.claim()] = fmt.Sprintf("binding to PersistentVolume %q not recorded: %v", r.PV, err)
+		} else if r.Phase == phaseProvisioning && !had {
+			pending[r.claim()] = fmt.Sprintf("provisioning of PersistentVolume %q not recorded, so not begun: %v", r.PV, err)
 		}
 	}
 }

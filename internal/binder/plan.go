@@ -93,7 +93,9 @@ type outcome struct {
 // PersistentVolumes just provisioned are recorded; Released records are
 // bound again, restored, moved aside, deleted or dropped (reclaim); then
 // every claim used by a pod that is not terminated, and not bound yet, is
-// matched (WaitForFirstConsumer), or else provisioned; last, bound claims
+// matched (WaitForFirstConsumer), or else provisioned (the provisioning
+// recorded first, and asked for again after a restart until it is
+// recorded made: provisionRecorded); last, bound claims
 // that ask for more storage are expanded (expand). It never changes the
 // PersistentVolume of a Bound record. Pure: w and prev are not modified;
 // I/O is left to the driver as operations.
@@ -104,6 +106,7 @@ func plan(w world, prev records) outcome {
 	o.recordMade(w)
 	o.settleReleased(w)
 	o.bindUsed(w)
+	o.provisionRecorded(w)
 	o.expand(w)
 	return o
 }

@@ -67,9 +67,10 @@ func (r record) provisionedBy() string {
 	return provisioner.Canonical(r.Provisioned.Annotations[provisioner.AnnProvisionedBy])
 }
 
-// recordMade records every PersistentVolume just provisioned: Bound to its
-// claim when the claim is still in the source, else Released, so that its
-// storage is reclaimed like any other and nothing is left behind. The claim
+// recordMade records every PersistentVolume just provisioned, in place of
+// the record of its provisioning: Bound to its claim when the claim is
+// still in the source, else Released, so that its storage is reclaimed
+// like any other and nothing is left behind. The claim
 // cannot hold another record meanwhile (bindUsed waits for a running
 // provision), but if it did, the PersistentVolume stays unrecorded rather
 // than give a claim two records.
@@ -79,7 +80,10 @@ func (o *outcome) recordMade(w world) {
 		pv := w.ops.made[name]
 		ref := pv.Spec.ClaimRef
 		k := claimKey{namespace: ref.Namespace, name: ref.Name, uid: ref.UID}
-		if _, ok := o.recs[name]; ok || o.recs.has(k) {
+		if r, ok := o.recs[name]; ok && r.Phase != phaseProvisioning { // recorded already
+			continue
+		}
+		if r, ok := o.recs.of(k); ok && r.PV != name {
 			continue
 		}
 		r := record{Namespace: k.namespace, Name: k.name, UID: k.uid, PV: name, Phase: PhaseBound, Provisioned: pv}
@@ -99,7 +103,9 @@ func (o *outcome) waiting(w world, c *v1.PersistentVolumeClaim) string {
 	if why := o.pending[keyOf(c)]; why != "" { // set by settleReleased
 		return why
 	}
-	if r, ok := o.recs.of(keyOf(c)); ok {
+	if r, ok := o.recs.of(keyOf(c)); ok && r.Phase == phaseProvisioning {
+		return provisioningWhy(w, r.PV, r.Provisioning.Class.Name)
+	} else if ok {
 		return fmt.Sprintf("the PersistentVolume %q it released is not given back yet", r.PV)
 	}
 	if name, err := pvNameFor(c, w.node.Name); err == nil && w.ops.running[name] {
@@ -108,11 +114,47 @@ func (o *outcome) waiting(w world, c *v1.PersistentVolumeClaim) string {
 	return ""
 }
 
+// provisioningWhy is the pending reason of a claim whose PersistentVolume
+// name is being provisioned with class.
+func provisioningWhy(w world, name, class string) string {
+	if err := w.ops.failed[name]; err != "" {
+		return fmt.Sprintf("provisioning PersistentVolume %q (StorageClass %q) failed, retrying: %s", name, class, err)
+	}
+	return fmt.Sprintf("provisioning PersistentVolume %q (StorageClass %q)", name, class)
+}
+
+// provisionRecorded asks the driver to run every provisioning recorded and
+// not made yet. After a restart the call is made again, whatever the
+// source holds: it finds what the call a crash cut short made, and
+// recordMade records it, Released when its claim has gone meanwhile, so
+// that it is reclaimed like any other storage rather than left behind
+// unknown. A provisioning
+// that failed while no pod uses its claim is dropped (a failed Provision
+// leaves nothing); one whose provisioner this agent does not run waits.
+func (o *outcome) provisionRecorded(w world) {
+	claims, used := w.claimSet(), usedClaims(w.pods)
+	for _, r := range o.recs.sorted() {
+		if r.Phase != phaseProvisioning {
+			continue
+		}
+		k, p := r.claim(), r.Provisioning
+		switch {
+		case w.ops.failed[r.PV] != "" && !w.ops.running[r.PV] && (!claims[k] || !used[k.String()]):
+			o.drop(r, "provisioning dropped: it failed, and no pod uses its claim")
+		case w.provisioners[provisioner.Canonical(p.Provisioner)]:
+			o.provisions = append(o.provisions, provisionOp{provisioner: provisioner.Canonical(p.Provisioner), req: provisioner.Request{
+				Claim: p.Claim, Class: p.Class, PVName: r.PV, SelectedNode: w.node.Name,
+			}})
+		}
+	}
+}
+
 // provision decides for claim c, which no PersistentVolume fits (why): if
 // its StorageClass exists and names a provisioner the agent runs, a
-// provisionOp. It returns the claim's pending reason. A class missing from
-// the synced source makes the claim wait, as any missing object does; it
-// never falls back to another class.
+// record of its provisioning (phaseProvisioning), which provisionRecorded
+// turns into a provisionOp once it is on disk. It returns the claim's
+// pending reason. A class missing from the synced source makes the claim
+// wait, as any missing object does; it never falls back to another class.
 func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) string {
 	className := storagehelpers.GetPersistentVolumeClaimClass(c)
 	switch {
@@ -136,13 +178,13 @@ func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) st
 	if err != nil {
 		return err.Error()
 	}
-	o.provisions = append(o.provisions, provisionOp{provisioner: provisioner.Canonical(class.Provisioner), req: provisioner.Request{
-		Claim: c, Class: class, PVName: name, SelectedNode: w.node.Name,
-	}})
-	if err := w.ops.failed[name]; err != "" {
-		return fmt.Sprintf("provisioning PersistentVolume %q (StorageClass %q) failed, retrying: %s", name, className, err)
+	if _, ok := o.recs[name]; !ok { // the provisioning is recorded first; provisionRecorded asks for it
+		k := keyOf(c)
+		o.recs[name] = record{Namespace: k.namespace, Name: k.name, UID: k.uid, PV: name, Phase: phaseProvisioning,
+			Provisioning: &provisionIntent{Provisioner: provisioner.Canonical(class.Provisioner), Claim: c, Class: class}}
+		o.events = append(o.events, event{msg: "provisioning recorded", claim: k, pv: name})
 	}
-	return fmt.Sprintf("provisioning PersistentVolume %q (StorageClass %q)", name, className)
+	return provisioningWhy(w, name, className)
 }
 
 // pvNameFor is the name of the PersistentVolume provisioned for c,

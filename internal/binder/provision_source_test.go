@@ -233,3 +233,61 @@ func TestRetainedProvisionedPVIsKept(t *testing.T) {
 		t.Errorf("Provision for %v, Delete for %v; want one Provision and no Delete", made, deleted)
 	}
 }
+
+// A provisioning is recorded before the provisioner is called. After a
+// crash that cut it short (or came before its result was recorded), with
+// its claim removed meanwhile, it is made again at start, recorded
+// Released, and its storage deleted: nothing is left behind unknown.
+func TestProvisioningCutShortIsFinishedAndReclaimed(t *testing.T) {
+	path := statePath(t)
+	inner := provInner()
+	claim, class := inner.claims[0], inner.scs[0]
+	if err := newStore(path).save(records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: phaseProvisioning,
+		Provisioning: &provisionIntent{Provisioner: testProvisioner, Claim: claim, Class: class}}}); err != nil {
+		t.Fatal(err)
+	}
+	inner.claims, inner.pods = nil, nil // removed while the agent was down
+	block := make(chan struct{})
+	prov := &fakeProvisioner{block: block}
+	h := startWith(t, inner, path, []provisioner.Provisioner{prov}, withDelay(0))
+	h.eventually("the claim shown Pending while its provisioning runs", func() bool {
+		cs := h.claimStatus("data")
+		return len(cs) == 1 && cs[0].Phase == PhasePending && cs[0].PV == "pvc-u1" &&
+			strings.Contains(cs[0].Error, `removed from the manifests while PersistentVolume "pvc-u1" was being provisioned`)
+	})
+	close(block)
+	h.eventually("the storage provisioned again, then deleted", func() bool {
+		made, deleted := prov.calls()
+		return slices.Equal(made, []string{"pvc-u1"}) && slices.Equal(deleted, []string{"pvc-u1"})
+	})
+	h.eventually("the record dropped", func() bool { return len(h.b.current().recs) == 0 })
+	if h.logs.FilterMessage("provisioned PersistentVolume released: its claim left while it was provisioned").Len() != 1 {
+		t.Errorf("the release of the storage made for a removed claim is not logged")
+	}
+}
+
+// A provisioning recorded while the state file cannot be written is not
+// begun: the provisioner is called once it is on disk.
+func TestProvisioningNotBegunUntilRecorded(t *testing.T) {
+	var full atomic.Bool
+	full.Store(true)
+	prov := &fakeProvisioner{}
+	h := startWith(t, provInner(), statePath(t), []provisioner.Provisioner{prov}, func(b *Source) {
+		b.retryMin = 50 * time.Millisecond
+		b.store.write = func(path string, data []byte) error {
+			if full.Load() {
+				return &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}
+			}
+			return writeFileAtomic(path, data)
+		}
+	})
+	h.expect("not recorded", func() bool {
+		return strings.Contains(h.claimStatus("data")[0].Error, `provisioning of PersistentVolume "pvc-u1" not recorded, so not begun`)
+	})
+	time.Sleep(100 * time.Millisecond)
+	if made, _ := prov.calls(); len(made) != 0 {
+		t.Errorf("Provision called for %v before the provisioning was recorded", made)
+	}
+	full.Store(false)
+	h.expect("bound once recorded", h.boundTo("data", "pvc-u1"))
+}

@@ -31,6 +31,8 @@ func TestPlanProvisions(t *testing.T) {
 	fast := newClass("fast")
 	claim := newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"))
 	made := provisionedPV(claim, fast)
+	provisioning := records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: phaseProvisioning,
+		Provisioning: &provisionIntent{Provisioner: testProvisioner, Claim: claim, Class: fast}}}
 	tests := []struct {
 		name    string
 		w       world
@@ -38,8 +40,8 @@ func TestPlanProvisions(t *testing.T) {
 		pending string   // contained in claim data's pending reason; "" when it has none
 		recs    records
 	}{
-		{"a used claim of a class this agent provisions", provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil, fast),
-			[]string{"pvc-u1"}, `provisioning PersistentVolume "pvc-u1" (StorageClass "fast")`, records{}},
+		{"a used claim of a class this agent provisions: recorded first", provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil, fast),
+			[]string{"pvc-u1"}, `provisioning PersistentVolume "pvc-u1" (StorageClass "fast")`, provisioning},
 		{"not used by a pod: not yet", provWorld(false, []*v1.PersistentVolumeClaim{claim}, nil, fast),
 			nil, "", records{}},
 		{"the class does not exist: waits", provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil),
@@ -61,7 +63,7 @@ func TestPlanProvisions(t *testing.T) {
 			nil, `provisioning PersistentVolume "pvc-u1"`, records{}},
 		{"failed: retried, the error as the reason", withOps(provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil, fast),
 			opsState{failed: map[string]string{"pvc-u1": "disk full"}}),
-			[]string{"pvc-u1"}, `provisioning PersistentVolume "pvc-u1" (StorageClass "fast") failed, retrying: disk full`, records{}},
+			[]string{"pvc-u1"}, `provisioning PersistentVolume "pvc-u1" (StorageClass "fast") failed, retrying: disk full`, provisioning},
 		{"made: recorded Bound with the PersistentVolume", withOps(provWorld(true, []*v1.PersistentVolumeClaim{claim}, nil, fast),
 			opsState{made: map[string]*v1.PersistentVolume{"pvc-u1": made}}),
 			nil, "", records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseBound, Provisioned: made}}},
@@ -237,11 +239,80 @@ func TestPVNameForClaimWithoutUID(t *testing.T) {
 
 func withOps(w world, s opsState) world { w.ops = s; return w }
 
-// equalRecords compares records, provisioned PersistentVolumes by content.
+// equalRecords compares records, provisioned PersistentVolumes and
+// provisionings by content.
 func equalRecords(a, b records) bool {
 	return maps.EqualFunc(a, b, func(x, y record) bool {
 		px, py := x.Provisioned, y.Provisioned
-		x.Provisioned, y.Provisioned = nil, nil
-		return x == y && equality.Semantic.DeepEqual(px, py)
+		ix, iy := x.Provisioning, y.Provisioning
+		x.Provisioned, y.Provisioned, x.Provisioning, y.Provisioning = nil, nil, nil, nil
+		return x == y && equality.Semantic.DeepEqual(px, py) && equality.Semantic.DeepEqual(ix, iy)
 	})
+}
+
+// What becomes of a provisioning recorded by an earlier pass (or before a
+// crash): asked for again until its result is recorded, whatever the
+// source holds.
+func TestPlanRecordedProvisioning(t *testing.T) {
+	fast := newClass("fast")
+	claim := newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"))
+	made := provisionedPV(claim, fast)
+	prev := records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: phaseProvisioning,
+		Provisioning: &provisionIntent{Provisioner: testProvisioner, Claim: claim, Class: fast}}}
+	claims := []*v1.PersistentVolumeClaim{claim}
+	fits := []*v1.PersistentVolume{newPV("pv-a", "1Gi", pvClass("fast"))}
+	tests := []struct {
+		name    string
+		w       world
+		want    []string // PV names to provision
+		pending string
+		recs    records
+	}{
+		{"the claim used: asked for again", provWorld(true, claims, nil, fast), []string{"pvc-u1"},
+			`provisioning PersistentVolume "pvc-u1" (StorageClass "fast")`, prev},
+		{"the claim used, and a PersistentVolume fits now: still provisioned", provWorld(true, claims, fits, fast), []string{"pvc-u1"},
+			`provisioning PersistentVolume "pvc-u1" (StorageClass "fast")`, prev},
+		{"the claim gone: asked for again all the same", provWorld(false, nil, nil, fast), []string{"pvc-u1"}, "", prev},
+		{"the class gone: asked for with the class recorded", provWorld(true, claims, nil), []string{"pvc-u1"}, "provisioning", prev},
+		{"its provisioner not run here: waits", withProvisioners(provWorld(true, claims, nil, fast)), nil, "provisioning", prev},
+		{"failed, the claim used: retried", withOps(provWorld(true, claims, nil, fast), opsState{failed: map[string]string{"pvc-u1": "disk full"}}),
+			[]string{"pvc-u1"}, "failed, retrying: disk full", prev},
+		{"failed, the claim gone: dropped", withOps(provWorld(false, nil, nil, fast), opsState{failed: map[string]string{"pvc-u1": "disk full"}}),
+			nil, "", records{}},
+		{"made: recorded Bound in its place", withOps(provWorld(true, claims, nil, fast), opsState{made: map[string]*v1.PersistentVolume{"pvc-u1": made}}),
+			nil, "", records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseBound, Provisioned: made}}},
+		{"made, the claim gone: recorded Released", withOps(provWorld(false, nil, nil, fast), opsState{made: map[string]*v1.PersistentVolume{"pvc-u1": made}}),
+			nil, "", records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: PhaseReleased, Provisioned: made,
+				ReleasedAt: planNow, Reclaim: reclaim.State{Step: reclaim.Aside, DeleteAfter: planNow.Add(10 * time.Minute)}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := plan(tt.w, prev)
+			var names []string
+			for _, p := range o.provisions {
+				names = append(names, p.req.PVName)
+				if p.req.Class != fast || p.req.Claim != claim {
+					t.Errorf("provision %+v: not the recorded request", p)
+				}
+			}
+			if !slices.Equal(names, tt.want) {
+				t.Errorf("provisions %v, want %v", names, tt.want)
+			}
+			why := o.pending[keyOf(claim)]
+			if tt.pending == "" && why != "" || !strings.Contains(why, tt.pending) {
+				t.Errorf("pending reason %q, want it to contain %q", why, tt.pending)
+			}
+			if !equalRecords(o.recs, tt.recs) {
+				t.Errorf("records %v, want %v", o.recs, tt.recs)
+			}
+		})
+	}
+}
+
+func withProvisioners(w world, names ...string) world {
+	w.provisioners = map[string]bool{}
+	for _, n := range names {
+		w.provisioners[n] = true
+	}
+	return w
 }

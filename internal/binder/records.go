@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/reclaim"
@@ -23,6 +24,13 @@ const (
 	PhaseLost     Phase = "Lost"
 	PhaseReleased Phase = "Released"
 )
+
+// phaseProvisioning is the phase of the record of a provisioning under way
+// (record.Provisioning): written before the provisioner is called, so
+// that storage made just before a crash is recorded after the restart,
+// even when its claim is gone by then. It is never shown as a claim's
+// phase: such a claim is Pending.
+const phaseProvisioning Phase = "Provisioning"
 
 // record is one binding as stored in the state file.
 type record struct {
@@ -49,6 +57,18 @@ type record struct {
 	// is asked to grow it; Provisioned's capacity is set to it, and it is
 	// cleared, once that succeeded. "" when no expansion is under way.
 	ExpandTo string `json:"expandTo,omitempty"`
+	// Provisioning is the request of a provisioning under way, in a record
+	// of phaseProvisioning; nil in every other record.
+	Provisioning *provisionIntent `json:"provisioning,omitempty"`
+}
+
+// provisionIntent is what a provisioning asks for, recorded before the
+// provisioner is called: a restart makes the same call, whatever the
+// source holds by then. Claim and Class are read-only snapshots.
+type provisionIntent struct {
+	Provisioner string                    `json:"provisioner"`
+	Claim       *v1.PersistentVolumeClaim `json:"claim"`
+	Class       *storagev1.StorageClass   `json:"class"`
 }
 
 func (r record) claim() claimKey {

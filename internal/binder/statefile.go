@@ -18,11 +18,14 @@ import (
 // Version 3 adds the reclaim step of released storage; it is written only
 // when a record has one, so that an agent from before deferred deletion
 // refuses the file rather than take storage moved aside for gone, and
-// forget it.
+// forget it. Version 4 adds records of provisionings under way; it is
+// written only when there is one, so that an agent from before them
+// refuses the file rather than forget storage made just before a crash.
 const (
-	stateVersion            = 1
-	stateVersionProvisioned = 2
-	stateVersionReclaim     = 3
+	stateVersion              = 1
+	stateVersionProvisioned   = 2
+	stateVersionReclaim       = 3
+	stateVersionProvisionings = 4
 )
 
 // stateFile is the content of claims.json.
@@ -67,6 +70,8 @@ func (st store) save(rs records) error {
 	version := stateVersion
 	for _, r := range rs {
 		switch {
+		case r.Provisioning != nil:
+			version = max(version, stateVersionProvisionings)
 		case r.Reclaim != reclaim.State{}:
 			version = max(version, stateVersionReclaim)
 		case r.Provisioned != nil:
@@ -106,9 +111,9 @@ func decode(data []byte) (records, error) {
 	switch {
 	case f.Version == 0:
 		return nil, errors.New("no version field")
-	case f.Version < stateVersion || f.Version > stateVersionReclaim:
+	case f.Version < stateVersion || f.Version > stateVersionProvisionings:
 		return nil, fmt.Errorf("version %d is not %d to %d (written by another version of the agent?)",
-			f.Version, stateVersion, stateVersionReclaim)
+			f.Version, stateVersion, stateVersionProvisionings)
 	}
 	return index(f.Bindings)
 }
@@ -121,8 +126,12 @@ func index(bindings []record) (records, error) {
 		switch {
 		case r.Namespace == "" || r.Name == "" || r.PV == "":
 			return nil, fmt.Errorf("binding %d lacks a namespace, name or pv", i)
-		case r.Phase != PhaseBound && r.Phase != PhaseReleased:
+		case r.Phase != PhaseBound && r.Phase != PhaseReleased && r.Phase != phaseProvisioning:
 			return nil, fmt.Errorf("binding %d (claim %s): phase %q is neither Bound nor Released", i, r.claim(), r.Phase)
+		case (r.Phase == phaseProvisioning) != (r.Provisioning != nil):
+			return nil, fmt.Errorf("binding %d (claim %s): phase %q with a provisioning %v", i, r.claim(), r.Phase, r.Provisioning != nil)
+		case r.Provisioning != nil && (r.Provisioned != nil || r.Provisioning.Claim == nil || r.Provisioning.Class == nil || r.Provisioning.Provisioner == ""):
+			return nil, fmt.Errorf("binding %d (claim %s): a provisioning under way without its claim, class or provisioner, or with a PersistentVolume", i, r.claim())
 		case r.Provisioned != nil && r.Provisioned.Name != r.PV:
 			return nil, fmt.Errorf("binding %d (claim %s): its provisioned PersistentVolume is named %q, not %q",
 				i, r.claim(), r.Provisioned.Name, r.PV)

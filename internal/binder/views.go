@@ -56,7 +56,8 @@ type PendingDeletion struct {
 func (s *Source) Objects() volume.Objects { return objects{s: s} }
 
 // Claims returns every claim of the inner source, then the Released
-// records and the Bound records of claims removed from the source, sorted
+// records and the Bound (or being provisioned) records of claims removed
+// from the source, sorted
 // by namespace and name (a record after a current claim of the same name).
 func (s *Source) Claims() []ClaimStatus {
 	st := s.current()
@@ -68,6 +69,11 @@ func (s *Source) Claims() []ClaimStatus {
 	}
 	for _, r := range st.recs.sorted() {
 		switch {
+		case r.Phase == phaseProvisioning && !present[r.claim()]:
+			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhasePending, PV: r.PV,
+				Error: fmt.Sprintf("removed from the manifests while PersistentVolume %q was being provisioned: "+
+					"the provisioning is finished, then the PersistentVolume released", r.PV)})
+		case r.Phase == phaseProvisioning: // the claim's own status says Pending, and why
 		case r.Phase == PhaseReleased:
 			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseReleased, PV: r.PV,
 				ReclaimPolicy: r.reclaimPolicy(), PendingDeletion: r.pendingDeletion()})
