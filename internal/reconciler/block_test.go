@@ -110,3 +110,21 @@ func TestPlanKeepsAVolumeWhoseModeChanged(t *testing.T) {
 		t.Fatalf("plan = %+v, want nothing", got)
 	}
 }
+
+// A volume directory and a published device of one name in one pod (a
+// PV whose volumeMode changed under a running pod): the directory's volume
+// is reconstructed, the device is left alone, never torn down.
+func TestReconstructLeavesADeviceNamedLikeAVolume(t *testing.T) {
+	h := newHarness(t, nil)
+	mkdirAll(t, h.volumeDir("p1", "pv"))
+	writeFile(t, h.devicePath("p1", "pv"), "")
+	h.desired.MarkPopulated()
+	h.start(t)
+	waitFor(t, "the volume directory torn down", func() bool { return !exists(h.volumeDir("p1", "pv")) })
+	if got := h.plugin.callsOf("unmap"); len(got) != 0 {
+		t.Fatalf("unmaps = %v, want none", got)
+	}
+	if !exists(h.devicePath("p1", "pv")) {
+		t.Fatal("the device left alone was removed")
+	}
+}
