@@ -187,3 +187,70 @@ func block(s string) []byte {
 	copy(b, s)
 	return b
 }
+
+// TestProvisionedRawBlockVolume: a claim of volumeMode Block of a class
+// that enforces capacity, on a local path root of images, is provisioned
+// as an image on a loop device that two pods get as their device; a node
+// restart (the agent killed, its mounts and loop devices gone) attaches
+// the image again and publishes it again with its data; deleting the
+// pods and the claim takes back the image and its loop device.
+func TestProvisionedRawBlockVolume(t *testing.T) {
+	root := imageLocalRoot(t)
+	a := newAgent(t)
+	a.writeManifest("class.yaml", enforcedClass+"---"+blockMode(strings.Replace(enforcedClaim, "storage: 100Mi", "storage: 16Mi", 1)))
+	a.writeManifest("pods.yaml", fmt.Sprintf(blockPod, "one")+"---"+fmt.Sprintf(blockPod, "two"))
+	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s")
+	one := a.waitPod("default", "one", 30*time.Second, ready)
+	two := a.waitPod("default", "two", 10*time.Second, ready)
+	imgs, err := filepath.Glob(filepath.Join(root, "*.img"))
+	if err != nil || len(imgs) != 1 {
+		t.Fatalf("images under the local path root: %v, %v; want one", imgs, err)
+	}
+	for _, p := range []apiPod{one, two} {
+		if v := p.volume("disk"); v.Mode != "Block" {
+			t.Fatalf("pod %s: volume = %+v, want mode Block", p.Name, v)
+		}
+		checkSameDevice(t, p.volume("disk").Path, imageLoop(t, imgs[0]))
+	}
+	writeDevice(t, one.volume("disk").Path, "provisioned, through one")
+	checkDevice(t, two.volume("disk").Path, "provisioned, through one")
+
+	// The node restarted: no mount, no loop device is left.
+	a.kill()
+	for _, p := range []apiPod{one, two} {
+		run(t, "umount", p.volume("disk").Path)
+	}
+	run(t, "losetup", "--detach", imageLoop(t, imgs[0]))
+	a.start(a.extra...)
+	for _, p := range []apiPod{one, two} {
+		p = a.waitPod("default", p.Name, 20*time.Second, ready)
+		checkSameDevice(t, p.volume("disk").Path, imageLoop(t, imgs[0]))
+		oneMountAt(t, p.volume("disk").Path)
+	}
+	checkDevice(t, two.volume("disk").Path, "provisioned, through one")
+
+	a.removeManifest("pods.yaml")
+	a.waitPodDirGone(one.UID)
+	a.waitPodDirGone(two.UID)
+	a.writeManifest("class.yaml", enforcedClass)
+	waitFor(t, 20*time.Second, "the image deleted with its claim", func() (bool, string) {
+		_, err := os.Lstat(imgs[0])
+		return os.IsNotExist(err), fmt.Sprint(err)
+	})
+	if out, _ := exec.Command("losetup", "--associated", imgs[0], "--noheadings").Output(); len(out) > 0 {
+		t.Fatalf("loop devices of the deleted image remain: %s", out)
+	}
+	if m := mountsUnder(t, a.root); len(m) > 0 {
+		t.Fatalf("left mounted: %v", m)
+	}
+}
+
+// imageLoop is the one loop device attached to img.
+func imageLoop(t *testing.T, img string) string {
+	t.Helper()
+	out, err := exec.Command("losetup", "--associated", img, "--noheadings", "--output", "NAME").Output()
+	if err != nil || len(strings.Fields(string(out))) != 1 {
+		t.Fatalf("loop devices of %s: %q, %v; want one", img, out, err)
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -82,6 +83,14 @@ func (p *Plugin) openDevice(pv *v1.PersistentVolume) (device, error) {
 		return device{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	}
 	st, err := statFd(fd)
+	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		unix.Close(fd)
+		dev, err := loopOf(r, st)
+		if err != nil {
+			return device{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s: %w", pv.Name, lp, err)
+		}
+		return dev, nil
+	}
 	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		err = fmt.Errorf("spec.local.path %s is not a block device, which a PersistentVolume of volumeMode Block needs", lp)
 	}
@@ -90,6 +99,53 @@ func (p *Plugin) openDevice(pv *v1.PersistentVolume) (device, error) {
 		return device{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	}
 	return device{fd: fd, rdev: rdev(st)}, nil
+}
+
+// loopOf finds, among the host's /dev/loop<N>, the loop device attached
+// to the file st (by device and inode number, as the kernel reports it),
+// and returns it open. It attaches nothing: the file's owner keeps it
+// attached (the capacity backend attaches its images at every start).
+func loopOf(r hostroot.Root, st unix.Statx_t) (device, error) {
+	names, err := loopNames(r)
+	if err != nil {
+		return device{}, err
+	}
+	file := unix.Mkdev(st.Dev_major, st.Dev_minor)
+	for _, name := range names {
+		fd, err := r.OpenPath("/dev/"+name, unix.O_RDONLY|unix.O_NOFOLLOW)
+		if err != nil {
+			continue // gone meanwhile, or not a device we may open
+		}
+		info, err := unix.IoctlLoopGetStatus64(fd)
+		if err == nil && info.Device == file && info.Inode == st.Ino {
+			if dst, err := statFd(fd); err == nil && dst.Mode&unix.S_IFMT == unix.S_IFBLK {
+				return device{fd: fd, rdev: rdev(dst)}, nil
+			}
+		}
+		unix.Close(fd)
+	}
+	return device{}, errors.New("a file that no loop device is attached to (volumeMode Block needs a block device; the agent attaches the images it provisions at start)")
+}
+
+// loopNames lists the loop devices in the host's /dev: loop<N>.
+func loopNames(r hostroot.Root) ([]string, error) {
+	fd, err := r.OpenPath("/dev", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	dir := os.NewFile(uintptr(fd), "/dev")
+	defer dir.Close()
+	all, err := dir.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list /dev: %w", err)
+	}
+	var out []string
+	for _, n := range all {
+		if num, ok := strings.CutPrefix(n, "loop"); ok && num != "" && strings.Trim(num, "0123456789") == "" {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
 // publish bind-mounts dev on the file at path, creating it, unless it

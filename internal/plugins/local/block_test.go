@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,6 +188,39 @@ func TestMapDeviceRefuses(t *testing.T) {
 	if _, err := p.SetUp(ctx, blockSpec(dev), plugintest.VolumeDir(t)); err == nil {
 		t.Error("SetUp of a Block PV succeeded")
 	}
+}
+
+// A PV of volumeMode Block may name a file attached to a loop device (the
+// image of a provisioned raw block volume): its loop device is published.
+// A file no loop device is attached to is refused; none is attached.
+func TestMapDeviceOfAnImage(t *testing.T) {
+	ctx, root := blockRoot(t)
+	p := &local.Plugin{Mounter: mount.System{}}
+	dev := plugintest.LoopDevice(t)
+	out, err := exec.Command("losetup", "--noheadings", "--output", "BACK-FILE", dev).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := strings.TrimSpace(string(out))
+	path := devicePath(root, "a")
+	if _, err := p.MapDevice(ctx, blockSpec(img), path); err != nil {
+		t.Fatal(err)
+	}
+	if rdevOf(t, path) != rdevOf(t, dev) {
+		t.Fatal("the published file does not show the image's loop device")
+	}
+	if err := p.UnmapDevice(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	detached := filepath.Join(t.TempDir(), "detached.img")
+	plugintest.WriteFile(t, detached, "")
+	if _, err := p.MapDevice(ctx, blockSpec(detached), devicePath(root, "b")); err == nil || !strings.Contains(err.Error(), "no loop device is attached") {
+		t.Fatalf("MapDevice of a file without a loop device = %v", err)
+	}
+	if out, _ := exec.Command("losetup", "--associated", detached, "--noheadings").Output(); len(out) > 0 {
+		t.Fatalf("a loop device was attached to %s: %s", detached, out)
+	}
+	gone(t, devicePath(root, "b"))
 }
 
 func writeAt(t *testing.T, path string, data []byte) {

@@ -98,3 +98,31 @@ func deviceSize(t *testing.T, dev string) int64 {
 	}
 	return n
 }
+
+// A raw block volume whose loop device is published (bind-mounted, as a
+// pod's device) is not deleted.
+func TestImageBlockVolumePublishedIsKept(t *testing.T) {
+	root := imageRoot(t)
+	b, _ := open(t, Config{Root: root})
+	img, err := b.(BlockCreator).CreateBlock(t.Context(), "raw", 4*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := oneLoop(t, img)
+	pod := filepath.Join(t.TempDir(), "device")
+	if err := os.WriteFile(pod, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "mount", "--bind", dev, pod)
+	if err := b.Delete(t.Context(), "raw"); err == nil || !strings.Contains(err.Error(), "is published at "+pod) {
+		t.Fatalf("Delete of a published raw block volume = %v", err)
+	}
+	if oneLoop(t, img) != dev {
+		t.Fatal("the loop device changed")
+	}
+	sh(t, "umount", pod)
+	if err := b.Delete(t.Context(), "raw"); err != nil {
+		t.Fatal(err)
+	}
+	checkImageGone(t, root, "raw")
+}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
 )
 
 // ImageSuffix ends the name of an image: <root>/<name>.img.
@@ -293,6 +294,9 @@ func (d *imageDriver) remove(ctx context.Context, v *record, _ func() error) err
 	if err != nil {
 		return err
 	}
+	if err := d.published(ctx, v, devs); err != nil {
+		return err
+	}
 	for _, dev := range devs {
 		if _, err := d.run.run(ctx, "losetup", "--detach", dev); err != nil {
 			return err
@@ -300,6 +304,27 @@ func (d *imageDriver) remove(ctx context.Context, v *record, _ func() error) err
 	}
 	if err := os.Remove(img); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	return nil
+}
+
+// published refuses to remove a raw block volume whose loop device a
+// mount shows (a pod's published device): detaching it would leave the
+// pod a device without its data. Only mounts of the node the agent sees
+// /dev of are found; the caller's "in use" comes from the pods' actual
+// state first.
+func (d *imageDriver) published(ctx context.Context, v *record, devs []string) error {
+	if !v.Block {
+		return nil
+	}
+	for _, dev := range devs {
+		users, err := mount.MountsOf(ctx, dev)
+		if err != nil {
+			return err
+		}
+		if len(users) > 0 {
+			return fmt.Errorf("loop device %s of raw block volume %s is published at %s: leaving it: %w", dev, v.Name, strings.Join(users, ", "), storagedir.ErrInUse)
+		}
 	}
 	return nil
 }
