@@ -134,7 +134,7 @@ func loopNames(r hostroot.Root) ([]string, error) {
 		return nil, err
 	}
 	dir := os.NewFile(uintptr(fd), "/dev")
-	defer dir.Close()
+	defer func() { _ = dir.Close() }()
 	all, err := dir.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("list /dev: %w", err)

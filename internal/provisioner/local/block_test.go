@@ -8,11 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 )
 
@@ -21,21 +19,7 @@ import (
 // backend keeps attached; it is kept in place aside, restored, grown and
 // deleted by its image's name. A plain class refuses such a claim.
 func TestProvisionBlock(t *testing.T) {
-	needRoot(t)
-	for _, tool := range []string{"losetup", "blkid"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (test/deps.sh installs it)", tool)
-		}
-	}
-	root := t.TempDir()
-	b, err := capacity.Open(t.Context(), capacity.Config{Root: root, Logger: zap.NewNop(), ForceImage: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(Config{Root: root, NodeName: node, Mounter: mount.System{}, Logger: zap.NewNop(), Capacity: b})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _, root := imageProvisioner(t)
 	plain := request("plain", "")
 	plain.Claim.Spec.VolumeMode = ptr(v1.PersistentVolumeBlock)
 	if _, err := p.Provision(t.Context(), plain); err == nil || !strings.Contains(err.Error(), "a raw block volume is an image") {
