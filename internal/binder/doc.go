@@ -83,6 +83,15 @@
 //     provisioner, made again after a restart until it succeeds, then the
 //     PV's capacity recorded. Less, or a class that does not allow it, is
 //     refused with the reason shown for the claim; nothing shrinks.
+//   - A generic ephemeral volume's claim (<pod name>-<volume name>,
+//     controlled by the pod) is made once, from its template, only when no
+//     claim of that name exists, and recorded with the bindings, before any
+//     view shows it or anything is provisioned for it: a restart finds it
+//     and never makes a second one. It is a claim of the source while its
+//     pod is listed, so the pod's removal releases it by the rules above;
+//     its record is forgotten once the pod is gone and it holds no Bound
+//     binding nor a provisioning under way. A template with a field the
+//     binder does not support makes no claim; the claim's lookup says why.
 //   - The inner source's objects are never modified; views are copies.
 //   - Run starts two goroutines (the inner source's Run and the binding loop,
 //     which alone writes the records), and the loop one per running

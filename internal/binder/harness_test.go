@@ -289,3 +289,12 @@ func (h *harness) eventually(what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// load reads the records of the state file, for tests.
+func (st store) load() (records, error) {
+	rs, _, err := st.loadState()
+	return rs, err
+}
+
+// save writes rs, and no made claims, to the state file, for tests.
+func (st store) save(rs records) error { return st.saveState(rs, nil) }

@@ -26,7 +26,7 @@ import (
 func (s *Source) pass(ctx context.Context) bool {
 	prev := s.current()
 	if st := s.inner.Status(); !st.Synced {
-		return s.publish(waitingForSource(prev, s.inner.PersistentVolumeClaims(), st))
+		return s.publish(waitingForSource(prev, withMade(s.inner.PersistentVolumeClaims(), prev.made, s.inner.Pods()), st))
 	}
 	w := world{
 		pods:         s.inner.Pods(),
@@ -42,30 +42,35 @@ func (s *Source) pass(ctx context.Context) bool {
 		delay:        s.delay,
 		inUse:        s.inUse,
 	}
+	made, refused := makeClaims(w, prev.made, prev.recs)
+	w.claims = withMade(w.claims, made, w.pods)
 	s.obs = observe(s.obs, w, prev.recs)
 	w.obs = s.obs
 	o := plan(w, prev.recs)
 	s.due = o.due
 	s.waitsOnUse.Store(o.waitsOnUse)
-	next := &state{recs: prev.recs, pending: o.pending, held: o.held, resizing: o.resizing, synced: true}
+	next := &state{recs: prev.recs, made: prev.made, refused: refused, pending: o.pending, held: o.held, resizing: o.resizing, synced: true}
 	recorded := true
-	if !maps.Equal(o.recs, prev.recs) {
-		if err := s.store.save(o.recs); err != nil {
+	if !maps.Equal(o.recs, prev.recs) || !maps.Equal(made, prev.made) {
+		if err := s.store.saveState(o.recs, made); err != nil {
 			recorded = false
 			next.writeErr = err.Error()
 			notRecorded(o, prev.recs, next.pending, err)
 			s.log.Warn("claim bindings not recorded", zap.Error(err))
 		} else {
-			next.recs = o.recs
+			next.recs, next.made = o.recs, made
+			s.logMade(prev.made, made)
 			s.logEvents(o.events)
 		}
 	}
+	next.listed = withMade(nil, next.made, w.pods)
 	if recorded {
 		s.ops.recorded(o.recs)
 		s.ops.start(ctx, o)
 	}
 	next.lost = lostClaims(next.recs, w)
 	s.logChanges(prev, next)
+	s.logRefused(prev.refused, next.refused)
 	return s.publish(next)
 }
 
@@ -156,6 +161,31 @@ func (s *Source) logChanges(prev, next *state) {
 	for k, pv := range prev.lost {
 		if _, ok := next.lost[k]; !ok && next.recs[pv].claim() == k && next.recs[pv].Phase == PhaseBound {
 			s.log.Info("lost claim's PersistentVolume is back", zap.String("claim", k.String()), zap.String("pv", pv))
+		}
+	}
+}
+
+// logMade logs the claims made for ephemeral volumes, and those forgotten,
+// between prev and next.
+func (s *Source) logMade(prev, next madeClaims) {
+	for key, m := range next {
+		if _, ok := prev[key]; !ok {
+			s.log.Info("ephemeral volume claim made", zap.String("claim", key), zap.String("podUID", string(m.PodUID)), zap.String("volume", m.Volume))
+		}
+	}
+	for key, m := range prev {
+		if _, ok := next[key]; !ok {
+			s.log.Info("ephemeral volume claim deleted", zap.String("claim", key), zap.String("podUID", string(m.PodUID)), zap.String("volume", m.Volume))
+		}
+	}
+}
+
+// logRefused logs a template that is not made into a claim when its reason
+// changes.
+func (s *Source) logRefused(prev, next map[string]string) {
+	for key, why := range next {
+		if prev[key] != why {
+			s.log.Warn("ephemeral volume claim not made", zap.String("claim", key), zap.String("reason", why))
 		}
 	}
 }

@@ -117,7 +117,7 @@ func plan(w world, prev records) outcome {
 // set up. Until then the record stays Bound, and held says why.
 func (o *outcome) release(w world) {
 	claims := w.claimSet()
-	used := usedClaims(w.pods)
+	used := usedClaims(w.pods, w.claims)
 	for _, c := range w.claims { // a pod names a claim of the same name but another UID: not this one
 		delete(used, keyOf(c).String())
 	}
@@ -198,7 +198,7 @@ func (o *outcome) drop(r record, msg string) {
 // bindUsed matches every claim a pod uses that has no Bound record, or
 // else provisions it.
 func (o *outcome) bindUsed(w world) {
-	used := usedClaims(w.pods)
+	used := usedClaims(w.pods, w.claims)
 	cands := candidates{pvs: w.pvs, node: w.node, unavailable: o.unavailable(w.claims)}
 	for _, c := range w.claims {
 		k := keyOf(c)
@@ -245,12 +245,21 @@ func (o *outcome) unavailable(claims []*v1.PersistentVolumeClaim) map[string]hol
 }
 
 // usedClaims returns "namespace/name" of every claim that a pod that is not
-// terminated uses.
-func usedClaims(pods []*v1.Pod) map[string]bool {
+// terminated uses: through a persistentVolumeClaim volume, or through a
+// generic ephemeral volume when the claim of that name among claims is the
+// pod's (a claim the pod does not own is never used for it).
+func usedClaims(pods []*v1.Pod, claims []*v1.PersistentVolumeClaim) map[string]bool {
 	used := map[string]bool{}
+	byName := make(map[string]*v1.PersistentVolumeClaim, len(claims))
+	for _, c := range claims {
+		byName[keyOf(c).String()] = c
+	}
 	for _, pod := range pods {
 		if source.Terminated(pod) {
 			continue
+		}
+		for _, key := range ephemeralClaims(pod, byName) {
+			used[key] = true
 		}
 		for _, vol := range pod.Spec.Volumes {
 			if pvc := vol.PersistentVolumeClaim; pvc != nil {

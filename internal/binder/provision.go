@@ -132,7 +132,7 @@ func provisioningWhy(w world, name, class string) string {
 // that failed while no pod uses its claim is dropped (a failed Provision
 // leaves nothing); one whose provisioner this agent does not run waits.
 func (o *outcome) provisionRecorded(w world) {
-	claims, used := w.claimSet(), usedClaims(w.pods)
+	claims, used := w.claimSet(), usedClaims(w.pods, w.claims)
 	for _, r := range o.recs.sorted() {
 		if r.Phase != phaseProvisioning {
 			continue

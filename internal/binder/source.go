@@ -143,11 +143,19 @@ type state struct {
 	writeErr string
 	// synced is set once a pass ran with the inner source synced.
 	synced bool
+	// made are the claims made for generic ephemeral volumes, as on disk;
+	// listed are those whose pod was in the source at the last pass (the
+	// others are being released), sorted by namespace and name.
+	made   madeClaims
+	listed []*v1.PersistentVolumeClaim
+	// refused says, by a claim's "namespace/name", why the template of its
+	// ephemeral volume is not made into a claim.
+	refused map[string]string
 }
 
 func (a *state) equal(b *state) bool {
 	return maps.Equal(a.recs, b.recs) && maps.Equal(a.pending, b.pending) && maps.Equal(a.held, b.held) && maps.Equal(a.lost, b.lost) &&
-		maps.Equal(a.resizing, b.resizing) &&
+		maps.Equal(a.resizing, b.resizing) && maps.Equal(a.made, b.made) && slices.Equal(a.listed, b.listed) && maps.Equal(a.refused, b.refused) &&
 		a.writeErr == b.writeErr && a.synced == b.synced
 }
 
@@ -161,7 +169,7 @@ func New(cfg Config) (*Source, error) {
 		return nil, err
 	}
 	st := newStore(cfg.StatePath)
-	recs, err := st.load()
+	recs, made, err := st.loadState()
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +193,7 @@ func New(cfg Config) (*Source, error) {
 		wake:     wakeup.New("binder"),
 		retryMin: retryMin,
 		ops:      newOperations(cfg.Provisioners, log),
-		st:       &state{recs: recs},
+		st:       &state{recs: recs, made: made},
 	}, nil
 }
 

@@ -21,17 +21,24 @@ import (
 // forget it. Version 4 adds records of provisionings under way; it is
 // written only when there is one, so that an agent from before them
 // refuses the file rather than forget storage made just before a crash.
+// Version 5 adds the claims made for generic ephemeral volumes; it is
+// written only when there is one, so that an agent from before refuses
+// the file rather than forget them (and make nothing of their volumes).
 const (
 	stateVersion              = 1
 	stateVersionProvisioned   = 2
 	stateVersionReclaim       = 3
 	stateVersionProvisionings = 4
+	stateVersionEphemeral     = 5
 )
 
 // stateFile is the content of claims.json.
 type stateFile struct {
 	Version  int      `json:"version"`
 	Bindings []record `json:"bindings"`
+	// Ephemeral are the claims made for generic ephemeral volumes, by
+	// namespace and name.
+	Ephemeral []madeClaim `json:"ephemeralClaims,omitempty"`
 }
 
 // store reads and writes the state file.
@@ -45,29 +52,33 @@ func newStore(path string) store {
 	return store{path: path, write: writeFileAtomic}
 }
 
-// load reads the records. A missing file holds no bindings; a file that
-// cannot be read or is not valid is an error, never "no bindings": that
-// would let every claim bind again, perhaps to another PersistentVolume.
-func (st store) load() (records, error) {
+// loadState reads the records and the made claims. A missing file holds
+// none; a file that cannot be read or is not valid is an error, never "no
+// bindings": that would let every claim bind again, perhaps to another
+// PersistentVolume.
+func (st store) loadState() (records, madeClaims, error) {
 	data, err := os.ReadFile(st.path)
 	if errors.Is(err, os.ErrNotExist) {
-		return records{}, nil
+		return records{}, madeClaims{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read binder state: %w", err)
+		return nil, nil, fmt.Errorf("read binder state: %w", err)
 	}
-	rs, err := decode(data)
+	rs, made, err := decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("binder state %s is not valid: %w; the agent does not guess bindings, "+
+		return nil, nil, fmt.Errorf("binder state %s is not valid: %w; the agent does not guess bindings, "+
 			"which could move claims to other PersistentVolumes: restore or repair the file, "+
 			"or move it away to forget every binding (claims then bind again from scratch)", st.path, err)
 	}
-	return rs, nil
+	return rs, made, nil
 }
 
-// save writes rs atomically and durably.
-func (st store) save(rs records) error {
+// saveState writes rs and made atomically and durably.
+func (st store) saveState(rs records, made madeClaims) error {
 	version := stateVersion
+	if len(made) > 0 {
+		version = stateVersionEphemeral
+	}
 	for _, r := range rs {
 		switch {
 		case r.Provisioning != nil:
@@ -78,7 +89,7 @@ func (st store) save(rs records) error {
 			version = max(version, stateVersionProvisioned)
 		}
 	}
-	data, err := json.MarshalIndent(stateFile{Version: version, Bindings: rs.sorted()}, "", "  ")
+	data, err := json.MarshalIndent(stateFile{Version: version, Bindings: rs.sorted(), Ephemeral: made.sorted()}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode binder state: %w", err)
 	}
@@ -99,23 +110,44 @@ func (st store) removeTemps() error {
 	return nil
 }
 
-func decode(data []byte) (records, error) {
+func decode(data []byte) (records, madeClaims, error) {
 	var f stateFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&f); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if dec.More() {
-		return nil, errors.New("trailing data after the JSON object")
+		return nil, nil, errors.New("trailing data after the JSON object")
 	}
 	switch {
 	case f.Version == 0:
-		return nil, errors.New("no version field")
-	case f.Version < stateVersion || f.Version > stateVersionProvisionings:
-		return nil, fmt.Errorf("version %d is not %d to %d (written by another version of the agent?)",
-			f.Version, stateVersion, stateVersionProvisionings)
+		return nil, nil, errors.New("no version field")
+	case f.Version < stateVersion || f.Version > stateVersionEphemeral:
+		return nil, nil, fmt.Errorf("version %d is not %d to %d (written by another version of the agent?)",
+			f.Version, stateVersion, stateVersionEphemeral)
 	}
-	return index(f.Bindings)
+	rs, err := index(f.Bindings)
+	if err != nil {
+		return nil, nil, err
+	}
+	made, err := indexMade(f.Ephemeral)
+	return rs, made, err
+}
+
+// indexMade checks the made claims and keys them by namespace and name.
+func indexMade(list []madeClaim) (madeClaims, error) {
+	made := make(madeClaims, len(list))
+	for i, m := range list {
+		c := m.Claim
+		switch {
+		case c == nil || c.Namespace == "" || c.Name == "" || c.UID == "" || m.PodUID == "" || m.Volume == "":
+			return nil, fmt.Errorf("ephemeral claim %d lacks a claim (namespace, name, uid), podUID or volume", i)
+		case made[keyOf(c).String()] != madeClaim{}:
+			return nil, fmt.Errorf("ephemeral claim %s is made twice", keyOf(c))
+		}
+		made[keyOf(c).String()] = m
+	}
+	return made, nil
 }
 
 // index checks the records and keys them by PersistentVolume.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
@@ -46,6 +47,7 @@ func TestStateFileRoundTrip(t *testing.T) {
 // claims bind again to other PersistentVolumes.
 func TestInvalidStateFileIsRefused(t *testing.T) {
 	bound := `{"namespace": "default", "name": "data", "pv": "pv-a", "phase": "Bound"}`
+	made := `{"podUID": "pu", "volume": "v", "claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "u"}}}`
 	tests := []struct {
 		name, content, want string
 	}{
@@ -54,7 +56,10 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		{"not JSON", "version=1\n", "invalid character"},
 		{"trailing data", `{"version": 1}{}`, "trailing data"},
 		{"no version", `{"bindings": []}`, "no version field"},
-		{"another version", `{"version": 5, "bindings": []}`, "version 5 is not 1 to 4"},
+		{"another version", `{"version": 6, "bindings": []}`, "version 6 is not 1 to 5"},
+		{"an ephemeral claim without its pod", `{"version": 5, "bindings": [], "ephemeralClaims": [{"volume": "v",
+			"claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "u"}}}]}`, "lacks"},
+		{"an ephemeral claim twice", `{"version": 5, "bindings": [], "ephemeralClaims": [` + made + `, ` + made + `]}`, "made twice"},
 		{"a provisioning without its request", `{"version": 4, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Provisioning"}]}`,
 			`phase "Provisioning" with a provisioning false`},
 		{"a provisioning without its class", `{"version": 4, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Provisioning",
@@ -203,6 +208,24 @@ func TestReclaimStepIsWrittenAsVersion3(t *testing.T) {
 	}
 	got, err := newStore(path).load()
 	if err != nil || !equalRecords(got, records{r.PV: r}) {
+		t.Errorf("reloaded %v, %v", got, err)
+	}
+}
+
+// Made claims are written as version 5, which an agent from before
+// ephemeral volumes refuses instead of forgetting them, and read back.
+func TestMadeClaimsAreWrittenAsVersion5(t *testing.T) {
+	pod, made := madeForWeb(t)
+	c := made["default/web-scratch"].Claim
+	path := filepath.Join(t.TempDir(), "claims.json")
+	if err := newStore(path).saveState(records{}, made); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 5`) {
+		t.Errorf("state file:\n%s\nwant version 5", data)
+	}
+	_, got, err := newStore(path).loadState()
+	if err != nil || len(got) != 1 || got["default/web-scratch"].Claim.UID != c.UID || !metav1.IsControlledBy(got["default/web-scratch"].Claim, pod) {
 		t.Errorf("reloaded %v, %v", got, err)
 	}
 }

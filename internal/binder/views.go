@@ -64,6 +64,14 @@ func (s *Source) Claims() []ClaimStatus {
 	var out []ClaimStatus
 	present := map[claimKey]bool{}
 	for _, c := range s.inner.PersistentVolumeClaims() {
+		if m, ok := st.made[keyOf(c).String()]; ok {
+			out = append(out, ClaimStatus{Namespace: c.Namespace, Name: c.Name, Phase: PhasePending, Error: shadowed(m)})
+			continue
+		}
+		out = append(out, s.claimStatus(c, st))
+		present[keyOf(c)] = true
+	}
+	for _, c := range st.listed {
 		out = append(out, s.claimStatus(c, st))
 		present[keyOf(c)] = true
 	}
@@ -208,12 +216,29 @@ func (o objects) Secret(namespace, name string) (*v1.Secret, error) {
 	return o.s.inner.Objects().Secret(namespace, name)
 }
 
+// PersistentVolumeClaim returns the claim made for an ephemeral volume of
+// that name, else the inner source's. When neither exists and the
+// template of an ephemeral volume is refused, the error says why.
 func (o objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	st := o.s.current()
+	if m, ok := st.made[namespace+"/"+name]; ok {
+		return o.s.claimView(m.Claim, st), nil
+	}
 	c, err := o.s.inner.Objects().PersistentVolumeClaim(namespace, name)
+	if why := st.refused[namespace+"/"+name]; why != "" && errors.Is(err, volume.ErrNotFound) {
+		return nil, errors.New(why)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return o.s.claimView(c, o.s.current()), nil
+	return o.s.claimView(c, st), nil
+}
+
+// shadowed says why a claim of the source is not used: m, made for an
+// ephemeral volume, has its name.
+func shadowed(m madeClaim) string {
+	return fmt.Sprintf("not used: the agent made a claim of this name for ephemeral volume %q of the pod with UID %s, "+
+		"which it keeps until that pod is deleted", m.Volume, m.PodUID)
 }
 
 func (o objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {

@@ -25,20 +25,25 @@ type claimOutcome struct {
 // here ever makes the agent tear anything down: a claim that is missing or
 // broken only fails or holds back this volume.
 func resolveClaim(spec *volume.Spec) claimOutcome {
-	src := spec.Volume.PersistentVolumeClaim
+	name := claimName(spec)
 	ns := spec.Pod.Namespace
-	if src.ClaimName == "" {
+	if name == "" {
 		return claimOutcome{problem: errors.New("persistentVolumeClaim.claimName is required")}
 	}
-	what := "claim " + ns + "/" + src.ClaimName
-	claim, err := spec.Objects.PersistentVolumeClaim(ns, src.ClaimName)
+	what := "claim " + ns + "/" + name
+	claim, err := spec.Objects.PersistentVolumeClaim(ns, name)
 	switch {
 	case errors.Is(err, volume.ErrNotReady):
 		return claimOutcome{waiting: err.Error()}
+	case errors.Is(err, volume.ErrNotFound) && spec.Volume.Ephemeral != nil:
+		return claimOutcome{waiting: ephemeralNotCreated(what)}
 	case errors.Is(err, volume.ErrNotFound):
 		return claimOutcome{problem: fmt.Errorf("%s not found", what)}
 	case err != nil:
 		return claimOutcome{problem: fmt.Errorf("get %s: %w", what, err)}
+	}
+	if err := ownedByPod(spec, claim); err != nil {
+		return claimOutcome{problem: err}
 	}
 	out := claimOutcome{claim: claim}
 	switch {
@@ -111,7 +116,7 @@ func volumeMode(m *v1.PersistentVolumeMode) v1.PersistentVolumeMode {
 // claimVolume describes a persistentVolumeClaim volume: named after its PV
 // once the claim is bound, served by the plugin of the PV's type.
 func (p *Populator) claimVolume(spec *volume.Spec) dsw.Volume {
-	d := dsw.Volume{Name: spec.Volume.Name, Claim: spec.Volume.PersistentVolumeClaim.ClaimName}
+	d := dsw.Volume{Name: spec.Volume.Name, Claim: claimName(spec)}
 	out := resolveClaim(spec)
 	if out.claim != nil && out.claim.Spec.VolumeName != "" {
 		// Known from here on: the directory is named after the PV, so a

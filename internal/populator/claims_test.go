@@ -61,6 +61,24 @@ func blockPV() *v1.PersistentVolume {
 	return pv
 }
 
+// populateOne populates pod ns/web (u1) with the one volume vol and the
+// given containers, from a source of that name over objects, and returns
+// its desired volume.
+func populateOne(t *testing.T, source string, objects plugintest.Objects, vol v1.Volume, containers ...v1.Container) dsw.Volume {
+	t.Helper()
+	pod := testPod("u1", "web", vol)
+	pod.Spec.Containers = containers
+	src := newSource(source, true, pod)
+	src.objects = objects
+	h := newHarness(t, src)
+	h.p.Populate()
+	got, _ := h.desired.Pod("u1")
+	if len(got.Volumes) != 1 {
+		t.Fatalf("volumes = %+v", got.Volumes)
+	}
+	return got.Volumes[0]
+}
+
 func TestClaimVolumes(t *testing.T) {
 	block := v1.PersistentVolumeBlock
 	tests := []struct {
@@ -138,17 +156,7 @@ func TestClaimVolumes(t *testing.T) {
 			if tt.pv != nil {
 				objects.PVs[tt.pv.Name] = tt.pv
 			}
-			spec := testPod("u1", "web", claimVolume("vol", "data"))
-			spec.Spec.Containers = tt.containers
-			src := newSource("manifests", true, spec)
-			src.objects = objects
-			h := newHarness(t, src)
-			h.p.Populate()
-			pod, _ := h.desired.Pod("u1")
-			if len(pod.Volumes) != 1 {
-				t.Fatalf("volumes = %+v", pod.Volumes)
-			}
-			v := pod.Volumes[0]
+			v := populateOne(t, "manifests", objects, claimVolume("vol", "data"), tt.containers...)
 			if v.Name != tt.wantKey || v.Claim != "data" {
 				t.Errorf("volume name %q claim %q, want %q and data", v.Name, v.Claim, tt.wantKey)
 			}

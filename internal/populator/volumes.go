@@ -79,7 +79,7 @@ func (p *Populator) desiredVolume(spec *volume.Spec, podProblem string) dsw.Volu
 		d.Problem = fmt.Sprintf("volume name %q: %s", spec.Volume.Name, errs[0])
 		return d
 	}
-	if spec.Volume.PersistentVolumeClaim != nil {
+	if spec.Volume.PersistentVolumeClaim != nil || spec.Volume.Ephemeral != nil {
 		return p.claimVolume(spec)
 	}
 	if err := checkNotDevice(spec.Pod, spec.Volume); err != nil {

@@ -185,6 +185,42 @@ func (c *Controller) abandon(ctx context.Context, log *zap.Logger, req Request, 
 	return nil
 }
 
+// settleLeftovers settles the provisionings r recorded and never settled
+// (a crash between the storage and the PV): Commit where the PV exists,
+// Abandon where the claim is gone, as the API server says, not the cache.
+// One that cannot be settled now is logged and tried again later.
+func (c *Controller) settleLeftovers(ctx context.Context, r Resumer) {
+	left, err := r.Unsettled(ctx)
+	if err != nil {
+		c.log.Warn("unfinished provisionings not settled", zap.Error(err))
+		return
+	}
+	for _, u := range left {
+		log := c.log.With(zap.String("claim", u.Claim.Namespace+"/"+u.Claim.Name), zap.String("pv", u.PV.Name))
+		if err := c.settleLeftover(ctx, log, r, u); err != nil {
+			log.Warn("unfinished provisioning not settled", zap.Error(err))
+		}
+	}
+}
+
+func (c *Controller) settleLeftover(ctx context.Context, log *zap.Logger, r Resumer, u Unsettled) error {
+	opCtx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
+	defer cancel()
+	pv, err := c.client.CoreV1().PersistentVolumes().Get(opCtx, u.PV.Name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return r.Commit(opCtx, pv)
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("read PersistentVolume %s: %w", u.PV.Name, err)
+	}
+	gone, err := c.claimGone(opCtx, u.Claim)
+	if err != nil || !gone {
+		return err // its provisioning goes on, and finds the storage
+	}
+	log.Info("claim deleted while the agent was down, after its storage was made and before its PersistentVolume; taking the storage back")
+	return c.abandon(opCtx, log, Request{Claim: u.Claim, PVName: u.PV.Name}, u.PV)
+}
+
 // failed records a failed Provision; when this node cannot provision, it
 // gives the claim back to the scheduler by removing selected-node.
 func (c *Controller) failed(ctx context.Context, req Request, err error) error {

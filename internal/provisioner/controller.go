@@ -237,6 +237,21 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.log.Info("provisioner started", zap.String("node", c.cfg.Node))
 	var wg sync.WaitGroup
+	if r, ok := c.cfg.Provisioner.(Resumer); ok {
+		c.settleLeftovers(ctx, r) // before any worker provisions again
+		wg.Go(func() {
+			t := time.NewTicker(resync)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					c.settleLeftovers(ctx, r)
+				}
+			}
+		})
+	}
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			for c.work(ctx) {

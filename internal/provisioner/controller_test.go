@@ -412,3 +412,54 @@ func TestLegacyLocalNameIsServed(t *testing.T) {
 		return slices.Equal(deleted, []string{"legacy"}), fmt.Sprint(deleted)
 	})
 }
+
+// fakeResumer is a fakeProvisioner with records of unsettled provisionings.
+type fakeResumer struct {
+	fakeProvisioner
+	left                 []Unsettled
+	committed, abandoned []string // guarded by fakeProvisioner.mu
+}
+
+func (f *fakeResumer) Unsettled(context.Context) ([]Unsettled, error) { return f.left, nil }
+
+func (f *fakeResumer) Commit(_ context.Context, pv *v1.PersistentVolume) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.committed = append(f.committed, pv.Name)
+	return nil
+}
+
+func (f *fakeResumer) Abandon(_ context.Context, _ Request, pv *v1.PersistentVolume) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.abandoned = append(f.abandoned, pv.Name)
+	return "", nil
+}
+
+func (f *fakeResumer) settled() (committed, abandoned []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.committed), slices.Clone(f.abandoned)
+}
+
+// TestLeftoversSettledAtStart: of three provisionings a crash left
+// unsettled, the one whose PV exists is committed, the one whose claim is
+// gone (deleted, or deleted and made again with another UID) abandoned,
+// and the one whose claim waits is left to its provisioning.
+func TestLeftoversSettledAtStart(t *testing.T) {
+	unsettled := func(name string) Unsettled {
+		return Unsettled{PV: &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-" + name}},
+			Claim: &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}}
+	}
+	p := &fakeResumer{left: []Unsettled{unsettled("made"), unsettled("gone"), unsettled("again"), unsettled("waits")}}
+	made := releasedPV("pvc-uid-made", LocalName, "node-a", v1.PersistentVolumeReclaimDelete)
+	made.Status.Phase = v1.VolumeBound
+	again := claim("again", "local", LocalName, "")
+	again.UID = "uid-again-2"
+	run(t, p, "node-a", class("local", LocalName), made, again, claim("waits", "local", LocalName, ""))
+	eventually(t, "leftovers settled", func() (bool, string) {
+		committed, abandoned := p.settled()
+		return slices.Equal(committed, []string{"pvc-uid-made"}) && slices.Equal(abandoned, []string{"pvc-uid-gone", "pvc-uid-again"}),
+			fmt.Sprintf("committed %v, abandoned %v", committed, abandoned)
+	})
+}

@@ -147,6 +147,26 @@ type Settler interface {
 	Abandon(ctx context.Context, req Request, pv *v1.PersistentVolume) (kept string, err error)
 }
 
+// Resumer is a Settler whose records of unfinished provisionings outlive
+// a restart: storage made by a Tentative Provision whose PV was never
+// created, when the agent stopped before it could Commit or Abandon. After
+// its caches have synced, the cluster controller settles each one: Commit
+// when the PV exists, Abandon when the claim is gone (read from the API
+// server: a claim of that UID never comes back), nothing while the claim
+// is there (its provisioning goes on and finds the storage).
+type Resumer interface {
+	Settler
+	Unsettled(ctx context.Context) ([]Unsettled, error)
+}
+
+// Unsettled is one provisioning a Resumer recorded and never settled: the
+// PV it was for, as NewPV would have made it, and its claim (namespace,
+// name and UID).
+type Unsettled struct {
+	PV    *v1.PersistentVolume
+	Claim *v1.PersistentVolumeClaim
+}
+
 // PVName is the name of the PV provisioned for claim: pvc-<uid>.
 func PVName(claim *v1.PersistentVolumeClaim) string { return "pvc-" + string(claim.UID) }
 

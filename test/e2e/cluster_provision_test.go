@@ -32,6 +32,7 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalOnTheSelectedNode", env.testLocalProvisioning)
 	t.Run("LocalKilledBetweenDirectoryAndPV", env.testLocalProvisionCrash)
 	t.Run("LocalClaimDeletedWhileProvisioning", env.testLocalClaimDeletedMidway)
+	t.Run("LocalKilledThenClaimDeleted", env.testLocalKilledThenClaimDeleted)
 	t.Run("LocalRootReadOnlyGivesTheClaimBack", env.testLocalReschedule)
 	t.Run("LocalReclaimDeferredBusyAndKilled", env.testLocalReclaimDeferred)
 	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
@@ -101,8 +102,9 @@ func (env *clusterEnv) dynamicClaim(t *testing.T, ns, name, class string) *v1.Pe
 }
 
 // entries lists the names in dir ("" for none, and for no dir), but for
-// the capacity backend's records (.capacity), which every local path root
-// of a privileged agent has.
+// the agent's records in a local path root: the capacity backend's
+// (.capacity), which every local path root of a privileged agent has, and
+// those of provisionings without a PV yet (.provisioning).
 func entries(t *testing.T, dir string) []string {
 	t.Helper()
 	des, err := os.ReadDir(dir)
@@ -111,7 +113,7 @@ func entries(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, d := range des {
-		if d.Name() != ".capacity" {
+		if d.Name() != ".capacity" && d.Name() != ".provisioning" {
 			out = append(out, d.Name())
 		}
 	}
@@ -317,6 +319,47 @@ func (env *clusterEnv) testLocalProvisionCrash(t *testing.T) {
 	}
 	env.deletePodAndClaim(t, ns, pod.Name, "data")
 	env.waitPVGone(t, "pvc-"+string(claim.UID))
+}
+
+// testLocalKilledThenClaimDeleted: the agent is killed after it made the
+// directory and before it created the PV, and the claim is deleted while
+// it is down. The directory, which no PV ever pointed at, is taken back at
+// the next start, from the record written before it was made; no PV is
+// made.
+func (env *clusterEnv) testLocalKilledThenClaimDeleted(t *testing.T) {
+	ctx := context.Background()
+	ns := "prov-killed-deleted"
+	env.cp.CreateNamespace(t, ns)
+	a := env.startProvAgents(t, []string{"VOLUME_AGENT_TEST_PROVISION_PAUSE=30s"}, "node-prov-killed-deleted")[0]
+	env.localClass(t, "va-local-killed-deleted", v1.PersistentVolumeReclaimRetain, nil)
+	claim := env.dynamicClaim(t, ns, "data", "va-local-killed-deleted")
+	pod := env.createPod(t, podOn(a.node, unscheduledPod(ns, "db", "data")))
+	waitFor(t, 60*time.Second, "the directory made", func() (bool, string) {
+		got := entries(t, a.data)
+		return len(got) == 1, fmt.Sprint(got)
+	})
+	a.kill()
+	records := filepath.Join(a.data, ".provisioning")
+	if got, _ := os.ReadDir(records); len(got) != 1 || got[0].Name() != "pvc-"+string(claim.UID)+".json" {
+		t.Fatalf("records of unfinished provisionings: %v; want the claim's", got)
+	}
+	env.deletePodAndClaim(t, ns, pod.Name, "data")
+	waitFor(t, 30*time.Second, "the claim gone", func() (bool, string) {
+		_, err := env.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	a.env = nil
+	a.start(a.extra...)
+	waitFor(t, 30*time.Second, "the directory taken back", func() (bool, string) {
+		got := entries(t, a.data)
+		return len(got) == 0, fmt.Sprint(got)
+	})
+	if got, err := os.ReadDir(records); err != nil || len(got) != 0 {
+		t.Errorf("records left: %v, %v", got, err)
+	}
+	if _, err := env.client.CoreV1().PersistentVolumes().Get(ctx, "pvc-"+string(claim.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("PV of the deleted claim: %v, want not found", err)
+	}
 }
 
 // testLocalClaimDeletedMidway: the claim (and its pod) are deleted after

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
@@ -139,6 +140,17 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	name := dirName(c.Namespace, c.Name, req.PVName)
 	ann := map[string]string{provisioner.AnnArchiveOnDelete: strconv.FormatBool(cp.archive)}
 	var dir string
+	if req.Tentative {
+		kind := ""
+		if cp.enforce {
+			kind = p.cfg.Capacity.Kind()
+		}
+		if err := p.record(req, name, kind); err != nil && rootFailure(err) {
+			return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)
+		} else if err != nil {
+			return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w", c.Namespace, c.Name, err)
+		}
+	}
 	if cp.enforce {
 		p.roomMu.Lock()
 		if err = p.makeRoom(ctx, name, cp.size); err == nil {
@@ -148,6 +160,12 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 		ann[AnnCapacity] = p.cfg.Capacity.Kind()
 	} else {
 		dir, err = mount.Bounded(ctx, func() (string, error) { return storagedir.Create(p.cfg.Root, name, volumeMode) })
+	}
+	if errors.Is(err, ErrNoRoom) && req.Tentative {
+		// Refused before anything was made: nothing to take back.
+		if cerr := p.Commit(ctx, &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: req.PVName}}); cerr != nil {
+			p.log.Info("record of a refused provisioning kept", zap.String("pv", req.PVName), zap.Error(cerr))
+		}
 	}
 	if err != nil && (rootFailure(err) || errors.Is(err, ErrNoRoom)) {
 		return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)

@@ -52,11 +52,16 @@ func TestRoomCountsWhatVolumesMayStillWrite(t *testing.T) {
 	if n := room(); n != 24<<20 {
 		t.Errorf("Room after a 40Mi volume = %d, want %d", n, 24<<20)
 	}
-	_, err := p.Provision(t.Context(), sized("second", "40Mi"))
+	second := sized("second", "40Mi")
+	second.Tentative = true // as the cluster controller asks
+	_, err := p.Provision(t.Context(), second)
 	if !errors.Is(err, ErrNoRoom) || !errors.Is(err, provisioner.ErrReschedule) {
 		t.Fatalf("a second 40Mi volume: %v; want ErrNoRoom and ErrReschedule", err)
 	}
 	t.Logf("refused: %v", err)
+	if got := entries(t, filepath.Join(root, RecordsDir)); len(got) != 0 {
+		t.Errorf("records after a refusal that made nothing: %v", got)
+	}
 	provision(t, p, first) // a retry needs no more room
 
 	if err := p.Expand(t.Context(), pv, 56<<20); err != nil {
