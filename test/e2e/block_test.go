@@ -254,3 +254,52 @@ func imageLoop(t *testing.T, img string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// ephemeralBlockPod is pod %s with a generic ephemeral volume of
+// volumeMode Block of class sized, used through volumeDevices.
+const ephemeralBlockPod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    volumeDevices: [{name: disk, devicePath: /dev/xvda}]
+  volumes:
+  - name: disk
+    ephemeral:
+      volumeClaimTemplate:
+        spec:
+          storageClassName: sized
+          volumeMode: Block
+          accessModes: [ReadWriteOnce]
+          resources: {requests: {storage: 8Mi}}
+`
+
+// TestEphemeralRawBlockVolume: a generic ephemeral volume of volumeMode
+// Block, from manifests, is a raw image published as the pod's device,
+// and goes with the pod.
+func TestEphemeralRawBlockVolume(t *testing.T) {
+	root := imageLocalRoot(t)
+	a := newAgent(t)
+	a.writeManifest("class.yaml", enforcedClass)
+	a.writeManifest("pod.yaml", fmt.Sprintf(ephemeralBlockPod, "scratch"))
+	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s")
+	p := a.waitPod("default", "scratch", 30*time.Second, ready)
+	imgs, err := filepath.Glob(filepath.Join(root, "*.img"))
+	if err != nil || len(imgs) != 1 {
+		t.Fatalf("images under the local path root: %v, %v; want one", imgs, err)
+	}
+	if v := p.volume("disk"); v.Mode != "Block" {
+		t.Fatalf("volume = %+v, want mode Block", v)
+	}
+	checkSameDevice(t, p.volume("disk").Path, imageLoop(t, imgs[0]))
+	writeDevice(t, p.volume("disk").Path, "scratch")
+	a.removeManifest("pod.yaml")
+	a.waitPodDirGone(p.UID)
+	waitFor(t, 20*time.Second, "the image deleted with its pod's claim", func() (bool, string) {
+		_, err := os.Lstat(imgs[0])
+		return os.IsNotExist(err), fmt.Sprint(err)
+	})
+}
