@@ -40,7 +40,9 @@ var _ volume.BlockMapper = (*Plugin)(nil)
 // teardown takes off (the agent stacks none; one made by hand would).
 const maxLayers = 8
 
-// device is a PV's block device, open as an O_PATH descriptor.
+// device is a PV's block device, open (O_PATH, or O_RDONLY for the loop
+// device of a file, which was asked for its backing file), with its
+// device number.
 type device struct {
 	fd   int
 	rdev uint64
