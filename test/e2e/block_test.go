@@ -255,18 +255,9 @@ func imageLoop(t *testing.T, img string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// ephemeralBlockPod is pod %s with a generic ephemeral volume of
-// volumeMode Block of class sized, used through volumeDevices.
-const ephemeralBlockPod = `
-apiVersion: v1
-kind: Pod
-metadata: {name: %s}
-spec:
-  containers:
-  - name: c
-    image: busybox
-    volumeDevices: [{name: disk, devicePath: /dev/xvda}]
-  volumes:
+// ephemeralBlockVolume replaces blockPod's claim volume by a generic
+// ephemeral volume of volumeMode Block of class sized.
+const ephemeralBlockVolume = `volumes:
   - name: disk
     ephemeral:
       volumeClaimTemplate:
@@ -284,7 +275,7 @@ func TestEphemeralRawBlockVolume(t *testing.T) {
 	root := imageLocalRoot(t)
 	a := newAgent(t)
 	a.writeManifest("class.yaml", enforcedClass)
-	a.writeManifest("pod.yaml", fmt.Sprintf(ephemeralBlockPod, "scratch"))
+	a.writeManifest("pod.yaml", strings.Replace(fmt.Sprintf(blockPod, "scratch"), "volumes: [{name: disk, persistentVolumeClaim: {claimName: data}}]\n", ephemeralBlockVolume, 1))
 	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s")
 	p := a.waitPod("default", "scratch", 30*time.Second, ready)
 	imgs, err := filepath.Glob(filepath.Join(root, "*.img"))
