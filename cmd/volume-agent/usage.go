@@ -16,7 +16,8 @@ import (
 // and claim volume of a desired pod that is set up (Mounted), named as
 // its pod's spec names it. A claim bound to a hostPath PV is left out, as
 // the kubelet leaves hostPath out: its path is any directory of the host,
-// "/" included, and walking it is not the agent's business.
+// "/" included, and walking it is not the agent's business. A Block
+// volume is a device, not a file system: it is left out too.
 type usageTargets struct {
 	desired *dsw.World
 	actual  *asw.World
@@ -28,12 +29,12 @@ func (t usageTargets) UsageTargets() []volumeusage.Target {
 	var out []volumeusage.Target
 	for _, p := range t.desired.Pods() {
 		for _, d := range p.Volumes {
-			if (d.Plugin != emptydir.Name && d.Claim == "") || d.Plugin == hostpath.Name {
+			if (d.Plugin != emptydir.Name && d.Claim == "") || d.Plugin == hostpath.Name || d.Block {
 				continue
 			}
 			key := dsw.Key{PodUID: p.UID, Volume: d.Name}
 			a, ok := t.actual.Get(key)
-			if !ok || a.State != asw.Mounted || a.Path == "" {
+			if !ok || a.State != asw.Mounted || a.Path == "" || a.Block {
 				continue
 			}
 			name := d.SpecName

@@ -48,6 +48,9 @@ type Volume struct {
 	// Reconstructed is true for a volume found on disk at start that no
 	// operation has touched since.
 	Reconstructed bool
+	// Block: Dir is not a directory but the file on which a device is
+	// published (volumeMode Block; layout.Root.DevicePath).
+	Block bool
 	// SpecName is the volume's name in its pod's spec when it differs
 	// from Name, and PV the PersistentVolume of a claim's volume, as the
 	// last set-up saw them: logs and the status name a volume by them once
@@ -111,7 +114,7 @@ func (w *World) Set(v Volume) {
 		w.pods[v.PodUID] = p
 	}
 	old, had := p.set(v)
-	if !had || old.Plugin != v.Plugin {
+	if !had || old.Plugin != v.Plugin || old.Block != v.Block {
 		w.generation++
 		p.generation = w.generation
 	}
@@ -244,7 +247,7 @@ func (w *World) PodVolumes(uid types.UID) ([]Volume, uint64) {
 }
 
 // Generation returns a number that changes whenever a volume of the pod is
-// added or removed or changes plugin (not when its state or version
+// added or removed or changes plugin or mode (not when its state or version
 // changes), for callers that cache what they derived from the set of set-up
 // volumes of a pod. It is 0 for a pod without volumes.
 func (w *World) Generation(uid types.UID) uint64 {

@@ -33,6 +33,10 @@ type Volume struct {
 	Claim, PV string
 
 	Plugin string // plugin name; empty when no plugin supports the volume
+	// Block marks a claim's volume whose PersistentVolume has volumeMode
+	// Block: its device is published for the pod's volumeDevices
+	// (volume.BlockMapper), not mounted on a directory.
+	Block bool
 	// Spec is what the plugin needs for SetUp. Read-only.
 	Spec *volume.Spec
 	// Version changes whenever SetUp would produce different content.

@@ -3,6 +3,11 @@
 //
 //	<root>/pods/<podUID>/volumes/<plugin name with / replaced by ~>/<volume name>
 //	<root>/pods/<podUID>/volume-subpaths/<volume name>/<container>/<index>
+//	<root>/pods/<podUID>/volumeDevices/<plugin name with / replaced by ~>/<volume name>
+//
+// The second holds the containers' subPath mounts; the third the volumes
+// of volumeMode Block: each a file on which the device is published, as
+// the kubelet's volumeDevices directory.
 //
 // It builds those paths and parses them back; it never creates or removes
 // anything. Callers validate pod UIDs and volume names (ValidName) before
@@ -44,6 +49,22 @@ func (r Root) VolumeDir(uid types.UID, plugin, volume string) string {
 // <volume>/<container>/<index> below it.
 func (r Root) SubPathsDir(uid types.UID) string {
 	return filepath.Join(r.PodDir(uid), "volume-subpaths")
+}
+
+// DevicesDir is <root>/pods/<uid>/volumeDevices.
+func (r Root) DevicesDir(uid types.UID) string {
+	return filepath.Join(r.PodDir(uid), "volumeDevices")
+}
+
+// DevicePluginDir is <root>/pods/<uid>/volumeDevices/<escaped plugin>.
+func (r Root) DevicePluginDir(uid types.UID, plugin string) string {
+	return filepath.Join(r.DevicesDir(uid), EscapePluginName(plugin))
+}
+
+// DevicePath is <root>/pods/<uid>/volumeDevices/<escaped plugin>/<volume>,
+// where a block volume's device is published.
+func (r Root) DevicePath(uid types.UID, plugin, volume string) string {
+	return filepath.Join(r.DevicePluginDir(uid, plugin), volume)
 }
 
 // PluginMountsDir is <root>/plugins/<plugin>/mounts, where a plugin keeps

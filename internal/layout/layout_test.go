@@ -131,6 +131,34 @@ func TestScan(t *testing.T) {
 	}
 }
 
+// Published devices are files below volumeDevices: regular files (the
+// file a device is bind-mounted on, as the directory lists it) count,
+// symlinks and directories do not.
+func TestScanDevices(t *testing.T) {
+	root := Root(t.TempDir())
+	outside := t.TempDir()
+	writeFile(t, root.DevicePath("p1", "kubernetes.io/local-volume", "pv-1"))
+	mkdir(t, root.DevicePath("p1", "kubernetes.io/local-volume", "a-dir"))
+	symlink(t, "/dev/null", root.DevicePath("p1", "kubernetes.io/local-volume", "link"))
+	symlink(t, outside, root.DevicePluginDir("p1", "linked~plugin"))
+	writeFile(t, filepath.Join(outside, "pv-2"))
+	mkdir(t, root.VolumeDir("p1", "kubernetes.io/empty-dir", "data"))
+	_, volumes, err := root.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Found{
+		{PodUID: "p1", Plugin: "kubernetes.io/empty-dir", Volume: "data", Dir: root.VolumeDir("p1", "kubernetes.io/empty-dir", "data")},
+		{PodUID: "p1", Plugin: "kubernetes.io/local-volume", Volume: "pv-1", Dir: root.DevicePath("p1", "kubernetes.io/local-volume", "pv-1"), Block: true},
+	}
+	if !reflect.DeepEqual(volumes, want) {
+		t.Errorf("volumes = %+v\nwant %+v", volumes, want)
+	}
+	if got := root.DevicePath("u", "kubernetes.io/local-volume", "pv"); got != filepath.Join(string(root), "pods/u/volumeDevices/kubernetes.io~local-volume/pv") {
+		t.Errorf("DevicePath = %s", got)
+	}
+}
+
 func TestScanMissingRoot(t *testing.T) {
 	for _, root := range []Root{Root(filepath.Join(t.TempDir(), "missing")), Root(t.TempDir())} {
 		pods, volumes, err := root.Scan()

@@ -87,8 +87,6 @@ func followToPV(spec *volume.Spec, out claimOutcome, what string) claimOutcome {
 		out.problem = fmt.Errorf("%s names PersistentVolume %s, which is bound to another claim of that name (uid %s, not %s)", what, pv.Name, ref.UID, claim.UID)
 	case volumeMode(claim.Spec.VolumeMode) != volumeMode(pv.Spec.VolumeMode):
 		out.problem = fmt.Errorf("%s asks for volumeMode %s but PersistentVolume %s has %s", what, volumeMode(claim.Spec.VolumeMode), pv.Name, volumeMode(pv.Spec.VolumeMode))
-	case volumeMode(pv.Spec.VolumeMode) == v1.PersistentVolumeBlock:
-		out.problem = fmt.Errorf("PersistentVolume %s has volumeMode Block, which volume-agent does not serve (it serves volumeMode Filesystem)", pv.Name)
 	default:
 		if err := layout.ValidName(pv.Name); err != nil {
 			out.problem = fmt.Errorf("PersistentVolume name: %w", err)
@@ -137,6 +135,15 @@ func (p *Populator) claimVolume(spec *volume.Spec) dsw.Volume {
 	plugin, err := p.cfg.Plugins.FindPV(out.pv)
 	if err != nil {
 		d.Problem, d.Unsupported = err.Error(), isUnsupported(err)
+		return d
+	}
+	d.Block = volume.Block(out.pv)
+	if err := checkVolumeMode(spec.Pod, spec.Volume.Name, volumeMode(out.pv.Spec.VolumeMode)); err != nil {
+		d.Problem = err.Error()
+		return d
+	}
+	if _, ok := plugin.(volume.BlockMapper); d.Block && !ok {
+		d.Problem = fmt.Sprintf("PersistentVolume %s has volumeMode Block, which its plugin %s does not serve", out.pv.Name, plugin.Name())
 		return d
 	}
 	pvSpec := *spec

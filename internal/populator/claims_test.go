@@ -45,19 +45,38 @@ func localPV(name, claim string) *v1.PersistentVolume {
 	}
 }
 
-// populateOne populates pod ns/web (u1) with the one volume vol, from a
-// source of that name over objects, and returns its desired volume.
-func populateOne(t *testing.T, source string, objects plugintest.Objects, vol v1.Volume) dsw.Volume {
+func ptr[T any](v T) *T { return &v }
+
+// blockClaim is ns/data of volumeMode Block, bound to pv-1.
+func blockClaim() *v1.PersistentVolumeClaim {
+	c := boundClaim("data", "pv-1")
+	c.Spec.VolumeMode = ptr(v1.PersistentVolumeBlock)
+	return c
+}
+
+// blockPV is the local PV pv-1 of volumeMode Block, bound to ns/data.
+func blockPV() *v1.PersistentVolume {
+	pv := localPV("pv-1", "data")
+	pv.Spec.VolumeMode = ptr(v1.PersistentVolumeBlock)
+	return pv
+}
+
+// populateOne populates pod ns/web (u1) with the one volume vol and the
+// given containers, from a source of that name over objects, and returns
+// its desired volume.
+func populateOne(t *testing.T, source string, objects plugintest.Objects, vol v1.Volume, containers ...v1.Container) dsw.Volume {
 	t.Helper()
-	src := newSource(source, true, testPod("u1", "web", vol))
+	pod := testPod("u1", "web", vol)
+	pod.Spec.Containers = containers
+	src := newSource(source, true, pod)
 	src.objects = objects
 	h := newHarness(t, src)
 	h.p.Populate()
-	pod, _ := h.desired.Pod("u1")
-	if len(pod.Volumes) != 1 {
-		t.Fatalf("volumes = %+v", pod.Volumes)
+	got, _ := h.desired.Pod("u1")
+	if len(got.Volumes) != 1 {
+		t.Fatalf("volumes = %+v", got.Volumes)
 	}
-	return pod.Volumes[0]
+	return got.Volumes[0]
 }
 
 func TestClaimVolumes(t *testing.T) {
@@ -69,6 +88,9 @@ func TestClaimVolumes(t *testing.T) {
 		wantKey string                    // the desired volume's name (its directory)
 		problem string                    // a substring; empty for none
 		waiting string                    // a substring; empty for none
+		// containers of the pod; block: the volume is to be published as a device.
+		containers []v1.Container
+		block      bool
 	}{
 		{name: "bound local PV", claim: boundClaim("data", "pv-1"), pv: localPV("pv-1", "data"), wantKey: "pv-1"},
 		{name: "missing claim", wantKey: "vol", problem: "claim ns/data not found"},
@@ -96,12 +118,18 @@ func TestClaimVolumes(t *testing.T) {
 			c.DeletionTimestamp = &metav1.Time{}
 			return c
 		}(), pv: localPV("pv-1", "data"), wantKey: "pv-1", problem: "is being deleted"},
-		{name: "block mode", claim: func() *v1.PersistentVolumeClaim {
-			c := boundClaim("data", "pv-1")
-			c.Spec.VolumeMode = &block
-			return c
-		}(),
-			pv: func() *v1.PersistentVolume { pv := localPV("pv-1", "data"); pv.Spec.VolumeMode = &block; return pv }(), wantKey: "pv-1", problem: "volumeMode Block"},
+		{name: "block mode", claim: blockClaim(), pv: blockPV(), wantKey: "pv-1", block: true,
+			containers: []v1.Container{{Name: "app", VolumeDevices: []v1.VolumeDevice{{Name: "vol", DevicePath: "/dev/xvda"}}}}},
+		{name: "block mode, used by no container", claim: blockClaim(), pv: blockPV(), wantKey: "pv-1", block: true},
+		{name: "block mode in volumeMounts", claim: blockClaim(), pv: blockPV(), wantKey: "pv-1",
+			containers: []v1.Container{
+				{Name: "dev", VolumeDevices: []v1.VolumeDevice{{Name: "vol", DevicePath: "/dev/xvda"}}},
+				{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "vol", MountPath: "/data"}}},
+			},
+			problem: `pod ns/web: volume "vol" has volumeMode Block, but container "app" uses it in volumeMounts`},
+		{name: "filesystem mode in volumeDevices", claim: boundClaim("data", "pv-1"), pv: localPV("pv-1", "data"), wantKey: "pv-1",
+			containers: []v1.Container{{Name: "app", VolumeDevices: []v1.VolumeDevice{{Name: "vol", DevicePath: "/dev/xvda"}}}},
+			problem:    `pod ns/web: volume "vol" has volumeMode Filesystem, but container "app" uses it in volumeDevices`},
 		{name: "volume mode mismatch", claim: func() *v1.PersistentVolumeClaim {
 			c := boundClaim("data", "pv-1")
 			c.Spec.VolumeMode = &block
@@ -128,7 +156,7 @@ func TestClaimVolumes(t *testing.T) {
 			if tt.pv != nil {
 				objects.PVs[tt.pv.Name] = tt.pv
 			}
-			v := populateOne(t, "manifests", objects, claimVolume("vol", "data"))
+			v := populateOne(t, "manifests", objects, claimVolume("vol", "data"), tt.containers...)
 			if v.Name != tt.wantKey || v.Claim != "data" {
 				t.Errorf("volume name %q claim %q, want %q and data", v.Name, v.Claim, tt.wantKey)
 			}
@@ -145,9 +173,49 @@ func TestClaimVolumes(t *testing.T) {
 					t.Fatalf("volume = %+v; want waiting %q", v, tt.waiting)
 				}
 			default:
-				if v.Problem != "" || v.Waiting != "" || v.Plugin != local.Name || v.PV != "pv-1" || v.Spec.PV == nil || v.Spec.Claim == nil {
+				if v.Problem != "" || v.Waiting != "" || v.Plugin != local.Name || v.PV != "pv-1" || v.Spec.PV == nil || v.Spec.Claim == nil || v.Block != tt.block {
 					t.Fatalf("volume = %+v; want a local volume of pv-1, ready to set up", v)
 				}
+			}
+		})
+	}
+}
+
+// A volume that is not a claim's cannot be used in volumeDevices: it fails,
+// naming the pod, the container and the volume.
+func TestInlineVolumeInVolumeDevices(t *testing.T) {
+	pod := testPod("u1", "web", emptyDirVolume("scratch"))
+	pod.Spec.InitContainers = []v1.Container{{Name: "init", VolumeDevices: []v1.VolumeDevice{{Name: "scratch", DevicePath: "/dev/xvda"}}}}
+	h := newHarness(t, newSource("manifests", true, pod))
+	h.p.Populate()
+	got, _ := h.desired.Pod("u1")
+	want := `pod ns/web: container "init" uses volume "scratch" in volumeDevices`
+	if len(got.Volumes) != 1 || !strings.Contains(got.Volumes[0].Problem, want) || got.Volumes[0].Plugin != "" {
+		t.Fatalf("volumes = %+v, want one failing with %q", got.Volumes, want)
+	}
+}
+
+// A set-up volume whose PersistentVolume's volumeMode changed under the
+// running pod is kept as it was set up.
+func TestVolumeModeOfARunningPodCannotChange(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		setUpBlock bool
+		pv         *v1.PersistentVolume
+		claim      *v1.PersistentVolumeClaim
+	}{
+		{"filesystem to block", false, blockPV(), blockClaim()},
+		{"block to filesystem", true, localPV("pv-1", "data"), boundClaim("data", "pv-1")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newSource("manifests", true, testPod("u1", "web", claimVolume("vol", "data")))
+			src.objects = plugintest.Objects{Claims: map[string]*v1.PersistentVolumeClaim{"ns/data": tc.claim}, PVs: map[string]*v1.PersistentVolume{"pv-1": tc.pv}}
+			h, actual := withActual(t, src)
+			actual.Set(asw.Volume{PodUID: "u1", Name: "pv-1", Plugin: local.Name, State: asw.Mounted, Block: tc.setUpBlock})
+			h.p.Populate()
+			got, _ := h.desired.Pod("u1")
+			if len(got.Volumes) != 1 || !strings.Contains(got.Volumes[0].Problem, "changed from volumeMode") || got.Volumes[0].Block != tc.setUpBlock || got.Volumes[0].Plugin != "" {
+				t.Fatalf("volumes = %+v, want the set-up volume kept", got.Volumes)
 			}
 		})
 	}

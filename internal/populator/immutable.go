@@ -33,10 +33,15 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 	for i, v := range d.Volumes {
 		present[v.Name] = true
 		a, ok := setUp[v.Name]
-		if ok && v.Plugin != "" && v.Plugin != a.Plugin {
+		switch {
+		case ok && v.Plugin != "" && v.Plugin != a.Plugin:
 			d.Volumes[i] = dsw.Volume{Name: v.Name, Problem: fmt.Sprintf(
 				"volume %q of a running pod changed from %s to %s: a pod's volumes cannot change; the %s volume is kept until the pod is deleted",
 				v.Name, a.Plugin, v.Plugin, a.Plugin)}
+		case ok && v.Plugin != "" && v.Block != a.Block:
+			d.Volumes[i] = dsw.Volume{Name: v.Name, Block: a.Block, Problem: fmt.Sprintf(
+				"volume %q of a running pod changed from volumeMode %s to %s: a pod's volumes cannot change; the %s volume is kept until the pod is deleted",
+				v.Name, modeName(a.Block), modeName(v.Block), modeName(a.Block))}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(setUp)) {
@@ -46,4 +51,12 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 		d.Volumes = append(d.Volumes, dsw.Volume{Name: name, Kept: true, Problem: fmt.Sprintf(
 			"volume %q is set up but not in the pod's spec: a pod's volumes cannot change; it is kept until the pod is deleted", name)})
 	}
+}
+
+// modeName is the volumeMode of a volume that is a device (block) or not.
+func modeName(block bool) string {
+	if block {
+		return "Block"
+	}
+	return "Filesystem"
 }

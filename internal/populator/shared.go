@@ -81,7 +81,7 @@ func refuseClash(vols []dsw.Volume, idx []int, dir string) {
 	for _, i := range idx {
 		a, b := pair(vols, idx, i, func(int) bool { return true })
 		v := vols[i]
-		vols[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Conflict: true, Problem: fmt.Sprintf(
+		vols[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Block: v.Block, Conflict: true, Problem: fmt.Sprintf(
 			"volumes %q and %q would share the directory %q, which only volumes of one claim with the same readOnly can: neither is set up", a, b, dir)}
 	}
 }
@@ -96,7 +96,7 @@ func refuseReadOnlyMix(vols []dsw.Volume, idx []int, readOnly map[string]bool, n
 			ro = b
 		}
 		v := vols[i]
-		vols[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Conflict: true, Problem: fmt.Sprintf(
+		vols[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Block: v.Block, Conflict: true, Problem: fmt.Sprintf(
 			"volumes %q and %q both use claim %s/%s, and only %q is readOnly: its PersistentVolume %s is mounted once for the pod, "+
 				"so it cannot be read-only for one volume and writable for the other; give both the same readOnly, or use one volume",
 			a, b, namespace, v.Claim, ro, v.PV)}
@@ -126,7 +126,7 @@ func shareFirst(vols []dsw.Volume, idx []int) {
 		case owner == "":
 			owner = specName(v)
 		default:
-			vols[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Problem: fmt.Sprintf(
+			vols[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Block: v.Block, Problem: fmt.Sprintf(
 				"volume %q would share the directory %q with volume %q; use one volume of the pod for it", specName(v), v.Name, owner)}
 		}
 	}

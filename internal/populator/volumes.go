@@ -94,6 +94,10 @@ func (p *Populator) desiredVolume(spec *volume.Spec, podProblem string) dsw.Volu
 	if spec.Volume.PersistentVolumeClaim != nil || spec.Volume.Ephemeral != nil {
 		return p.claimVolume(spec)
 	}
+	if err := checkNotDevice(spec.Pod, spec.Volume); err != nil {
+		d.Problem = err.Error()
+		return d
+	}
 	plugin, err := p.cfg.Plugins.Find(spec.Volume)
 	if err != nil {
 		d.Problem, d.Unsupported = err.Error(), isUnsupported(err)

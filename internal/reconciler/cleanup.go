@@ -69,7 +69,8 @@ func (r *Reconciler) podInUse(a action) bool {
 
 // removePodDir removes the levels of <root>/pods/<uid> the agent owns, with
 // rmdir only: the empty volume directories of each plugin directory, the
-// plugin directories, volumes/ and the pod directory. It never enters a
+// plugin directories, volumes/, the plugin directories of volumeDevices/
+// and volumeDevices/ itself, and the pod directory. It never enters a
 // volume directory — whatever is inside one (data of a plugin the agent
 // does not know, a mount) stops it with ENOTEMPTY or EBUSY — and never
 // follows a symlink. It returns the first error after removing all it can.
@@ -93,6 +94,15 @@ func removePodDir(root layout.Root, a action) error {
 		keep(rmdir(dir))
 	}
 	keep(rmdir(volumes))
+	// Published devices are files: their teardown removes them, and an
+	// entry left in a plugin's directory stops its rmdir with ENOTEMPTY.
+	devices := root.DevicesDir(a.pod)
+	plugins, err = subdirs(devices)
+	keep(err)
+	for _, plugin := range plugins {
+		keep(rmdir(filepath.Join(devices, plugin)))
+	}
+	keep(rmdir(devices))
 	keep(rmdir(root.PodDir(a.pod)))
 	return first
 }

@@ -75,6 +75,9 @@ func (r *Reconciler) setUp(a action) executor.Op {
 			return fmt.Errorf("plugin %s is not registered", a.plugin)
 		}
 		dir := r.cfg.Root.VolumeDir(a.pod, a.plugin, a.volume)
+		if a.desired.Block {
+			dir = r.cfg.Root.DevicePath(a.pod, a.plugin, a.volume)
+		}
 		// A set-up makes the pod's directory, and one that fails may leave
 		// it behind (an NFS mount refused by the server leaves the
 		// directories above its mount point): it is known before it
@@ -82,7 +85,7 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		r.cfg.Actual.NotePod(a.pod, a.podNamespace, a.podName)
 		start := time.Now()
 		stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
-		res, err := plugin.SetUp(ctx, a.desired.Spec, dir)
+		res, err := setUpOrMap(ctx, plugin, a.desired, dir)
 		stop()
 		err = mount.OneLine(err)
 		var subPaths *subpath.Outcome
@@ -97,7 +100,7 @@ func (r *Reconciler) setUp(a action) executor.Op {
 			logSetUpFailed(log, a, took, err)
 			return err
 		}
-		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted,
+		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted, Block: a.desired.Block,
 			Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: r.swap(a, res.Swap), SubPaths: subPaths})
 		logSubPaths(log, a.desired.SubPaths, subPaths)
 		if subErr != nil {
@@ -115,6 +118,31 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		logSetUp(log, a, took, res.Path)
 		return nil
 	}
+}
+
+// setUpOrMap sets d up in dir, or for a volume of volumeMode Block
+// publishes its device at dir.
+func setUpOrMap(ctx context.Context, plugin volume.Plugin, d dsw.Volume, dir string) (volume.Result, error) {
+	if !d.Block {
+		return plugin.SetUp(ctx, d.Spec, dir)
+	}
+	m, ok := plugin.(volume.BlockMapper)
+	if !ok {
+		return volume.Result{}, fmt.Errorf("plugin %s does not serve volumeMode Block", plugin.Name())
+	}
+	return m.MapDevice(ctx, d.Spec, dir)
+}
+
+// tearDownOrUnmap tears a down, or takes off its published device.
+func tearDownOrUnmap(ctx context.Context, plugin volume.Plugin, a asw.Volume) error {
+	if !a.Block {
+		return plugin.TearDown(ctx, a.Dir)
+	}
+	m, ok := plugin.(volume.BlockMapper)
+	if !ok {
+		return fmt.Errorf("plugin %s does not serve volumeMode Block: leaving the device published at %s", plugin.Name(), a.Dir)
+	}
+	return m.UnmapDevice(ctx, a.Dir)
 }
 
 // swap is what is known about the swap of a's volume after a set-up that
@@ -166,7 +194,7 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 	if ok && prev.State == asw.Mounted {
 		return
 	}
-	r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: dir, State: asw.Uncertain,
+	r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: dir, State: asw.Uncertain, Block: a.desired.Block,
 		SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: prev.Swap})
 }
 
@@ -192,7 +220,7 @@ func (r *Reconciler) tearDown(a action) executor.Op {
 		}
 		start := time.Now()
 		stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
-		err := mount.OneLine(plugin.TearDown(ctx, a.actual.Dir))
+		err := mount.OneLine(tearDownOrUnmap(ctx, plugin, a.actual))
 		stop()
 		took := r.observe(a, start, err)
 		if err != nil {

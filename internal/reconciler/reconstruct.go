@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/layout"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -80,7 +81,15 @@ func (r *Reconciler) addFound(f layout.Found, swap volume.Swap) bool {
 		log.Warn("leaving volume of an unknown plugin alone", zap.String("dir", f.Dir))
 		return false
 	}
-	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true, Swap: swap})
+	if prev, ok := r.cfg.Actual.Get(dsw.Key{PodUID: f.PodUID, Volume: f.Volume}); ok {
+		// A volume directory and a published device of one name: only a
+		// PersistentVolume whose volumeMode changed under a running pod
+		// makes that. The first found (the directory) is kept; the device
+		// stays as it is until an operator takes it off.
+		log.Warn("leaving a published device alone: a volume directory of the same name was found", zap.String("dir", f.Dir), zap.String("kept", prev.Dir))
+		return false
+	}
+	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true, Swap: swap, Block: f.Block})
 	log.Debug("volume found on disk")
 	return true
 }

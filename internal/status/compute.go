@@ -60,6 +60,15 @@ type Volume struct {
 	// the PersistentVolume it is bound to (once known).
 	Claim string `json:"claim,omitempty"`
 	PV    string `json:"pv,omitempty"`
+	// Mode is "Block" for a claim's volume of volumeMode Block: Path is
+	// then the file on which its device is published, for the runtime to
+	// give the containers that list it in volumeDevices. Absent for a
+	// volume mounted on a directory.
+	Mode string `json:"mode,omitempty"`
+	// ReadOnly says, for a Block volume, that the pod's claim asks for it
+	// read-only: a mount cannot keep a device from being written, so the
+	// runtime must give it to the containers read-only.
+	ReadOnly bool `json:"readOnly,omitempty"`
 	// NoSwap says, for a volume on a tmpfs (secret, projected, emptyDir of
 	// medium Memory) once set up, whether the tmpfs was mounted with
 	// noswap: false when its pages may reach swap (a kernel before Linux
@@ -212,6 +221,13 @@ func (w Worlds) pod(p dsw.Pod, actual []asw.Volume) Pod {
 // up with the desired plugin (an error then is a failed refresh: the old
 // content stays); Failed after a failed set-up; Pending otherwise.
 func volumeStatus(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
+	v := volumeState(d, a, have, opErr)
+	v.Mode, v.ReadOnly = mode(d, a, have, v.State)
+	return v
+}
+
+// volumeState is volumeStatus but for the mode.
+func volumeState(d dsw.Volume, a asw.Volume, have bool, opErr string) Volume {
 	v := Volume{Name: cmp.Or(d.SpecName, d.Name), Plugin: d.Plugin, Error: opErr, Claim: d.Claim, PV: d.PV}
 	switch {
 	case d.Kept && have:
@@ -272,6 +288,19 @@ func firstSubPathError(s []SubPath) string {
 		}
 	}
 	return ""
+}
+
+// mode is the API's mode of a volume and whether it is read-only: as the
+// set-up volume shown is, or as the desired one is to be.
+func mode(d dsw.Volume, a asw.Volume, have bool, state string) (string, bool) {
+	block := d.Block
+	if have && state == Mounted {
+		block = a.Block
+	}
+	if !block {
+		return "", false
+	}
+	return "Block", d.Spec != nil && d.Spec.Volume != nil && d.Spec.ReadOnly()
 }
 
 // addUsage adds the usage of volume k to v, once measured, and whether it

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
@@ -34,6 +35,11 @@ func TestVolumeStates(t *testing.T) {
 	foundSwappable.Swap = volume.SwapAllowed
 	conflict := dsw.Volume{Name: "v", SpecName: "b", Claim: "data", PV: "v", Conflict: true,
 		Problem: `volumes "a" and "b" both use claim ns/data, and only "b" is readOnly: …`}
+	const lv = "kubernetes.io/local-volume"
+	block, published := wanted("v", lv, "1"), setUp("p", "v", lv, "1", asw.Mounted)
+	block.Block, published.Block = true, true
+	readOnly := block
+	readOnly.Spec = &volume.Spec{Volume: &v1.Volume{VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ReadOnly: true}}}}
 	kept := dsw.Volume{Name: "v", Kept: true, Problem: `volume "v" is set up but not in the pod's spec: … kept until the pod is deleted`}
 	tests := []struct {
 		name    string
@@ -82,6 +88,14 @@ func TestVolumeStates(t *testing.T) {
 			Volume{Name: "b", State: Failed, Error: conflict.Problem, Claim: "data", PV: "v"}},
 		{"conflict with an operation error of the directory's volume shows the conflict", conflict, &mounted, "refresh failed",
 			Volume{Name: "b", State: Failed, Error: conflict.Problem, Claim: "data", PV: "v"}},
+		{"block, not published yet", block, nil, "",
+			Volume{Name: "v", Plugin: lv, State: Pending, Mode: "Block"}},
+		{"block, published", block, &published, "",
+			Volume{Name: "v", Plugin: lv, Path: "/host/v", State: Mounted, Mode: "Block"}},
+		{"block, read-only", readOnly, &published, "",
+			Volume{Name: "v", Plugin: lv, Path: "/host/v", State: Mounted, Mode: "Block", ReadOnly: true}},
+		{"kept block after it left the spec", kept, &published, "",
+			Volume{Name: "v", Plugin: lv, Path: "/host/v", State: Mounted, Mode: "Block", Error: kept.Problem}},
 		{"kept after it left the spec", kept, &mounted, "",
 			Volume{Name: "v", Plugin: cm, Path: "/host/v", State: Mounted, Error: kept.Problem}},
 		{"kept after it left the spec, found on disk after a restart", kept, ptr(setUp("p", "v", cm, "", asw.Uncertain)), "",

@@ -183,6 +183,23 @@ type Sweeper interface {
 	Sweep(ctx context.Context) error
 }
 
+// BlockMapper is implemented by plugins that serve PersistentVolumes of
+// volumeMode Block: the volume is a device a container gets through
+// volumeDevices, not a directory. MapDevice publishes the PV's device at
+// path, a file (<root>/pods/<uid>/volumeDevices/<plugin>/<pv>) that the
+// runtime hands to the container; like SetUp it is idempotent and undoes
+// what it did on error. UnmapDevice takes off what MapDevice made at path,
+// and never removes or changes the device itself.
+type BlockMapper interface {
+	MapDevice(ctx context.Context, spec *Spec, path string) (Result, error)
+	UnmapDevice(ctx context.Context, path string) error
+}
+
+// Block reports whether pv has volumeMode Block: its volumes are devices.
+func Block(pv *v1.PersistentVolume) bool {
+	return pv != nil && pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock
+}
+
 // Validator is implemented by plugins that can reject a volume spec without
 // any I/O. An error is permanent for that spec: the volume is reported
 // Failed and not attempted until the spec changes.

@@ -239,6 +239,8 @@ type apiVolume struct {
 	Claim  string `json:"claim"`
 	PV     string `json:"pv"`
 	NoSwap *bool  `json:"noSwap"`
+	// Mode is "Block" for a volume whose device is published at Path.
+	Mode string `json:"mode"`
 	// Since is when the agent first saw the volume in its state.
 	Since    time.Time    `json:"since"`
 	SubPaths []apiSubPath `json:"subPaths"`

@@ -1,9 +1,11 @@
 // Package local implements local PersistentVolumes (spec.local): storage
-// on this node — a directory, or a block device with a file system — that
-// a claim binds a pod to. The PV's required node affinity must match this
-// node. A directory is bind-mounted into the pod's volume directory; a block
-// device is mounted once per PV under <root>/plugins/kubernetes.io/local-volume/mounts/<pv>
-// and bind-mounted into each pod that uses it.
+// on this node — a directory, or a block device with a file system, or a
+// raw block device (volumeMode Block) — that a claim binds a pod to. The
+// PV's required node affinity must match this node. A directory is
+// bind-mounted into the pod's volume directory; a block device is mounted
+// once per PV under <root>/plugins/kubernetes.io/local-volume/mounts/<pv>
+// and bind-mounted into each pod that uses it; a raw block device is
+// published for each pod that uses it (block.go).
 //
 // Teardown unmounts and removes the empty mount point: nothing else, ever.
 // The data lives on the node's storage and outlives every pod.
@@ -108,6 +110,9 @@ func (p *Plugin) node(n *v1.Node) *v1.Node {
 // dir, read-only when asked, and gives the pod's fsGroup the volume when it
 // is writable.
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volume.Result, error) {
+	if volume.Block(spec.PV) {
+		return volume.Result{}, fmt.Errorf("PersistentVolume %s has volumeMode Block: its device is published (MapDevice), not mounted", spec.PV.Name)
+	}
 	src, isDevice, err := p.source(ctx, spec.PV)
 	if err != nil {
 		return volume.Result{}, err

@@ -40,7 +40,7 @@ func openEntry(dirfd int, name string) (int, error) {
 
 // statFd stats what fd refers to, a symlink itself included.
 func statFd(fd int) (unix.Statx_t, error) {
-	const mask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_NLINK | unix.STATX_GID | unix.STATX_INO | unix.STATX_MNT_ID
+	const mask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_NLINK | unix.STATX_GID | unix.STATX_INO | unix.STATX_MNT_ID | unix.STATX_SIZE
 	var st unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, mask, &st); err != nil {
 		return st, err

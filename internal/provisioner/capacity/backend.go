@@ -43,6 +43,17 @@ type Backend interface {
 	Promised(ctx context.Context) (map[string]int64, error)
 }
 
+// BlockCreator is implemented by a Backend that can make raw block volumes:
+// the image backend, whose image is attached to a loop device and never
+// formatted or mounted, for claims of volumeMode Block. CreateBlock makes
+// the volume name of size bytes (or finds it, as Create does) and returns
+// its image: the stable path a PersistentVolume names, whose loop device
+// is attached again at every start (Recover). Expand, Usage, Delete and
+// Recover serve such volumes as any other.
+type BlockCreator interface {
+	CreateBlock(ctx context.Context, name string, size int64) (string, error)
+}
+
 // Usage is what a volume holds. Inode counts are 0 where the file system
 // does not count inodes (btrfs).
 type Usage struct {
@@ -53,8 +64,10 @@ type Usage struct {
 // Volume is one volume found by Recover.
 type Volume struct {
 	Name string
-	Path string
+	Path string // its directory, or the image of a block volume
 	Size int64
+	// Block: a raw block volume (see BlockCreator).
+	Block bool
 }
 
 var (
@@ -171,8 +184,8 @@ func validName(name string) error {
 		return fmt.Errorf("volume name %q holds a slash or a NUL", name)
 	case strings.HasPrefix(name, "."):
 		return fmt.Errorf("volume name %q starts with a dot", name)
-	case strings.HasSuffix(name, imageSuffix):
-		return fmt.Errorf("volume name %q ends with %s", name, imageSuffix)
+	case strings.HasSuffix(name, ImageSuffix):
+		return fmt.Errorf("volume name %q ends with %s", name, ImageSuffix)
 	}
 	return nil
 }

@@ -143,8 +143,8 @@ func checkConsistent(t *testing.T, at int, root string, vols []Volume) {
 	for _, de := range des {
 		switch n := de.Name(); {
 		case n == ".capacity":
-		case strings.HasSuffix(n, imageSuffix):
-			images = append(images, strings.TrimSuffix(n, imageSuffix))
+		case strings.HasSuffix(n, ImageSuffix):
+			images = append(images, strings.TrimSuffix(n, ImageSuffix))
 		default:
 			dirs = append(dirs, n)
 		}
@@ -177,7 +177,7 @@ func checkLoops(t *testing.T, at int, root string, names []string) {
 	var backing []string
 	for _, f := range strings.Split(out, "\n") {
 		if f = strings.TrimSpace(f); strings.HasPrefix(f, root+"/") {
-			backing = append(backing, strings.TrimSuffix(strings.TrimPrefix(f, root+"/"), imageSuffix))
+			backing = append(backing, strings.TrimSuffix(strings.TrimPrefix(f, root+"/"), ImageSuffix))
 		}
 	}
 	slices.Sort(backing)
@@ -185,7 +185,7 @@ func checkLoops(t *testing.T, at int, root string, names []string) {
 		t.Fatalf("crash point %d: loop devices backed by %v, want one each for %v", at, backing, names)
 	}
 	for _, n := range names {
-		dev := loopsOf(t, filepath.Join(root, n+imageSuffix))[0]
+		dev := loopsOf(t, filepath.Join(root, n+ImageSuffix))[0]
 		if err := sameDevice(filepath.Join(root, n), dev); err != nil {
 			t.Fatalf("crash point %d: %s: %v", at, n, err)
 		}

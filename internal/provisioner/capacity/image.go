@@ -12,9 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
 )
 
-const imageSuffix = ".img"
+// ImageSuffix ends the name of an image: <root>/<name>.img.
+const ImageSuffix = ".img"
+
+// imageKind names the image backend.
+const imageKind = "image"
 
 // errNeedSysResource: the kernel grows a mounted ext4 only for a process
 // with CAP_SYS_RESOURCE.
@@ -36,9 +41,9 @@ func newImage(cfg Config) *imageDriver {
 	return &imageDriver{root: cfg.Root, mode: cfg.VolumeMode, run: runner{timeout: cfg.Timeout}, mounter: cfg.Mounter}
 }
 
-func (d *imageDriver) kind() string { return "image" }
+func (d *imageDriver) kind() string { return imageKind }
 
-func (d *imageDriver) img(v *record) string { return filepath.Join(d.root, v.Name+imageSuffix) }
+func (d *imageDriver) img(v *record) string { return filepath.Join(d.root, v.Name+ImageSuffix) }
 
 func (d *imageDriver) dir(v *record) string { return filepath.Join(d.root, v.Name) }
 
@@ -51,10 +56,13 @@ func (d *imageDriver) exists(v *record) (bool, error) {
 }
 
 // create sizes the image, gives it a file system unless it has one, and
-// attaches and mounts it.
+// attaches and mounts it. A raw block volume's image is only attached.
 func (d *imageDriver) create(ctx context.Context, v *record, _ func() error) error {
 	if err := growFile(d.img(v), v.Size); err != nil {
 		return err
+	}
+	if v.Block {
+		return d.attach(ctx, v)
 	}
 	if err := d.format(ctx, v); err != nil {
 		return err
@@ -88,11 +96,12 @@ func (d *imageDriver) format(ctx context.Context, v *record) error {
 }
 
 // attach finds the image's loop device or attaches one, and mounts it on
-// the volume's directory unless it is mounted there.
+// the volume's directory unless it is mounted there (a raw block volume:
+// never).
 func (d *imageDriver) attach(ctx context.Context, v *record) error {
 	dev, err := d.loop(ctx, d.img(v))
-	if err != nil {
-		return err
+	if err != nil || v.Block {
+		return err // a raw block volume is its loop device
 	}
 	dir := d.dir(v)
 	if _, err := mount.MakeDir(dir, 0o700); err != nil {
@@ -185,8 +194,8 @@ func (d *imageDriver) expand(ctx context.Context, v *record) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.run.run(ctx, "losetup", "--set-capacity", dev); err != nil {
-		return err
+	if _, err := d.run.run(ctx, "losetup", "--set-capacity", dev); err != nil || v.Block {
+		return err // a raw block volume has no file system to grow
 	}
 	mounted, err := d.mounter.IsMountPoint(ctx, d.dir(v))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -228,8 +237,15 @@ func (d *imageDriver) check(ctx context.Context, dev string) error {
 }
 
 // usage is statfs of the mounted file system (never of the root below an
-// unmounted volume).
+// unmounted volume); of a raw block volume, its size and its image's
+// allocated blocks.
 func (d *imageDriver) usage(ctx context.Context, v *record) (Usage, error) {
+	if v.Block {
+		// No file system the agent knows: the device's size, and what the
+		// sparse image has allocated of it.
+		used, err := d.taken(ctx, v)
+		return Usage{CapacityBytes: v.Size, UsedBytes: used, AvailableBytes: max(0, v.Size-used)}, err
+	}
 	dir := d.dir(v)
 	mounted, err := d.mounter.IsMountPoint(ctx, dir)
 	if err != nil {
@@ -278,6 +294,9 @@ func (d *imageDriver) remove(ctx context.Context, v *record, _ func() error) err
 	if err != nil {
 		return err
 	}
+	if err := d.published(ctx, v, devs); err != nil {
+		return err
+	}
 	for _, dev := range devs {
 		if _, err := d.run.run(ctx, "losetup", "--detach", dev); err != nil {
 			return err
@@ -285,6 +304,27 @@ func (d *imageDriver) remove(ctx context.Context, v *record, _ func() error) err
 	}
 	if err := os.Remove(img); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	return nil
+}
+
+// published refuses to remove a raw block volume whose loop device a
+// mount shows (a pod's published device): detaching it would leave the
+// pod a device without its data. Only mounts of the node the agent sees
+// /dev of are found; the caller's "in use" comes from the pods' actual
+// state first.
+func (d *imageDriver) published(ctx context.Context, v *record, devs []string) error {
+	if !v.Block {
+		return nil
+	}
+	for _, dev := range devs {
+		users, err := mount.MountsOf(ctx, dev)
+		if err != nil {
+			return err
+		}
+		if len(users) > 0 {
+			return fmt.Errorf("loop device %s of raw block volume %s is published at %s: leaving it: %w", dev, v.Name, strings.Join(users, ", "), storagedir.ErrInUse)
+		}
 	}
 	return nil
 }

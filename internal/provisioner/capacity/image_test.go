@@ -206,7 +206,7 @@ func capSysResource(t *testing.T) bool {
 // record of name.
 func checkImageGone(t *testing.T, root, name string) {
 	t.Helper()
-	img := filepath.Join(root, name+imageSuffix)
+	img := filepath.Join(root, name+ImageSuffix)
 	if devs := loopsOf(t, img); len(devs) != 0 {
 		t.Errorf("loop devices of %s remain: %v", name, devs)
 	}
@@ -236,7 +236,7 @@ func TestImageRecoverNeverReformats(t *testing.T) {
 		}
 	}
 	unix.Sync()
-	img := func(name string) string { return filepath.Join(root, name+imageSuffix) }
+	img := func(name string) string { return filepath.Join(root, name+ImageSuffix) }
 	// The node restarted: nothing mounted or attached.
 	sh(t, "umount", filepath.Join(root, "detached"))
 	sh(t, "losetup", "-d", loopsOf(t, img("detached"))[0])
@@ -304,7 +304,7 @@ func TestImageRecoverNeverReformats(t *testing.T) {
 func TestImageLeavesForeignAlone(t *testing.T) {
 	root := imageRoot(t)
 	b, _ := open(t, Config{Root: root})
-	theirs := filepath.Join(root, "theirs"+imageSuffix)
+	theirs := filepath.Join(root, "theirs"+ImageSuffix)
 	if err := os.WriteFile(theirs, []byte("data"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestImageConcurrent(t *testing.T) {
 	all(func(v string) error { _, err := b.Create(t.Context(), v, 4*mi); return err })
 	seen := map[string]bool{}
 	for i := range n {
-		devs := loopsOf(t, filepath.Join(root, name(i)+imageSuffix))
+		devs := loopsOf(t, filepath.Join(root, name(i)+ImageSuffix))
 		if len(devs) != 1 || seen[devs[0]] {
 			t.Errorf("%s: loop devices %v (seen: %v)", name(i), devs, seen)
 		}

@@ -34,6 +34,10 @@ type record struct {
 	// Nested are the IDs of subvolumes found inside a btrfs volume being
 	// deleted (their qgroups go too).
 	Nested []uint64 `json:"nested,omitempty"`
+	// Block marks a raw block volume (an image backend's image attached
+	// to a loop device, never formatted or mounted): the device of a
+	// claim of volumeMode Block.
+	Block bool `json:"block,omitempty"`
 }
 
 const recordSuffix = ".json"

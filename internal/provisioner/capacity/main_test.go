@@ -83,9 +83,9 @@ func imageRoot(t testing.TB) string {
 	needTools(t, "losetup", "blkid", "mkfs.ext4", "resize2fs")
 	root := t.TempDir()
 	t.Cleanup(func() {
-		imgs, _ := filepath.Glob(filepath.Join(root, "*"+imageSuffix))
+		imgs, _ := filepath.Glob(filepath.Join(root, "*"+ImageSuffix))
 		for _, img := range imgs {
-			dir := strings.TrimSuffix(img, imageSuffix)
+			dir := strings.TrimSuffix(img, ImageSuffix)
 			for unix.Unmount(dir, 0) == nil {
 			}
 			for _, dev := range loopsOf(t, img) {

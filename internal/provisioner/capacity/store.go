@@ -55,8 +55,32 @@ func (s *store) journal() journal { return journal{dir: s.cfg.StateDir} }
 
 func (s *store) dir(name string) string { return filepath.Join(s.cfg.Root, name) }
 
+var _ BlockCreator = (*store)(nil)
+
 // Create: see Backend.
 func (s *store) Create(ctx context.Context, name string, size int64) (string, error) {
+	return s.createVolume(ctx, name, size, false)
+}
+
+// CreateBlock: see BlockCreator. Only the image backend makes them.
+func (s *store) CreateBlock(ctx context.Context, name string, size int64) (string, error) {
+	if s.d.kind() != imageKind {
+		return "", fmt.Errorf("create volume %s: the %s backend makes no raw block volumes (volumeMode Block needs a local path root on another file system than btrfs)", name, s.d.kind())
+	}
+	return s.createVolume(ctx, name, size, true)
+}
+
+// path is where the volume of r is: its directory, or its image for a
+// raw block volume.
+func (s *store) path(r *record) string {
+	if r.Block {
+		return s.dir(r.Name) + ImageSuffix
+	}
+	return s.dir(r.Name)
+}
+
+// createVolume makes the volume name, a raw block volume when block.
+func (s *store) createVolume(ctx context.Context, name string, size int64, block bool) (string, error) {
 	size, err := checkArgs(name, size)
 	if err != nil {
 		return "", err
@@ -65,7 +89,7 @@ func (s *store) Create(ctx context.Context, name string, size int64) (string, er
 	r, err := s.load(name)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		r = &record{Name: name, Backend: s.d.kind(), State: creating, Size: size}
+		r = &record{Name: name, Backend: s.d.kind(), State: creating, Size: size, Block: block}
 		found, err := s.d.exists(r)
 		if err != nil {
 			return "", fmt.Errorf("create volume %s: %w", name, err)
@@ -83,24 +107,26 @@ func (s *store) Create(ctx context.Context, name string, size int64) (string, er
 		if err := s.rollBack(ctx, r); err != nil {
 			return "", err
 		}
-		r = &record{Name: name, Backend: s.d.kind(), State: creating, Size: size}
+		r = &record{Name: name, Backend: s.d.kind(), State: creating, Size: size, Block: block}
+	case r.Block != block:
+		return "", fmt.Errorf("create volume %s: %w (a raw block volume: %t)", name, ErrExists, r.Block)
 	case r.Size != size:
 		return "", fmt.Errorf("create volume %s of %d bytes: %w (%d bytes)", name, size, ErrExists, r.Size)
 	case r.State == expanding:
 		if err := s.finishExpand(ctx, r); err != nil {
 			return "", err
 		}
-		return s.dir(name), nil
+		return s.path(r), nil
 	case r.State == ready:
 		if err := s.d.attach(ctx, r); err != nil {
 			return "", fmt.Errorf("attach volume %s: %w", name, err)
 		}
-		return s.dir(name), nil
+		return s.path(r), nil
 	}
 	if err := s.create(ctx, r); err != nil {
 		return "", err
 	}
-	return s.dir(name), nil
+	return s.path(r), nil
 }
 
 // create writes r down as creating, lets the driver make it, and rolls it
@@ -311,7 +337,7 @@ func (s *store) recoverOne(ctx context.Context, name string) (Volume, bool, erro
 		return Volume{}, false, fmt.Errorf("recover volume %s: %w", name, err)
 	}
 	log.Debug("volume recovered")
-	return Volume{Name: name, Path: s.dir(name), Size: r.Size}, true, nil
+	return Volume{Name: name, Path: s.path(r), Size: r.Size, Block: r.Block}, true, nil
 }
 
 // load reads the record of name and checks it is this backend's.

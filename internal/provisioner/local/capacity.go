@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // ParamEnforce is the class parameter that says whether a volume's size is
@@ -70,6 +72,38 @@ func (p *Provisioner) checkEnforced(req provisioner.Request, archive bool) (int6
 	return q.Value(), nil
 }
 
+// create makes the claim's volume of enforced capacity: a directory, or
+// for a claim of volumeMode Block an image on a loop device, whose path
+// the PV names (the image backend keeps it attached across restarts).
+func (p *Provisioner) create(ctx context.Context, name string, cp classParams) (string, error) {
+	if !cp.block {
+		return p.cfg.Capacity.Create(ctx, name, cp.size)
+	}
+	bc, ok := p.cfg.Capacity.(capacity.BlockCreator)
+	if !ok {
+		return "", fmt.Errorf("spec.volumeMode Block: the %s capacity backend makes no raw block volumes", p.cfg.Capacity.Kind())
+	}
+	return bc.CreateBlock(ctx, name, cp.size)
+}
+
+// exists reports whether the volume name of pv is there: its directory,
+// or the image of a raw block volume.
+func (p *Provisioner) exists(pv *v1.PersistentVolume, name string) (bool, error) {
+	if !volume.Block(pv) {
+		return storagedir.Exists(p.cfg.Root, name)
+	}
+	fi, err := os.Lstat(filepath.Join(p.cfg.Root, name+capacity.ImageSuffix))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !fi.Mode().IsRegular():
+		return false, fmt.Errorf("%s is not a regular file", fi.Name())
+	}
+	return true, nil
+}
+
 // enforcedName checks pv, whose volume a capacity backend made (ownedName,
 // the backend is this agent's, and no mount other than the volume's own
 // shows it), and returns its name under the root. what is for errors.
@@ -120,7 +154,7 @@ func (p *Provisioner) moveAsideEnforced(ctx context.Context, pv *v1.PersistentVo
 	if err != nil {
 		return err
 	}
-	ok, err := storagedir.Exists(p.cfg.Root, name)
+	ok, err := p.exists(pv, name)
 	if err != nil {
 		return fmt.Errorf("move aside local volume of PV %s: %w", pv.Name, err)
 	}
@@ -138,7 +172,7 @@ func (p *Provisioner) restoreEnforced(ctx context.Context, pv *v1.PersistentVolu
 	if err != nil {
 		return err
 	}
-	ok, err := storagedir.Exists(p.cfg.Root, name)
+	ok, err := p.exists(pv, name)
 	if err == nil && !ok {
 		err = provisioner.ErrGone
 	}

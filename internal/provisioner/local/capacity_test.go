@@ -22,6 +22,28 @@ import (
 	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 )
 
+// imageProvisioner is a provisioner over a real image backend in a new
+// root, which it returns with the backend.
+func imageProvisioner(t *testing.T) (*Provisioner, capacity.Backend, string) {
+	t.Helper()
+	needRoot(t)
+	for _, tool := range []string{"losetup", "mkfs.ext4", "blkid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (test/deps.sh installs it)", tool)
+		}
+	}
+	root := t.TempDir()
+	b, err := capacity.Open(t.Context(), capacity.Config{Root: root, Logger: zap.NewNop(), ForceImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Root: root, NodeName: node, Mounter: mount.System{}, Logger: zap.NewNop(), Capacity: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, b, root
+}
+
 // fakeBackend makes each volume a plain directory and remembers sizes.
 type fakeBackend struct {
 	root string
@@ -281,21 +303,7 @@ func TestEnforcedNothingMovesWhileMounted(t *testing.T) {
 // pod's bind mount of it is, and Delete takes the image down only once
 // that is gone.
 func TestEnforcedImageInUse(t *testing.T) {
-	needRoot(t)
-	for _, tool := range []string{"losetup", "mkfs.ext4", "blkid"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (test/deps.sh installs it)", tool)
-		}
-	}
-	root := t.TempDir()
-	b, err := capacity.Open(t.Context(), capacity.Config{Root: root, Logger: zap.NewNop(), ForceImage: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(Config{Root: root, NodeName: node, Mounter: mount.System{}, Logger: zap.NewNop(), Capacity: b})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, b, root := imageProvisioner(t)
 	req := enforcing("data")
 	req.Claim.Spec.Resources.Requests[v1.ResourceStorage] = resource.MustParse("16Mi")
 	pv := provision(t, p, req)

@@ -12,7 +12,9 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // MoveAside renames the directory of pv to .pending-delete-<PV name> in
@@ -128,7 +130,9 @@ func (p *Provisioner) names(ctx context.Context, pv *v1.PersistentVolume, what s
 
 // ownedName returns the name under the root of pv's directory, when pv
 // could be one this provisioner made: a local PV whose path is directly
-// under the root, named "...-<PV name>", and pinned to this node.
+// under the root, named "...-<PV name>" (or "...-<PV name>.img", the
+// image of a raw block volume of a capacity backend), and pinned to this
+// node.
 func (p *Provisioner) ownedName(pv *v1.PersistentVolume) (string, error) {
 	if pv.Spec.Local == nil {
 		return "", errors.New("spec.local is not set")
@@ -138,6 +142,13 @@ func (p *Provisioner) ownedName(pv *v1.PersistentVolume) (string, error) {
 		return "", fmt.Errorf("spec.local.path %q is not directly under the local path root %s", path, p.cfg.Root)
 	}
 	name := filepath.Base(path)
+	if volume.Block(pv) {
+		// A raw block volume: the PV names its image, <name>.img.
+		var ok bool
+		if name, ok = strings.CutSuffix(name, capacity.ImageSuffix); !ok || !isEnforced(pv) {
+			return "", fmt.Errorf("spec.local.path %q of a PV of volumeMode Block is not an image of a capacity backend (<name>%s)", path, capacity.ImageSuffix)
+		}
+	}
 	if pv.Name == "" || len(name) <= len(pv.Name)+1 || !strings.HasSuffix(name, "-"+pv.Name) {
 		return "", fmt.Errorf("spec.local.path %q does not end with \"-<PV name>\"", path)
 	}

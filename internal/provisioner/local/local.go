@@ -154,7 +154,7 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	if cp.enforce {
 		p.roomMu.Lock()
 		if err = p.makeRoom(ctx, name, cp.size); err == nil {
-			dir, err = p.cfg.Capacity.Create(ctx, name, cp.size)
+			dir, err = p.create(ctx, name, cp)
 		}
 		p.roomMu.Unlock()
 		ann[AnnCapacity] = p.cfg.Capacity.Kind()
@@ -186,6 +186,7 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 // classParams is what a request's class and claim ask for.
 type classParams struct {
 	archive, enforce bool
+	block            bool  // the claim is of volumeMode Block: a raw block volume
 	size             int64 // the claim's request, when enforce
 }
 
@@ -208,9 +209,6 @@ func (p *Provisioner) check(req provisioner.Request) (classParams, error) {
 	if req.SelectedNode != p.cfg.NodeName {
 		return classParams{}, fmt.Errorf("provision claim %s: selected node %q is not this node %q", key, req.SelectedNode, p.cfg.NodeName)
 	}
-	if c.Spec.VolumeMode != nil && *c.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return classParams{}, fmt.Errorf("provision claim %s: spec.volumeMode Block: local volumes are directories, only Filesystem is supported", key)
-	}
 	for _, param := range slices.Sorted(maps.Keys(req.Class.Parameters)) {
 		if param != provisioner.ParamArchiveOnDelete && param != ParamEnforce {
 			return classParams{}, fmt.Errorf("provision claim %s: StorageClass %s: unknown parameter %q: the %s provisioner takes only %s and %s; "+
@@ -222,9 +220,13 @@ func (p *Provisioner) check(req provisioner.Request) (classParams, error) {
 	if err != nil {
 		return classParams{}, fmt.Errorf("provision claim %s: %w", key, err)
 	}
-	cp := classParams{archive: archive}
+	cp := classParams{archive: archive, block: c.Spec.VolumeMode != nil && *c.Spec.VolumeMode == v1.PersistentVolumeBlock}
 	if cp.enforce, err = enforced(req.Class); err != nil {
 		return classParams{}, fmt.Errorf("provision claim %s: %w", key, err)
+	}
+	if cp.block && !cp.enforce {
+		return classParams{}, fmt.Errorf("provision claim %s: spec.volumeMode Block: StorageClass %s has %s \"false\", whose volumes are directories; "+
+			"a raw block volume is an image of the claim's size, made by a class that enforces capacity", key, req.Class.Name, ParamEnforce)
 	}
 	if cp.enforce {
 		if cp.size, err = p.checkEnforced(req, archive); err != nil {

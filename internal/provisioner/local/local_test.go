@@ -154,7 +154,7 @@ func TestProvisionRefuses(t *testing.T) {
 	}{
 		{"another node", func(r *provisioner.Request) { r.SelectedNode = "node-b" }, `"node-b" is not this node`},
 		{"no selected node", func(r *provisioner.Request) { r.SelectedNode = "" }, "is not this node"},
-		{"block mode", func(r *provisioner.Request) { r.Claim.Spec.VolumeMode = &block }, "volumeMode Block"},
+		{"block mode of a plain class", func(r *provisioner.Request) { r.Claim.Spec.VolumeMode = &block }, "volumeMode Block"},
 		{"bad archiveOnDelete", func(r *provisioner.Request) {
 			r.Class.Parameters = map[string]string{provisioner.ParamArchiveOnDelete: "yes"}
 		}, "StorageClass local"},
