@@ -279,21 +279,32 @@ func claimEvents(t *testing.T, env *clusterEnv, claim *v1.PersistentVolumeClaim,
 	return out
 }
 
+// pausedProvisioning starts a provisioning agent for node whose
+// provisionings pause between the directory and the PV, a class and a
+// claim "data" of it in the new namespace ns, and a pod using the claim,
+// and waits for the directory.
+func (env *clusterEnv) pausedProvisioning(t *testing.T, ns, node, pause, class string, reclaim v1.PersistentVolumeReclaimPolicy,
+	params map[string]string) (*provAgent, *v1.PersistentVolumeClaim, *v1.Pod) {
+	t.Helper()
+	env.cp.CreateNamespace(t, ns)
+	a := env.startProvAgents(t, []string{"VOLUME_AGENT_TEST_PROVISION_PAUSE=" + pause}, node)[0]
+	env.localClass(t, class, reclaim, params)
+	claim := env.dynamicClaim(t, ns, "data", class)
+	pod := env.createPod(t, podOn(a.node, unscheduledPod(ns, "db", "data")))
+	waitFor(t, 60*time.Second, "the directory made", func() (bool, string) {
+		got := entries(t, a.data)
+		return len(got) == 1, fmt.Sprint(got)
+	})
+	return a, claim, pod
+}
+
 // testLocalProvisionCrash: the agent is SIGKILLed after it made the
 // directory and before it created the PV; after a restart there is exactly
 // one directory and one PV for the claim, and the pod turns ready.
 func (env *clusterEnv) testLocalProvisionCrash(t *testing.T) {
 	ctx := context.Background()
 	ns := "prov-crash"
-	env.cp.CreateNamespace(t, ns)
-	a := env.startProvAgents(t, []string{"VOLUME_AGENT_TEST_PROVISION_PAUSE=30s"}, "node-prov-crash")[0]
-	env.localClass(t, "va-local-crash", v1.PersistentVolumeReclaimDelete, nil)
-	claim := env.dynamicClaim(t, ns, "data", "va-local-crash")
-	pod := env.createPod(t, podOn(a.node, unscheduledPod(ns, "db", "data")))
-	waitFor(t, 60*time.Second, "the directory made", func() (bool, string) {
-		got := entries(t, a.data)
-		return len(got) == 1, fmt.Sprint(got)
-	})
+	a, claim, pod := env.pausedProvisioning(t, ns, "node-prov-crash", "30s", "va-local-crash", v1.PersistentVolumeReclaimDelete, nil)
 	a.kill()
 	if _, err := env.client.CoreV1().PersistentVolumes().Get(ctx, "pvc-"+string(claim.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a PV exists before the restart (%v): the pause did not hold", err)
@@ -329,15 +340,7 @@ func (env *clusterEnv) testLocalProvisionCrash(t *testing.T) {
 func (env *clusterEnv) testLocalKilledThenClaimDeleted(t *testing.T) {
 	ctx := context.Background()
 	ns := "prov-killed-deleted"
-	env.cp.CreateNamespace(t, ns)
-	a := env.startProvAgents(t, []string{"VOLUME_AGENT_TEST_PROVISION_PAUSE=30s"}, "node-prov-killed-deleted")[0]
-	env.localClass(t, "va-local-killed-deleted", v1.PersistentVolumeReclaimRetain, nil)
-	claim := env.dynamicClaim(t, ns, "data", "va-local-killed-deleted")
-	pod := env.createPod(t, podOn(a.node, unscheduledPod(ns, "db", "data")))
-	waitFor(t, 60*time.Second, "the directory made", func() (bool, string) {
-		got := entries(t, a.data)
-		return len(got) == 1, fmt.Sprint(got)
-	})
+	a, claim, pod := env.pausedProvisioning(t, ns, "node-prov-killed-deleted", "30s", "va-local-killed-deleted", v1.PersistentVolumeReclaimRetain, nil)
 	a.kill()
 	records := filepath.Join(a.data, ".provisioning")
 	if got, _ := os.ReadDir(records); len(got) != 1 || got[0].Name() != "pvc-"+string(claim.UID)+".json" {
@@ -368,15 +371,7 @@ func (env *clusterEnv) testLocalKilledThenClaimDeleted(t *testing.T) {
 func (env *clusterEnv) testLocalClaimDeletedMidway(t *testing.T) {
 	ctx := context.Background()
 	ns := "prov-midway"
-	env.cp.CreateNamespace(t, ns)
-	a := env.startProvAgents(t, []string{"VOLUME_AGENT_TEST_PROVISION_PAUSE=5s"}, "node-prov-midway")[0]
-	env.localClass(t, "va-local-midway", v1.PersistentVolumeReclaimRetain, map[string]string{"archiveOnDelete": "true"})
-	claim := env.dynamicClaim(t, ns, "data", "va-local-midway")
-	pod := env.createPod(t, podOn(a.node, unscheduledPod(ns, "db", "data")))
-	waitFor(t, 60*time.Second, "the directory made", func() (bool, string) {
-		got := entries(t, a.data)
-		return len(got) == 1, fmt.Sprint(got)
-	})
+	a, claim, pod := env.pausedProvisioning(t, ns, "node-prov-midway", "5s", "va-local-midway", v1.PersistentVolumeReclaimRetain, map[string]string{"archiveOnDelete": "true"})
 	env.deletePodAndClaim(t, ns, pod.Name, "data")
 	waitFor(t, 30*time.Second, "the directory removed", func() (bool, string) {
 		got := entries(t, a.data)
