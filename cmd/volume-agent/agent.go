@@ -23,6 +23,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/plugins"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 	"github.com/volume-agent/volume-agent/internal/populator"
+	"github.com/volume-agent/volume-agent/internal/procpool"
 	"github.com/volume-agent/volume-agent/internal/reconciler"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/source/manifest"
@@ -93,8 +94,13 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err := a.addSources(o, root, log, cluster, notify, provs); err != nil {
 		return err
 	}
+	checkers, err := hostPathCheckers(log)
+	if err != nil {
+		return err
+	}
+	a.others["host path checkers"] = checkers
 	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Logger: log.Named("plugins"), Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
-		HostPathChecker: []string{selfExe, hostpath.CheckerArg}, NoSwap: probeNoSwap(mounter, log)})
+		HostPathCheckers: checkers, NoSwap: probeNoSwap(mounter, log)})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, Plugins: registry, Logger: log,
 		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual, Usage: a.usage}
@@ -303,4 +309,10 @@ func subPaths(root layout.Root, hostRoot string, mounter mount.Mounter) reconcil
 		return nil
 	}
 	return subpath.Preparer{Root: root, Mounter: mounter, HostRoot: hostRoot}
+}
+
+// hostPathCheckers is the pool of processes that check host paths: this
+// binary again, as hostpath.ServerArg; none runs before the first check.
+func hostPathCheckers(log *zap.Logger) (*procpool.Pool, error) {
+	return procpool.New(procpool.Config{Command: []string{selfExe, hostpath.ServerArg}, Stderr: os.Stderr, Logger: log.Named("checkers")})
 }

@@ -70,7 +70,7 @@ func runSubcommand(args []string, env cmdEnv) (code int, ok bool) {
 	case "validate":
 		return runValidate(env, args[1:]), true
 	}
-	if commandWord.MatchString(args[0]) && args[0] != hostpath.CheckerArg {
+	if commandWord.MatchString(args[0]) && args[0] != hostpath.CheckerArg && args[0] != hostpath.ServerArg {
 		return failure(env, "", exitUsage, unknownCommand(args[0])), true
 	}
 	return 0, false

@@ -57,7 +57,7 @@ func TestVersionOfThisBinary(t *testing.T) {
 // the internal hostPath checker are not subcommands (a mistyped one is
 // taken, to say so: TestUnknownCommand).
 func TestOnlySubcommandsAreTaken(t *testing.T) {
-	for _, args := range [][]string{nil, {"--manifests", "/m"}, {"-h"}, {"--version"}, {hostpath.CheckerArg, "/x"}, {"./manifests"}, {"/etc/m"}} {
+	for _, args := range [][]string{nil, {"--manifests", "/m"}, {"-h"}, {"--version"}, {hostpath.CheckerArg, "/x"}, {hostpath.ServerArg}, {"./manifests"}, {"/etc/m"}} {
 		if _, ok := runSubcommand(args, cmdEnv{}); ok {
 			t.Errorf("%q was taken for a subcommand", args)
 		}

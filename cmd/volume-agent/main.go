@@ -22,6 +22,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == hostpath.CheckerArg {
 		os.Exit(hostpath.RunChecker(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == hostpath.ServerArg {
+		os.Exit(hostpath.RunServer(os.Stdin, os.Stdout))
+	}
 	if code, ok := runSubcommand(os.Args[1:], stdEnv()); ok {
 		os.Exit(code) // status, claims, wait, version, help: see cli.go
 	}

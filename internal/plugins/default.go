@@ -33,9 +33,9 @@ type Config struct {
 	// HostRoot is where the host's root file system is mounted ("/" when
 	// the agent runs on the host).
 	HostRoot string
-	// HostPathChecker is the command that starts a process to check a
-	// host path in (see hostpath.Plugin.Checker); nil checks in process.
-	HostPathChecker []string
+	// HostPathCheckers are the processes that check host paths (see
+	// hostpath.Plugin.Checkers); nil checks in process.
+	HostPathCheckers hostpath.Checkers
 	// NoSwap mounts every tmpfs (secret, projected, emptyDir of medium
 	// Memory) with noswap; only where the kernel supports it (see
 	// mount.ProbeNoSwap).
@@ -46,7 +46,7 @@ type Config struct {
 func Default(cfg Config) *Registry {
 	r, err := NewRegistry(
 		&emptydir.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap, Limiter: emptydir.Btrfs{}},
-		&hostpath.Plugin{HostRoot: cfg.HostRoot, Checker: cfg.HostPathChecker},
+		&hostpath.Plugin{HostRoot: cfg.HostRoot, Checkers: cfg.HostPathCheckers},
 		&configmap.Plugin{Mounter: cfg.Mounter},
 		&secret.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap},
 		&downwardapi.Plugin{Mounter: cfg.Mounter},

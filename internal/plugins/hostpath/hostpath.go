@@ -3,8 +3,9 @@
 // for DirectoryOrCreate and FileOrCreate) and reported as the volume's path.
 // Host paths are resolved inside the host root as the host's kernel would
 // resolve them, symlinks included (see internal/hostroot). The agent checks them in a
-// child process (see CheckerArg), so that a host path on storage that stopped
-// answering holds that child and never the agent.
+// pool of long-lived checker processes (see ServerArg and internal/procpool),
+// so that a host path on storage that stopped answering holds that child,
+// which the agent abandons, and never the agent.
 //
 // It never modifies or deletes anything that exists on the host path, and
 // never creates anything outside the host root.
@@ -43,6 +44,10 @@ type Plugin struct {
 	// then checked in a child, so that a path on hung storage can never
 	// keep the agent from exiting. Unset, paths are checked in process.
 	Checker []string
+	// Checkers, when set, checks host paths in long-lived checker
+	// processes (see ServerArg), in place of Checker: the same protection
+	// without a fork and an exec per check.
+	Checkers Checkers
 
 	// checking has the host paths being checked: a check stuck on hung
 	// storage outlives the operation that started it (mount.Bounded gives
@@ -95,12 +100,16 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, _ string) (volume
 }
 
 // check checks the host path host, in a checker process when the plugin
-// has one, with at most one check of a path at a time, and gives up when
-// ctx ends.
+// has them, with at most one check of a path at a time, and gives up when
+// ctx ends. A check given up on stays in progress until its checker
+// process has really gone.
 func (p *Plugin) check(ctx context.Context, check check, typ v1.HostPathType, host string) error {
 	end, err := p.checking.Begin(ctx, host)
 	if err != nil {
 		return fmt.Errorf("an earlier check of %s has not returned (is its storage hung?): %w", host, err)
+	}
+	if p.Checkers != nil {
+		return p.askChecker(ctx, typ, host, end)
 	}
 	_, err = mount.Bounded(ctx, func() (struct{}, error) {
 		defer end()

@@ -104,7 +104,7 @@ func TestSetUpTypes(t *testing.T) {
 		for _, mode := range checkModes {
 			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
 				before := plugintest.Tree(t, fx.dir)
-				res, err := (&hostpath.Plugin{Checker: mode.checker}).SetUp(context.Background(), spec(tc.path, tc.typ), t.TempDir())
+				res, err := (&hostpath.Plugin{Checker: mode.checker, Checkers: mode.checkers}).SetUp(context.Background(), spec(tc.path, tc.typ), t.TempDir())
 				checkErr(t, err, tc.wantErr, tc.path, string(tc.typ))
 				if err == nil && res.Path != tc.path {
 					t.Errorf("Path = %s, want the host path %s", res.Path, tc.path)

@@ -127,7 +127,7 @@ func TestSetUpResolvesInHostRoot(t *testing.T) {
 					t.Skip("cannot create device nodes (needs CAP_MKNOD)")
 				}
 				outside, inside := h.outside(t), plugintest.Tree(t, h.root)
-				res, err := (&hostpath.Plugin{HostRoot: h.root, Checker: mode.checker}).SetUp(context.Background(), spec(tc.path, tc.typ), "")
+				res, err := (&hostpath.Plugin{HostRoot: h.root, Checker: mode.checker, Checkers: mode.checkers}).SetUp(context.Background(), spec(tc.path, tc.typ), "")
 				checkErr(t, err, tc.wantErr, tc.path, string(tc.typ))
 				if err != nil && strings.Contains(err.Error(), h.root) {
 					t.Errorf("error %q names the path below the host root, not the host path", err)

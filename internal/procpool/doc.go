@@ -1,0 +1,29 @@
+// Package procpool keeps a small pool of long-lived child processes that
+// answer requests, one at a time each, over a pair of pipes: the work that
+// must never run in the agent's own process because it can block in the
+// kernel for good (a stat on a FUSE server that read the request and never
+// answers cannot be interrupted, and a process exits only when all its
+// threads do).
+//
+// Invariants:
+//
+//   - At most Config.Size children run; they start lazily, when a request
+//     finds no idle child, and a request waits for a child (or a slot to
+//     start one) until its own context ends.
+//   - A child answers one request at a time. A request that is not answered
+//     before its context ends gets an error at once; its child is abandoned
+//     (SIGKILLed, its pipes closed) and never used again, and the slot goes
+//     to a replacement. Nothing of the agent waits for an abandoned child
+//     but one reaper goroutine per child, which ends when the kernel lets
+//     the child go; neither Do, Close nor Run waits for it.
+//   - A child exits when the agent's end of its pipe closes (Serve returns
+//     at the end of its input), and is SIGKILLed when the agent dies
+//     (Pdeathsig), so a SIGKILLed agent leaves no child behind.
+//   - Frames are length-prefixed and bounded (MaxFrame): garbage from
+//     either side is an error, never a large allocation or a panic; an
+//     answer that is not a well-formed frame to the request just sent
+//     gets the child abandoned.
+//
+// It never interprets requests or answers; the child's handler does (see
+// Serve).
+package procpool
