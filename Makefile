@@ -30,6 +30,7 @@ FUZZ_TARGETS = \
 	./internal/source/manifest:FuzzParseFile \
 	./internal/source/manifest:FuzzSecretNotInProblems \
 	./internal/plugins/hostpath:FuzzHostPathSetUp \
+	./internal/procpool:FuzzServe \
 	./internal/plugins/nfs:FuzzValidate \
 	./internal/provisioner/nfssubdir:FuzzPathPattern \
 	./internal/provisioner/nfssubdir:FuzzParseClass \

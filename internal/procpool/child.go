@@ -40,13 +40,14 @@ func newChild(proc process, in, out *os.File) *child {
 // before the child answered.
 var errNoAnswer = errors.New("no answer before the deadline")
 
+// errNotSent is the cause of the error of a request that no child read:
+// the child had exited before it was sent.
+var errNotSent = errors.New("child process gone before the request was sent")
+
 // exchange sends req and reads the answer, giving up when ctx ends. The
 // pipes are in the Go runtime's poller: a deadline, set from ctx's
 // deadline and moved to now when ctx is cancelled, wakes the read up.
 func (c *child) exchange(ctx context.Context, req []byte) ([]byte, error) {
-	if len(req) > MaxFrame {
-		return nil, fmt.Errorf("request of %d bytes, more than %d", len(req), MaxFrame)
-	}
 	deadline, _ := ctx.Deadline() // the zero time clears an earlier deadline
 	if err := c.setDeadline(deadline); err != nil {
 		return nil, err
@@ -63,6 +64,9 @@ func (c *child) exchange(ctx context.Context, req []byte) ([]byte, error) {
 	}()
 	c.id++
 	if _, err := c.in.Write(appendFrame(nil, c.id, req)); err != nil {
+		if errors.Is(err, syscall.EPIPE) { // no reader: the child is gone
+			return nil, fmt.Errorf("send request to child process %d: %w: %w", c.proc.Pid(), errNotSent, err)
+		}
 		return nil, c.failed(ctx, "send request", err)
 	}
 	id, answer, err := readFrame(c.rd)

@@ -91,20 +91,34 @@ func newPool(size int, log *zap.Logger, start func() (*child, error)) *Pool {
 // kernel has let that child go, which may be never. A caller keeps one
 // request per resource in flight with it (see internal/inflight), so that
 // retries on hung storage wait instead of each abandoning one more child.
+//
+// A child found dead when the request is sent (an idle child killed by
+// the OOM killer) never saw the request: it is replaced and the request
+// sent again, once.
 func (p *Pool) Do(ctx context.Context, req []byte, release func()) ([]byte, error) {
-	c, err := p.acquire(ctx)
-	if err != nil {
+	if len(req) > MaxFrame {
 		release()
-		return nil, err
+		return nil, fmt.Errorf("request of %d bytes, more than %d", len(req), MaxFrame)
 	}
-	answer, err := c.exchange(ctx, req)
-	if err != nil {
-		p.abandon(c, release, err)
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		c, err := p.acquire(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		answer, err := c.exchange(ctx, req)
+		switch {
+		case errors.Is(err, errNotSent) && attempt == 0:
+			p.abandon(c, func() {}, err)
+			continue
+		case err != nil:
+			p.abandon(c, release, err)
+			return nil, err
+		}
+		p.put(c)
+		release()
+		return answer, nil
 	}
-	p.put(c)
-	release()
-	return answer, nil
 }
 
 // acquire returns an idle child, or starts one if the pool has fewer than

@@ -1,0 +1,252 @@
+package procpool
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+)
+
+// liveness bounds the waits for something that must happen: never a
+// measure of speed, only a guard against a test that would hang.
+const liveness = 10 * time.Second
+
+// do makes a request that must be answered.
+func do(t *testing.T, p *Pool, req string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), liveness)
+	defer cancel()
+	released := false
+	answer, err := p.Do(ctx, []byte(req), func() { released = true })
+	if err != nil {
+		t.Fatalf("Do(%q): %v", req, err)
+	}
+	if !released {
+		t.Fatalf("Do(%q) returned an answer before calling release", req)
+	}
+	return answer
+}
+
+// hung is a request that hangs its child, until cancel.
+type hung struct {
+	cancel   context.CancelFunc
+	err      chan error    // Do's error
+	released chan struct{} // closed by release
+	pid      int           // the child that hangs
+}
+
+func startHung(t *testing.T, p *Pool, f *fakeChildren) *hung {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &hung{cancel: cancel, err: make(chan error, 1), released: make(chan struct{})}
+	t.Cleanup(cancel)
+	go func() {
+		_, err := p.Do(ctx, []byte("hang"), func() { close(h.released) })
+		h.err <- err
+	}()
+	select {
+	case h.pid = <-f.hanging:
+	case <-time.After(liveness):
+		t.Fatal("the request never reached a child")
+	}
+	return h
+}
+
+// giveUp cancels the hung request and returns its error.
+func (h *hung) giveUp(t *testing.T) error {
+	t.Helper()
+	h.cancel()
+	select {
+	case err := <-h.err:
+		return err
+	case <-time.After(liveness):
+		t.Fatal("Do did not return once its context was cancelled")
+		return nil
+	}
+}
+
+func wait(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(liveness):
+		t.Fatalf("%s never happened", what)
+	}
+}
+
+// TestHungChildBlocksNoOther: while one child hangs, the other answers;
+// the hung request returns when its context ends, and is released only
+// once its child is gone.
+func TestHungChildBlocksNoOther(t *testing.T) {
+	f := newFakeChildren(t)
+	p := f.pool(2)
+	h := startHung(t, p, f)
+	for range 3 {
+		if n := answeredBy(t, do(t, p, "x"), "x"); n == h.pid {
+			t.Fatalf("the hung child %d answered", n)
+		}
+	}
+	if err := h.giveUp(t); !errors.Is(err, context.Canceled) || !errors.Is(err, errNoAnswer) {
+		t.Fatalf("hung request: %v, want no answer, cancelled", err)
+	}
+	select {
+	case <-h.released:
+		t.Fatal("the hung request was released while its child still hangs")
+	default:
+	}
+	do(t, p, "y")
+	f.unhang()
+	wait(t, h.released, "the release of the hung request once its child went")
+}
+
+// TestHungChildReplaced: a pool of one child gives the slot of an
+// abandoned child to a new one.
+func TestHungChildReplaced(t *testing.T) {
+	f := newFakeChildren(t)
+	p := f.pool(1)
+	first := answeredBy(t, do(t, p, "a"), "a")
+	if again := answeredBy(t, do(t, p, "b"), "b"); again != first {
+		t.Fatalf("child %d answered, then child %d: an idle child was not reused", first, again)
+	}
+	h := startHung(t, p, f)
+	if err := h.giveUp(t); err == nil {
+		t.Fatal("a hung request succeeded")
+	}
+	if n := answeredBy(t, do(t, p, "c"), "c"); n == h.pid {
+		t.Fatalf("the abandoned child %d answered", n)
+	}
+	if n := f.started.Load(); n != 2 {
+		t.Fatalf("%d children started, want 2", n)
+	}
+}
+
+// TestWaitForAChild: with every child busy, a request waits, and gives up
+// when its own context ends.
+func TestWaitForAChild(t *testing.T) {
+	f := newFakeChildren(t)
+	p := f.pool(1)
+	h := startHung(t, p, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	released := false
+	if _, err := p.Do(ctx, []byte("x"), func() { released = true }); !errors.Is(err, context.Canceled) || !released {
+		t.Fatalf("Do with every child busy: %v (released %v), want cancelled and released", err, released)
+	}
+	if n := f.started.Load(); n != 1 {
+		t.Fatalf("%d children started, want 1", n)
+	}
+	if err := h.giveUp(t); err == nil {
+		t.Fatal("a hung request succeeded")
+	}
+}
+
+// TestCloseWithHungChild: Close returns at once with a child hung, fails
+// the requests waiting for a child and every later one, and stops the
+// idle children.
+func TestCloseWithHungChild(t *testing.T) {
+	f := newFakeChildren(t)
+	p := f.pool(2)
+	do(t, p, "x")
+	h := startHung(t, p, f)
+	waiting := make(chan error, 1)
+	go func() { // both children are busy: this one waits
+		_, err := p.Do(context.Background(), []byte("hang"), func() {})
+		waiting <- err
+	}()
+	<-f.hanging
+	go func() { _, err := p.Do(context.Background(), []byte("x"), func() {}); waiting <- err }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx) }()
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(liveness):
+		t.Fatal("Run did not return after its context ended, with a child hung")
+	}
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("waiting request: %v, want ErrClosed", err)
+		}
+	case <-time.After(liveness):
+		t.Fatal("a request waiting for a child still waits after Close")
+	}
+	if _, err := p.Do(context.Background(), []byte("x"), func() {}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Do after Close: %v, want ErrClosed", err)
+	}
+	if err := h.giveUp(t); err == nil {
+		t.Fatal("a hung request succeeded")
+	}
+	f.unhang()
+	p.reaping.Wait() // every child, hung or idle, is stopped and reaped
+}
+
+// TestChildDiesWhileAnswering: a request whose child dies fails; the
+// next gets a new child.
+func TestChildDiesWhileAnswering(t *testing.T) {
+	f := newFakeChildren(t, func(in, _ *os.File) {
+		buf := make([]byte, 1)
+		_, _ = in.Read(buf) // reads the start of a request, then dies
+	})
+	p := f.pool(1)
+	released := false
+	if _, err := p.Do(context.Background(), []byte("x"), func() { released = true }); err == nil {
+		t.Fatal("a child that died answered")
+	}
+	f.unhang()
+	p.reaping.Wait()
+	if !released {
+		t.Fatal("the request of a dead child was never released")
+	}
+	if n := answeredBy(t, do(t, p, "y"), "y"); n != 2 {
+		t.Fatalf("child %d answered, want the new child 2", n)
+	}
+}
+
+// TestGarbageAnswer: an answer that is not a frame of the request just
+// sent gets its child abandoned; the next request gets a new child.
+func TestGarbageAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer []byte
+	}{
+		{"too long", appendFrame(nil, 1, make([]byte, MaxFrame+1))},
+		{"wrong number", appendFrame(nil, 7, []byte("ok"))},
+		{"cut short", appendFrame(nil, 1, []byte("ok"))[:9]},
+		{"noise", []byte("\xff\xff\xff\xffgarbage")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeChildren(t, func(in, out *os.File) {
+				_, _ = in.Read(make([]byte, 64))
+				_, _ = out.Write(tc.answer)
+			})
+			p := f.pool(1)
+			if a, err := p.Do(context.Background(), []byte("x"), func() {}); err == nil {
+				t.Fatalf("garbage answered %q", a)
+			}
+			if n := answeredBy(t, do(t, p, "y"), "y"); n != 2 {
+				t.Fatalf("child %d answered, want the new child 2", n)
+			}
+		})
+	}
+}
+
+// TestRequestTooLong: a request longer than MaxFrame is refused before
+// it is sent; its child stays usable.
+func TestRequestTooLong(t *testing.T) {
+	f := newFakeChildren(t)
+	p := f.pool(1)
+	if _, err := p.Do(context.Background(), make([]byte, MaxFrame+1), func() {}); err == nil {
+		t.Fatal("a request longer than MaxFrame was sent")
+	}
+	do(t, p, "x")
+	if n := f.started.Load(); n != 1 {
+		t.Fatalf("%d children started, want 1", n)
+	}
+}
