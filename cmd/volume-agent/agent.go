@@ -313,6 +313,9 @@ func subPaths(root layout.Root, hostRoot string, mounter mount.Mounter) reconcil
 
 // hostPathCheckers is the pool of processes that check host paths: this
 // binary again, as hostpath.ServerArg; none runs before the first check.
+// They do not share the agent's standard error: a child stuck on hung
+// storage would hold it open, and whoever reads the agent's output (a
+// container runtime, a test) would wait for the child, not the agent.
 func hostPathCheckers(log *zap.Logger) (*procpool.Pool, error) {
-	return procpool.New(procpool.Config{Command: []string{selfExe, hostpath.ServerArg}, Stderr: os.Stderr, Logger: log.Named("checkers")})
+	return procpool.New(procpool.Config{Command: []string{selfExe, hostpath.ServerArg}, Logger: log.Named("checkers")})
 }

@@ -30,7 +30,8 @@ type Config struct {
 	// answered at once; DefaultSize if 0, at most MaxSize.
 	Size int
 	// Stderr is the children's standard error (for a panic's trace); nil
-	// is /dev/null.
+	// is /dev/null. A child stuck on hung storage holds it open for as
+	// long as it is stuck: not a pipe that someone reads to its end.
 	Stderr *os.File
 	// Logger logs abandoned children; nil logs nothing.
 	Logger *zap.Logger
