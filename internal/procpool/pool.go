@@ -136,17 +136,29 @@ func (p *Pool) acquire(ctx context.Context) (*child, error) {
 	case c := <-p.idle:
 		return c, nil
 	case <-p.spare:
-		c, err := p.start()
-		if err != nil {
-			p.spare <- struct{}{}
-			return nil, err
-		}
-		return c, nil
+		return p.startChild()
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for a child process: %w", ctx.Err())
 	case <-p.closing:
 		return nil, ErrClosed
 	}
+}
+
+// startChild starts a child in the slot the caller took from spare.
+// A child started while Close runs is stopped when put back.
+func (p *Pool) startChild() (*child, error) {
+	p.mu.Lock()
+	closed := p.closed // select chose spare over closing: both were ready
+	p.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	c, err := p.start()
+	if err != nil {
+		p.spare <- struct{}{}
+		return nil, err
+	}
+	return c, nil
 }
 
 // put gives c back to the pool, or stops it if the pool is closed.

@@ -36,7 +36,8 @@ func childPid(t *testing.T, p *Pool) int {
 }
 
 // waitGone waits until process pid has exited: it no longer exists, or
-// it is a zombie that its parent did not reap yet.
+// it is a zombie that its parent did not reap yet, whose other threads
+// have all exited (its descriptors are closed only then).
 func waitGone(t *testing.T, pid int, what string) {
 	t.Helper()
 	deadline := time.Now().Add(liveness)
@@ -45,8 +46,9 @@ func waitGone(t *testing.T, pid int, what string) {
 		if err != nil {
 			return
 		}
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 		// The state follows the command's closing parenthesis.
-		if _, after, ok := strings.Cut(string(stat), ") "); ok && strings.HasPrefix(after, "Z") {
+		if _, after, ok := strings.Cut(string(stat), ") "); ok && strings.HasPrefix(after, "Z") && len(tasks) <= 1 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
