@@ -30,6 +30,8 @@ type child struct {
 	out  *os.File      // the read end of the child's standard output
 	rd   *bufio.Reader // reads out
 	id   uint32        // the number of the last request sent
+	// usedAt is when the child last answered, while it is idle.
+	usedAt time.Time
 }
 
 func newChild(proc process, in, out *os.File) *child {

@@ -16,6 +16,8 @@
 //     to a replacement. Nothing of the agent waits for an abandoned child
 //     but one reaper goroutine per child, which ends when the kernel lets
 //     the child go; neither Do, Close nor Run waits for it.
+//   - A child idle for Config.IdleTimeout (a minute by default) is
+//     stopped, so an agent with nothing to check holds no child.
 //   - A child exits when the agent's end of its pipe closes (Serve returns
 //     at the end of its input), and is SIGKILLed when the agent dies
 //     (Pdeathsig), so a SIGKILLed agent leaves no child behind.

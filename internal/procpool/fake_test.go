@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -20,6 +21,8 @@ type fakeChildren struct {
 	// end echo.
 	serves  []func(in, out *os.File)
 	started atomic.Int32
+	mu      sync.Mutex
+	procs   []*fakeProc   // guarded by mu: the children started, in order
 	hanging chan int      // gets a child's pid once it hangs
 	unhung  chan struct{} // closed by unhang
 	once    sync.Once
@@ -35,7 +38,7 @@ func (f *fakeChildren) unhang() { f.once.Do(func() { close(f.unhung) }) }
 
 // pool returns a pool of size children of f.
 func (f *fakeChildren) pool(size int) *Pool {
-	p := newPool(size, zap.NewNop(), f.start)
+	p := newPool(size, time.Hour, zap.NewNop(), f.start)
 	f.t.Cleanup(p.Close)
 	return p
 }
@@ -55,12 +58,22 @@ func (f *fakeChildren) start() (*child, error) {
 		serve = f.serves[n-1]
 	}
 	proc := &fakeProc{pid: n, stdin: inR, exited: make(chan struct{})}
+	f.mu.Lock()
+	f.procs = append(f.procs, proc)
+	f.mu.Unlock()
 	go func() {
 		defer close(proc.exited)
 		serve(inR, outW)
 		_, _ = inR.Close(), outW.Close()
 	}()
 	return newChild(proc, inW, outR), nil
+}
+
+// proc returns the n-th child started (from 1).
+func (f *fakeChildren) proc(n int) *fakeProc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.procs[n-1]
 }
 
 // echo serves requests by answering them with the child's number, a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -18,6 +19,11 @@ const (
 	MaxSize     = 8
 )
 
+// DefaultIdleTimeout is Config.IdleTimeout's default: long enough for a
+// child to serve a whole burst of pods, short enough that an agent with
+// nothing to check holds no child for long.
+const DefaultIdleTimeout = time.Minute
+
 // ErrClosed is the error of a request made after Close.
 var ErrClosed = errors.New("process pool closed")
 
@@ -29,6 +35,9 @@ type Config struct {
 	// Size is the most children running at once, so the most requests
 	// answered at once; DefaultSize if 0, at most MaxSize.
 	Size int
+	// IdleTimeout stops a child that has answered no request for that
+	// long; DefaultIdleTimeout if 0.
+	IdleTimeout time.Duration
 	// Stderr is the children's standard error (for a panic's trace); nil
 	// is /dev/null. A child stuck on hung storage holds it open for as
 	// long as it is stuck: not a pipe that someone reads to its end.
@@ -41,17 +50,21 @@ type Config struct {
 // The zero value is not usable; see New. It starts nothing until the
 // first request.
 type Pool struct {
-	log   *zap.Logger
-	start func() (*child, error)
-	// idle holds the children waiting for a request, spare a token per
-	// child that may still be started; together at most Size.
-	idle  chan *child
-	spare chan struct{}
+	log      *zap.Logger
+	start    func() (*child, error)
+	idleTime time.Duration
+	// turns holds a token per request that may use a child at once
+	// (Size): a request holds one from the moment it has a child until
+	// it has given the child back or abandoned it. So there are at most
+	// Size children (a child is started only when none is idle).
+	turns chan struct{}
 	// closing is closed by Close.
 	closing chan struct{}
 
 	mu     sync.Mutex
-	closed bool // guarded by mu; set when closing is closed
+	closed bool        // guarded by mu; set when closing is closed
+	idle   []*child    // guarded by mu: the children waiting for a request, least recently used first
+	retire *time.Timer // guarded by mu: stops the idle children past idleTime; nil when none is idle
 
 	// reaping counts the reapers of abandoned children still waiting
 	// (for tests: nothing in the agent waits for them).
@@ -65,20 +78,26 @@ func New(cfg Config) (*Pool, error) {
 		return nil, errors.New("process pool: Command is required")
 	case cfg.Size < 0 || cfg.Size > MaxSize:
 		return nil, fmt.Errorf("process pool: Size %d is not between 0 and %d", cfg.Size, MaxSize)
-	case cfg.Size == 0:
+	case cfg.IdleTimeout < 0:
+		return nil, fmt.Errorf("process pool: IdleTimeout %v is negative", cfg.IdleTimeout)
+	}
+	if cfg.Size == 0 {
 		cfg.Size = DefaultSize
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
 	command := append([]string(nil), cfg.Command...)
-	return newPool(cfg.Size, cfg.Logger, func() (*child, error) { return startProcess(command, cfg.Stderr) }), nil
+	return newPool(cfg.Size, cfg.IdleTimeout, cfg.Logger, func() (*child, error) { return startProcess(command, cfg.Stderr) }), nil
 }
 
-func newPool(size int, log *zap.Logger, start func() (*child, error)) *Pool {
-	p := &Pool{log: log, start: start, idle: make(chan *child, size), spare: make(chan struct{}, size), closing: make(chan struct{})}
+func newPool(size int, idleTime time.Duration, log *zap.Logger, start func() (*child, error)) *Pool {
+	p := &Pool{log: log, start: start, idleTime: idleTime, turns: make(chan struct{}, size), closing: make(chan struct{})}
 	for range size {
-		p.spare <- struct{}{}
+		p.turns <- struct{}{}
 	}
 	return p
 }
@@ -102,63 +121,73 @@ func (p *Pool) Do(ctx context.Context, req []byte, release func()) ([]byte, erro
 		return nil, fmt.Errorf("request of %d bytes, more than %d", len(req), MaxFrame)
 	}
 	for attempt := 0; ; attempt++ {
-		c, err := p.acquire(ctx)
-		if err != nil {
-			release()
-			return nil, err
-		}
-		answer, err := c.exchange(ctx, req)
-		switch {
-		case errors.Is(err, errNotSent) && attempt == 0:
-			p.abandon(c, func() {}, err)
+		answer, err := p.doOnce(ctx, req, release, attempt == 0)
+		if errors.Is(err, errNotSent) && attempt == 0 {
 			continue
-		case err != nil:
-			p.abandon(c, release, err)
-			return nil, err
 		}
-		p.put(c)
-		release()
-		return answer, nil
+		return answer, err
 	}
 }
 
-// acquire returns an idle child, or starts one if the pool has fewer than
-// Size, else waits for one of those until ctx ends.
+// doOnce sends req to a child, calling release as Do says, except when
+// retry is true and req was not sent.
+func (p *Pool) doOnce(ctx context.Context, req []byte, release func(), retry bool) ([]byte, error) {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	defer func() { p.turns <- struct{}{} }()
+	answer, err := c.exchange(ctx, req)
+	switch {
+	case errors.Is(err, errNotSent) && retry:
+		p.abandon(c, func() {}, err)
+	case err != nil:
+		p.abandon(c, release, err)
+	default:
+		p.put(c)
+		release()
+	}
+	return answer, err
+}
+
+// acquire waits for a turn until ctx ends, then returns an idle child, or
+// a new one if none is idle. The caller gives the turn back.
 func (p *Pool) acquire(ctx context.Context) (*child, error) {
 	select {
-	case <-p.closing:
-		return nil, ErrClosed
-	case c := <-p.idle: // a running child first: start no more than needed
-		return c, nil
-	default:
-	}
-	select {
-	case c := <-p.idle:
-		return c, nil
-	case <-p.spare:
-		return p.startChild()
+	case <-p.turns:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for a child process: %w", ctx.Err())
 	case <-p.closing:
 		return nil, ErrClosed
 	}
+	c, err := p.take()
+	if err != nil {
+		p.turns <- struct{}{}
+	}
+	return c, err
 }
 
-// startChild starts a child in the slot the caller took from spare.
-// A child started while Close runs is stopped when put back.
-func (p *Pool) startChild() (*child, error) {
+// take returns the most recently used idle child (the others may then
+// grow idle enough to stop), or starts one. A child started while Close
+// runs is stopped when put back.
+func (p *Pool) take() (*child, error) {
 	p.mu.Lock()
-	closed := p.closed // select chose spare over closing: both were ready
+	closed, n := p.closed, len(p.idle)
+	var c *child
+	if !closed && n > 0 {
+		c = p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+	}
 	p.mu.Unlock()
-	if closed {
+	switch {
+	case closed: // select chose a turn over closing: both were ready
 		return nil, ErrClosed
+	case c != nil:
+		return c, nil
 	}
-	c, err := p.start()
-	if err != nil {
-		p.spare <- struct{}{}
-		return nil, err
-	}
-	return c, nil
+	return p.start()
 }
 
 // put gives c back to the pool, or stops it if the pool is closed.
@@ -169,19 +198,44 @@ func (p *Pool) put(c *child) {
 		p.abandonLocked(c, func() {})
 		return
 	}
-	p.idle <- c // never blocks: at most Size children exist
+	c.usedAt = time.Now()
+	p.idle = append(p.idle, c)
+	p.armLocked()
 }
 
-// abandon kills c, gives its slot to a replacement and leaves a reaper to
-// call release once c is gone.
+// armLocked makes the retire timer fire when the least recently used
+// idle child has been idle for idleTime.
+func (p *Pool) armLocked() {
+	if p.retire == nil && len(p.idle) > 0 {
+		p.retire = time.AfterFunc(time.Until(p.idle[0].usedAt.Add(p.idleTime)), p.retireIdle)
+	}
+}
+
+// retireIdle stops the children idle for idleTime or longer.
+func (p *Pool) retireIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.retire = nil
+	if p.closed {
+		return
+	}
+	n := 0
+	for n < len(p.idle) && time.Since(p.idle[n].usedAt) >= p.idleTime {
+		p.log.Debug("idle child process stopped", zap.Int("pid", p.idle[n].proc.Pid()))
+		p.abandonLocked(p.idle[n], func() {})
+		n++
+	}
+	p.idle = append(p.idle[:0], p.idle[n:]...)
+	p.armLocked()
+}
+
+// abandon kills c and leaves a reaper to call release once c is gone;
+// the caller's turn then goes to a replacement.
 func (p *Pool) abandon(c *child, release func(), cause error) {
 	p.log.Info("child process abandoned", zap.Int("pid", c.proc.Pid()), zap.Error(cause))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.abandonLocked(c, release)
-	if !p.closed {
-		p.spare <- struct{}{}
-	}
 }
 
 func (p *Pool) abandonLocked(c *child, release func()) {
@@ -207,14 +261,14 @@ func (p *Pool) Close() {
 	}
 	p.closed = true
 	close(p.closing)
-	for {
-		select {
-		case c := <-p.idle:
-			p.abandonLocked(c, func() {})
-		default:
-			return
-		}
+	if p.retire != nil {
+		p.retire.Stop()
+		p.retire = nil
 	}
+	for _, c := range p.idle {
+		p.abandonLocked(c, func() {})
+	}
+	p.idle = nil
 }
 
 // Run blocks until ctx ends, then closes the pool; it returns nil.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // liveness bounds the waits for something that must happen: never a
@@ -248,5 +250,32 @@ func TestRequestTooLong(t *testing.T) {
 	do(t, p, "x")
 	if n := f.started.Load(); n != 1 {
 		t.Fatalf("%d children started, want 1", n)
+	}
+}
+
+// TestIdleChildRetires: a child idle for IdleTimeout is stopped; the next
+// request starts another.
+func TestIdleChildRetires(t *testing.T) {
+	f := newFakeChildren(t)
+	p := newPool(1, time.Millisecond, zap.NewNop(), f.start)
+	t.Cleanup(p.Close)
+	if n := answeredBy(t, do(t, p, "x"), "x"); n != 1 {
+		t.Fatalf("child %d answered, want 1", n)
+	}
+	wait(t, f.proc(1).exited, "the stop of the idle child")
+	if n := answeredBy(t, do(t, p, "y"), "y"); n != 2 {
+		t.Fatalf("child %d answered, want the new child 2", n)
+	}
+	p.Close()
+	p.reaping.Wait()
+}
+
+// TestNewRefusesBadConfig: Command is required, Size and IdleTimeout are
+// bounded.
+func TestNewRefusesBadConfig(t *testing.T) {
+	for _, cfg := range []Config{{}, {Command: childCommand, Size: -1}, {Command: childCommand, Size: MaxSize + 1}, {Command: childCommand, IdleTimeout: -time.Second}} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted it", cfg)
+		}
 	}
 }
