@@ -133,7 +133,10 @@ func startProcess(command []string, stderr *os.File) (_ *child, retErr error) {
 	}
 	// Pdeathsig: a SIGKILLed agent takes its children along, whatever
 	// they are doing (Go checks in the child that the parent did not die
-	// before the setting took).
+	// before the setting took). The signal follows the thread that forked:
+	// Go ends a thread only when a goroutine locked to it (LockOSThread)
+	// returns, which the agent never does; were one to, the child would
+	// die: the request it answers would fail, and an idle one be replaced.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start child process: %w", err)

@@ -138,6 +138,11 @@ func (p *Pool) doOnce(ctx context.Context, req []byte, release func(), retry boo
 		return nil, err
 	}
 	defer func() { p.turns <- struct{}{} }()
+	if err := ctx.Err(); err != nil { // select may pick a turn over a context that ended
+		p.put(c)
+		release()
+		return nil, fmt.Errorf("wait for a child process: %w", err)
+	}
 	answer, err := c.exchange(ctx, req)
 	switch {
 	case errors.Is(err, errNotSent) && retry:

@@ -279,3 +279,21 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledRequestKeepsChild: a request whose context ended before it
+// was sent fails, and its idle child stays.
+func TestCancelledRequestKeepsChild(t *testing.T) {
+	f := newFakeChildren(t)
+	p := f.pool(1)
+	do(t, p, "x")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 10 {
+		if _, err := p.Do(ctx, []byte("y"), func() {}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Do with a cancelled context: %v, want cancelled", err)
+		}
+	}
+	if n := answeredBy(t, do(t, p, "z"), "z"); n != 1 || f.started.Load() != 1 {
+		t.Fatalf("child %d answered after %d starts, want child 1 and no other start", n, f.started.Load())
+	}
+}
