@@ -76,6 +76,13 @@ func stateEphemeralClaims(t *testing.T, root string) []string {
 // fail the volume with a clear error and mount nothing.
 func TestManifestEphemeralVolumes(t *testing.T) {
 	a := newAgent(t)
+	// The root dir is reached through a symlink, as on nodes whose
+	// /var/lib is a link to a data disk.
+	link := filepath.Join(t.TempDir(), "root")
+	if err := os.Symlink(a.root, link); err != nil {
+		t.Fatal(err)
+	}
+	a.root = link
 	data := filepath.Join(t.TempDir(), "local")
 	a.writeManifest("class.yaml", ephemeralClassManifest)
 	a.writeManifest("web.yaml", fmt.Sprintf(ephemeralPodManifest, "web", "{labels: {app: web}}"))
@@ -111,20 +118,23 @@ func TestManifestEphemeralVolumes(t *testing.T) {
 		t.Errorf("%s holds %v, want only %s", data, got, dir)
 	}
 
-	ids := mountIDsUnder(t, a.resolvedRoot())
-	a.restart(true)
-	if v2 := a.waitPod("default", "web", 20*time.Second, ready).volume("scratch"); v2.PV != v.PV || v2.Path != v.Path {
-		t.Errorf("after SIGKILL and restart the volume is %+v, was %+v", v2, v)
-	}
-	checkFile(t, filepath.Join(v.Path, "written"), "by web")
-	if got := entries(t, data); !slices.Equal(got, []string{dir}) {
-		t.Errorf("after SIGKILL and restart %s holds %v, want only %s", data, got, dir)
-	}
-	if got := stateEphemeralClaims(t, a.root); !slices.Equal(got, []string{"web-scratch"}) {
-		t.Errorf("after SIGKILL and restart claims.json has ephemeral claims %v, want [web-scratch]", got)
-	}
-	if after := mountIDsUnder(t, a.resolvedRoot()); after != ids {
-		t.Errorf("a SIGKILL restart remounted: %s -> %s", ids, after)
+	for _, crash := range []bool{true, false} {
+		how := map[bool]string{true: "SIGKILL", false: "SIGTERM"}[crash]
+		ids := mountIDsUnder(t, a.resolvedRoot())
+		a.restart(crash)
+		if v2 := a.waitPod("default", "web", 20*time.Second, ready).volume("scratch"); v2.PV != v.PV || v2.Path != v.Path {
+			t.Errorf("after %s and restart the volume is %+v, was %+v", how, v2, v)
+		}
+		checkFile(t, filepath.Join(v.Path, "written"), "by web")
+		if got := entries(t, data); !slices.Equal(got, []string{dir}) {
+			t.Errorf("after %s and restart %s holds %v, want only %s", how, data, got, dir)
+		}
+		if got := stateEphemeralClaims(t, a.root); !slices.Equal(got, []string{"web-scratch"}) {
+			t.Errorf("after %s and restart claims.json has ephemeral claims %v, want [web-scratch]", how, got)
+		}
+		if after := mountIDsUnder(t, a.resolvedRoot()); after != ids {
+			t.Errorf("a %s restart remounted: %s -> %s", how, ids, after)
+		}
 	}
 
 	start = time.Now()
