@@ -47,7 +47,8 @@ type options struct {
 	logLevel   string
 	rootParent string   // where agents' root directories are made
 	agentArgs  []string // more flags for every agent (-agent-args)
-	scenario   string   // "suite" (every figure) or "usage"
+	scenario   string   // "suite" (every figure), "usage" or "bursts"
+	rounds     int      // bursts of the bursts scenario
 }
 
 func main() {
@@ -82,14 +83,15 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the agents' --log-level (debug shows each step with its time)")
 	fs.StringVar(&o.rootParent, "root-parent", "", "directory in which each agent's --root-dir is made (default: the temporary directory); its file system's metadata costs are part of every figure")
 	fs.StringVar(&o.agent, "agent", "", "volume-agent binary to measure (default: build ./cmd/volume-agent)")
-	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), or usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0)")
+	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0), or bursts (idle memory, then -rounds bursts of 110 pods created and removed at once, with the memory at rest between)")
+	fs.IntVar(&o.rounds, "rounds", 3, "bursts of 110 pods in -scenario bursts")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.agentArgs = strings.Fields(*agentArgs)
-	if o.scenario != "suite" && o.scenario != "usage" {
-		return o, fmt.Errorf("-scenario %q: want suite or usage", o.scenario)
+	if o.scenario != "suite" && o.scenario != "usage" && o.scenario != "bursts" {
+		return o, fmt.Errorf("-scenario %q: want suite, usage or bursts", o.scenario)
 	}
 	switch *size {
 	case "full":
@@ -185,8 +187,12 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()
-	if o.scenario == "usage" {
+	switch o.scenario {
+	case "usage":
 		s.usageLoad()
+		return
+	case "bursts":
+		s.bursts(o.rounds)
 		return
 	}
 	s.all(true)
@@ -213,8 +219,12 @@ func clusterMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()
-	if o.scenario == "usage" {
+	switch o.scenario {
+	case "usage":
 		s.usageLoad()
+		return
+	case "bursts":
+		s.bursts(o.rounds)
 		return
 	}
 	s.all(false)

@@ -121,6 +121,17 @@ func (s *scenario) burst(n int, idle, updates bool) {
 	}
 }
 
+// bursts measures the agent at rest with no pod, then rounds bursts of
+// bursts[0] pods created at once, at rest with them, and removed at once:
+// the figures of issue 21 (bursts, teardown, memory) without the rest of
+// the suite, so that builds can be compared round by round.
+func (s *scenario) bursts(rounds int) {
+	s.idle(0)
+	for range rounds {
+		s.burst(s.size.bursts[0], true, false)
+	}
+}
+
 // idle measures CPU, wake-ups and RSS with n pods and nothing changing.
 func (s *scenario) idle(n int) {
 	time.Sleep(s.size.idle / 5) // let finished work settle

@@ -18,6 +18,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/binder"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/layout"
+	"github.com/volume-agent/volume-agent/internal/memtrim"
 	"github.com/volume-agent/volume-agent/internal/metrics"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins"
@@ -57,6 +58,8 @@ type agent struct {
 	usage *volumeusage.Usage
 	// others run beside the loops (token manager, event recorder).
 	others map[string]runner
+	// trim returns the heap's free pages once a burst of changes settles.
+	trim *memtrim.Trimmer
 }
 
 // runAgent wires the components and runs them until ctx ends. A root that
@@ -72,9 +75,10 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	a := &agent{others: map[string]runner{}}
-	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify(); a.usage.Notify() })
+	a := &agent{others: map[string]runner{}, trim: memtrim.New(memtrim.Config{})}
+	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify(); a.usage.Notify(); a.trim.Touch() })
 	a.actual = asw.New(func() {
+		a.trim.Touch()
 		a.server.Notify()
 		a.usage.Notify()
 		a.notifyActual()
