@@ -139,7 +139,12 @@ func (a *agent) stop(sig syscall.Signal) {
 // cleanup stops the agent and detaches what it left mounted.
 func (a *agent) cleanup() {
 	a.stop(syscall.SIGTERM)
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(a.root))
+	detachUnder(a.root)
+}
+
+// detachUnder detaches every mount under dir, deepest first.
+func detachUnder(dir string) {
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return
 	}

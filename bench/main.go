@@ -183,7 +183,7 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 	cfg.manifests = r.TempDir()
 	c := manifestDir{r: r, dir: cfg.manifests}
 	c.putConfigMap(sharedObject("initial\n"))
-	s := &scenario{r: r, rep: rep, mode: "manifest", size: o.size, c: c, profile: o.profileDir}
+	s := &scenario{r: r, rep: rep, mode: "manifest", size: o.size, c: c, profile: o.profileDir, rootParent: o.rootParent}
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()
@@ -196,6 +196,7 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 		return
 	}
 	s.all(true)
+	s.floor(s.size.bursts[0])
 	s.mountTable(cfg)
 }
 

@@ -43,6 +43,9 @@ type scenario struct {
 	a       *agent
 	c       cluster
 	profile string // directory for CPU profiles, or ""
+	// rootParent is where the agent's root directory was made ("" for
+	// the temporary directory): the floor works on the same file system.
+	rootParent string
 	next    int    // numbers runs, so that every pod and object is new
 }
 
@@ -129,6 +132,9 @@ func (s *scenario) bursts(rounds int) {
 	s.idle(0)
 	for range rounds {
 		s.burst(s.size.bursts[0], true, false)
+	}
+	if s.mode == "manifest" {
+		s.floor(s.size.bursts[0])
 	}
 }
 

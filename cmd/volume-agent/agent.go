@@ -111,7 +111,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, worlds.VolumesByState, metrics.Sources(a.sources), metrics.Uncertain(a.actual),
-		metrics.Terminating(worlds), metrics.VolumeStats(a.usage))
+		metrics.Terminating(worlds), metrics.VolumeStats(a.usage), metrics.HostPathCheckers(checkers.Stats))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
 		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter), SubPaths: subPaths(layout.Root(root), o.hostRoot, mounter)})

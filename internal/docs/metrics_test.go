@@ -22,6 +22,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/metrics"
+	"github.com/volume-agent/volume-agent/internal/procpool"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/status"
 	"github.com/volume-agent/volume-agent/internal/usage"
@@ -42,10 +43,11 @@ type family struct {
 // lists the same.
 func agentOptions() map[string]metrics.Option {
 	return map[string]metrics.Option{
-		"Sources":     metrics.Sources([]source.Source{&syncedSource{}}),
-		"Uncertain":   metrics.Uncertain(asw.New(nil)),
-		"Terminating": metrics.Terminating(status.Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}),
-		"VolumeStats": metrics.VolumeStats(oneVolumeStat{}),
+		"Sources":          metrics.Sources([]source.Source{&syncedSource{}}),
+		"Uncertain":        metrics.Uncertain(asw.New(nil)),
+		"Terminating":      metrics.Terminating(status.Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}),
+		"VolumeStats":      metrics.VolumeStats(oneVolumeStat{}),
+		"HostPathCheckers": metrics.HostPathCheckers(func() procpool.Stats { return procpool.Stats{} }),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/procpool"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -127,6 +128,26 @@ func TestTerminating(t *testing.T) {
 	// Read at every scrape.
 	c.n, c.stuck = 3, 1
 	want = map[string]float64{"volume_agent_terminating_pods{}": 3, "volume_agent_stuck_teardowns{}": 1}
+	if got := gather(t, reg); !reflect.DeepEqual(got, want) {
+		t.Fatalf("gathered %v\nwant %v", got, want)
+	}
+}
+
+func TestHostPathCheckers(t *testing.T) {
+	st := procpool.Stats{}
+	reg := prometheus.NewPedanticRegistry()
+	New(reg, func() map[string]int { return nil }, HostPathCheckers(func() procpool.Stats { return st }))
+	want := map[string]float64{
+		"volume_agent_host_path_checkers_abandoned_total{}": 0,
+		"volume_agent_host_path_checkers_unreaped{}":        0,
+	}
+	if got := gather(t, reg); !reflect.DeepEqual(got, want) {
+		t.Fatalf("gathered %v\nwant %v", got, want)
+	}
+	// Read at every scrape: a check hangs and its child is abandoned.
+	st = procpool.Stats{Abandoned: 3, Unreaped: 1}
+	want["volume_agent_host_path_checkers_abandoned_total{}"] = 3
+	want["volume_agent_host_path_checkers_unreaped{}"] = 1
 	if got := gather(t, reg); !reflect.DeepEqual(got, want) {
 		t.Fatalf("gathered %v\nwant %v", got, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -69,6 +70,26 @@ type Pool struct {
 	// reaping counts the reapers of abandoned children still waiting
 	// (for tests: nothing in the agent waits for them).
 	reaping sync.WaitGroup
+	// abandoned counts the children killed because a request's deadline
+	// passed; unreaped the killed children not gone yet (stuck in the
+	// kernel, on hung storage). For Stats.
+	abandoned, unreaped atomic.Int64
+}
+
+// Stats are a pool's counts for its metrics.
+type Stats struct {
+	// Abandoned is how many children were killed because a request's
+	// deadline passed (hung storage, most likely), since the pool began.
+	Abandoned int64
+	// Unreaped is how many killed children (abandoned, retired idle or
+	// closed) have not ended yet: a process stuck in an uninterruptible
+	// wait cannot die until the storage answers.
+	Unreaped int64
+}
+
+// Stats returns the pool's counts.
+func (p *Pool) Stats() Stats {
+	return Stats{Abandoned: p.abandoned.Load(), Unreaped: p.unreaped.Load()}
 }
 
 // New returns a pool; it starts no process.
@@ -238,6 +259,7 @@ func (p *Pool) retireIdle() {
 // the caller's turn then goes to a replacement.
 func (p *Pool) abandon(c *child, release func(), cause error) {
 	p.log.Info("child process abandoned", zap.Int("pid", c.proc.Pid()), zap.Error(cause))
+	p.abandoned.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.abandonLocked(c, release)
@@ -246,10 +268,12 @@ func (p *Pool) abandon(c *child, release func(), cause error) {
 func (p *Pool) abandonLocked(c *child, release func()) {
 	c.kill()
 	p.reaping.Add(1)
+	p.unreaped.Add(1)
 	go func() { // the one goroutine no one joins: it waits on the kernel
 		defer p.reaping.Done()
 		defer release()
 		_ = c.proc.Wait()
+		p.unreaped.Add(-1)
 		p.log.Debug("child process reaped", zap.Int("pid", c.proc.Pid()))
 	}()
 }

@@ -97,9 +97,15 @@ func TestHungChildBlocksNoOther(t *testing.T) {
 		t.Fatal("the hung request was released while its child still hangs")
 	default:
 	}
+	if st := p.Stats(); st != (Stats{Abandoned: 1, Unreaped: 1}) {
+		t.Fatalf("stats while the abandoned child hangs: %+v, want 1 abandoned, 1 unreaped", st)
+	}
 	do(t, p, "y")
 	f.unhang()
 	wait(t, h.released, "the release of the hung request once its child went")
+	if st := p.Stats(); st != (Stats{Abandoned: 1}) {
+		t.Fatalf("stats once the abandoned child went: %+v, want 1 abandoned, 0 unreaped", st)
+	}
 }
 
 // TestHungChildReplaced: a pool of one child gives the slot of an
