@@ -46,7 +46,7 @@ type scenario struct {
 	// rootParent is where the agent's root directory was made ("" for
 	// the temporary directory): the floor works on the same file system.
 	rootParent string
-	next    int    // numbers runs, so that every pod and object is new
+	next       int // numbers runs, so that every pod and object is new
 }
 
 func (s *scenario) run(prefix string) string {
