@@ -249,7 +249,16 @@ func (a *agent) profile(d time.Duration, file string) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		resp, err := a.client.Get(a.url(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))))
+		a.save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), file)
+	}()
+	time.Sleep(50 * time.Millisecond) // let the profile start
+	return func() { <-done }
+}
+
+// save writes what GET path answers to file (a profile).
+func (a *agent) save(path, file string) {
+	{
+		resp, err := a.client.Get(a.url(path))
 		if err != nil {
 			a.r.Logf("profile %s: %v", file, err)
 			return
@@ -262,9 +271,7 @@ func (a *agent) profile(d time.Duration, file string) func() {
 		}
 		defer f.Close()
 		_, _ = io.Copy(f, resp.Body)
-	}()
-	time.Sleep(50 * time.Millisecond) // let the profile start
-	return func() { <-done }
+	}
 }
 
 func freeAddr(r *runner) string {

@@ -142,6 +142,9 @@ func (s *scenario) bursts(rounds int) {
 func (s *scenario) idle(n int) {
 	time.Sleep(s.size.idle / 5) // let finished work settle
 	f := measureIdle(s.r, s.a.pid(), s.size.idle)
+	if s.profile != "" {
+		s.a.save("/debug/pprof/heap", filepath.Join(s.profile, fmt.Sprintf("%s-idle-%d.heap.pprof", s.mode, n)))
+	}
 	target := ""
 	if n > 0 {
 		target = fmt.Sprintf("RSS ≤ %.1f MiB", 30+float64(n)*64/1024)

@@ -53,9 +53,14 @@ func (f *failures) set(err error) (changed bool) {
 	return changed
 }
 
-// observe implements observer: a call that succeeded ends the failure.
+// observe implements observer: a call that succeeded ends the failure; one
+// that failed other than routinely is the failure (for an informer without
+// an error handler: see objectInformer).
 func (f *failures) observe(_ context.Context, err error) {
 	if err != nil {
+		if !routine(err) && f.set(err) {
+			f.notify()
+		}
 		return
 	}
 	f.mu.Lock()

@@ -35,12 +35,32 @@ type objects struct {
 // frozen and its watch stopped (or never started). first is what the
 // direct read found, served until the watch has listed.
 type watched struct {
-	informer cache.SharedIndexInformer
+	informer *objectInformer
 	failures *failures
 	stop     context.CancelFunc
 	frozen   runtime.Object // guarded by objects.mu
 	first    *firstRead     // guarded by objects.mu
 }
+
+// objectInformer is the informer of one object: a store kept by a
+// reflector, and one handler called after each change is in the store.
+// Not a shared informer: nothing else listens, and a shared informer's
+// listener buffers 1,024 notifications (16 KiB) and runs two more
+// goroutines, per watched object — a quarter of the heap with 110 pods.
+// A list or watch call that fails reaches the informer's failures through
+// its ListerWatcher (listWatch's observers).
+type objectInformer struct {
+	cache.Controller
+	store cache.Store
+}
+
+func newObjectInformer(lw cache.ListerWatcher, example runtime.Object, h cache.ResourceEventHandler) *objectInformer {
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: example, Handler: h})
+	return &objectInformer{Controller: ctrl, store: store}
+}
+
+// GetStore returns the object's store (empty, or the one object).
+func (i *objectInformer) GetStore() cache.Store { return i.store }
 
 // watch makes the set of watched objects exactly refs.
 func (o *objects) watch(refs map[ref]bool) {
@@ -73,14 +93,12 @@ func (o *objects) watch(refs map[ref]bool) {
 func (o *objects) startLocked(parent context.Context, r ref) *watched {
 	ctx, cancel := context.WithCancel(parent)
 	errs := newFailures(o.onChange)
-	inf := cache.NewSharedIndexInformer(o.listWatch(r, errs), o.example, 0, cache.Indexers{})
-	errs.install(inf)
-	w := &watched{informer: inf, failures: errs, stop: cancel}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	inf := newObjectInformer(o.listWatch(r, errs), o.example, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.changed(r, obj) },
 		UpdateFunc: func(_, obj any) { o.changed(r, obj) },
 		DeleteFunc: func(any) { o.onChange() },
 	})
+	w := &watched{informer: inf, failures: errs, stop: cancel}
 	o.runner.run(ctx, func(ctx context.Context) {
 		if o.readFirst(ctx, r, w) {
 			inf.RunWithContext(ctx)

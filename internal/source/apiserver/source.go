@@ -204,7 +204,7 @@ func (s *Source) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVo
 // get looks an object up in an informer's store. Before the informer has
 // listed, the lookup waits (ErrNotReady) — unless listing was denied, which
 // is an error to report.
-func get[T runtime.Object](inf cache.SharedIndexInformer, errs *failures, kind, namespace, name string) (T, error) {
+func get[T runtime.Object](inf storeInformer, errs *failures, kind, namespace, name string) (T, error) {
 	var zero T
 	if !inf.HasSynced() {
 		if err := errs.current(); err != nil && denied(err) {
@@ -217,6 +217,12 @@ func get[T runtime.Object](inf cache.SharedIndexInformer, errs *failures, kind, 
 		return zero, err
 	}
 	return typed[T](obj, ok, kind, namespace, name)
+}
+
+// storeInformer is what get needs of an informer, shared or not.
+type storeInformer interface {
+	HasSynced() bool
+	GetStore() cache.Store
 }
 
 // errNotSynced: the watch has not delivered its first list yet.

@@ -14,7 +14,7 @@ import (
 // sends no event, and the handler of a first list that finds the object can
 // run before HasSynced is true. A lookup made then answers "not known yet",
 // and without this call nothing would make it again until a slow resync.
-func whenSynced(notify func(), informers ...cache.SharedIndexInformer) func(context.Context) {
+func whenSynced(notify func(), informers ...syncChecker) func(context.Context) {
 	return func(ctx context.Context) {
 		for _, inf := range informers {
 			select {
@@ -25,4 +25,9 @@ func whenSynced(notify func(), informers ...cache.SharedIndexInformer) func(cont
 		}
 		notify()
 	}
+}
+
+// syncChecker is an informer that tells when it has synced.
+type syncChecker interface {
+	HasSyncedChecker() cache.DoneChecker
 }
