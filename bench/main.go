@@ -140,7 +140,7 @@ func run(o options, out io.Writer, logf func(string, ...any)) (*report, error) {
 	}
 	for _, mode := range o.modes {
 		logf("bench: %s mode", mode)
-		if err := runMode(o, rep, mode, agentConfig{binary: bin, self: self, node: benchNode, rootParent: o.rootParent, logDir: o.logDir, logLevel: o.logLevel, args: o.agentArgs}, logf); err != nil {
+		if err := runMode(o, rep, mode, agentConfig{binary: bin, self: self, node: benchNode, rootParent: o.rootParent, logDir: o.logDir, logLevel: o.logLevel, args: o.agentArgs, profiling: o.profileDir != ""}, logf); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s mode: %v", mode, err))
 		}
 	}

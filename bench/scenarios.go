@@ -144,6 +144,7 @@ func (s *scenario) idle(n int) {
 	f := measureIdle(s.r, s.a.pid(), s.size.idle)
 	if s.profile != "" {
 		s.a.save("/debug/pprof/heap", filepath.Join(s.profile, fmt.Sprintf("%s-idle-%d.heap.pprof", s.mode, n)))
+		s.a.save("/metrics", filepath.Join(s.profile, fmt.Sprintf("%s-idle-%d.metrics", s.mode, n)))
 	}
 	target := ""
 	if n > 0 {
