@@ -23,6 +23,9 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 	return func(ctx context.Context) error {
 		unlock := r.pods.lock(a.pod)
 		defer unlock()
+		if _, ok := r.cfg.Actual.PodDir(a.pod); !ok {
+			return nil // removed meanwhile (by its last volume's teardown)
+		}
 		log := r.log.With(podFields(a)...)
 		if r.podInUse(a) {
 			log.Debug("skipping cleanup of a pod directory in use again")
@@ -59,12 +62,8 @@ func (r *Reconciler) podInUse(a action) bool {
 	if _, wanted := r.cfg.Desired.Pod(a.pod); wanted {
 		return true
 	}
-	for _, v := range r.cfg.Actual.Volumes() {
-		if v.PodUID == a.pod {
-			return true
-		}
-	}
-	return false
+	vols, _ := r.cfg.Actual.PodVolumes(a.pod)
+	return len(vols) > 0
 }
 
 // removePodDir removes the levels of <root>/pods/<uid> the agent owns, with

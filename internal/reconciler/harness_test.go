@@ -152,6 +152,13 @@ func (o *observer) ObserveOperation(plugin, operation, outcome string, _ time.Du
 	o.ops = append(o.ops, plugin+" "+operation+" "+outcome)
 }
 
+// all returns every operation observed so far, in order.
+func (o *observer) all() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.ops)
+}
+
 func (o *observer) saw(op string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -200,40 +200,57 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 
 func (r *Reconciler) tearDown(a action) executor.Op {
 	return func(ctx context.Context) error {
-		log := r.volumeLogger(a)
-		// The pod's subPath mounts show its volumes' content: they go
-		// first, under the pod's lock alone.
-		if err := r.removeSubPaths(ctx, a); err != nil {
-			r.cfg.Actual.SetTearDownError(a.dsKey(), err.Error())
-			log.Warn("volume teardown failed", zap.Error(err))
+		torn, err := r.tearDownVolume(ctx, a)
+		if err != nil || !torn {
 			return err
 		}
-		unlock := r.pods.rlock(a.pod)
-		defer unlock()
-		if r.stale(a) || r.wantedAgain(a) {
-			log.Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
-			return nil
+		// The pod's last volume is gone: its directory goes now, in this
+		// operation's turn, rather than behind every operation queued
+		// since (a planned cleanup would wait for them all). A failure is
+		// recorded by cleanup and retried by the planned one.
+		if _, ok := r.cfg.Actual.PodDir(a.pod); ok && !r.podInUse(a) {
+			_ = r.cleanup(action{kind: opCleanup, pod: a.pod, podNamespace: a.podNamespace, podName: a.podName})(ctx)
 		}
-		plugin, ok := r.cfg.Plugins.Get(a.plugin)
-		if !ok {
-			return fmt.Errorf("plugin %s is not registered", a.plugin)
-		}
-		start := time.Now()
-		stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
-		err := mount.OneLine(tearDownOrUnmap(ctx, plugin, a.actual))
-		stop()
-		took := r.observe(a, start, err)
-		if err != nil {
-			// Kept in the actual state: the status shows the pod
-			// Terminating with this reason until a teardown succeeds.
-			r.cfg.Actual.SetTearDownError(a.dsKey(), err.Error())
-			log.Warn("volume teardown failed", zap.Duration("duration", took), zap.Error(err))
-			return err
-		}
-		r.cfg.Actual.Delete(a.dsKey())
-		log.Info("volume torn down", zap.Duration("duration", took))
 		return nil
 	}
+}
+
+// tearDownVolume tears down a's volume and reports whether it did (not
+// when a was planned on a stale snapshot or its pod is wanted again).
+func (r *Reconciler) tearDownVolume(ctx context.Context, a action) (bool, error) {
+	log := r.volumeLogger(a)
+	// The pod's subPath mounts show its volumes' content: they go
+	// first, under the pod's lock alone.
+	if err := r.removeSubPaths(ctx, a); err != nil {
+		r.cfg.Actual.SetTearDownError(a.dsKey(), err.Error())
+		log.Warn("volume teardown failed", zap.Error(err))
+		return false, err
+	}
+	unlock := r.pods.rlock(a.pod)
+	defer unlock()
+	if r.stale(a) || r.wantedAgain(a) {
+		log.Debug("skipping an operation planned on a stale snapshot", zap.String("operation", string(a.kind)))
+		return false, nil
+	}
+	plugin, ok := r.cfg.Plugins.Get(a.plugin)
+	if !ok {
+		return false, fmt.Errorf("plugin %s is not registered", a.plugin)
+	}
+	start := time.Now()
+	stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
+	err := mount.OneLine(tearDownOrUnmap(ctx, plugin, a.actual))
+	stop()
+	took := r.observe(a, start, err)
+	if err != nil {
+		// Kept in the actual state: the status shows the pod
+		// Terminating with this reason until a teardown succeeds.
+		r.cfg.Actual.SetTearDownError(a.dsKey(), err.Error())
+		log.Warn("volume teardown failed", zap.Duration("duration", took), zap.Error(err))
+		return false, err
+	}
+	r.cfg.Actual.Delete(a.dsKey())
+	log.Info("volume torn down", zap.Duration("duration", took))
+	return true, nil
 }
 
 // observe records the outcome of a, begun at start, and returns its
