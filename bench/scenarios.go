@@ -145,6 +145,7 @@ func (s *scenario) idle(n int) {
 	if s.profile != "" {
 		s.a.save("/debug/pprof/heap", filepath.Join(s.profile, fmt.Sprintf("%s-idle-%d.heap.pprof", s.mode, n)))
 		s.a.save("/metrics", filepath.Join(s.profile, fmt.Sprintf("%s-idle-%d.metrics", s.mode, n)))
+		s.a.save("/debug/pprof/goroutine?debug=1", filepath.Join(s.profile, fmt.Sprintf("%s-idle-%d.goroutines.txt", s.mode, n)))
 	}
 	target := ""
 	if n > 0 {
