@@ -6,6 +6,8 @@
 //	go run ./bench -profile-dir /tmp/p  # and CPU profiles of the bursts
 //	go run ./bench -scenario usage -agent-args --volume-stats-period=1s
 //	                                    # set-up bursts while usage walks run
+//	go run ./bench -scenario kubelet -rounds 5
+//	                                    # side by side with a real kubelet (test/node)
 //
 // It starts the agent as a separate process and measures it only through
 // its public surfaces: manifest files or the API server, the files of the
@@ -47,7 +49,9 @@ type options struct {
 	logLevel   string
 	rootParent string   // where agents' root directories are made
 	agentArgs  []string // more flags for every agent (-agent-args)
-	scenario   string   // "suite" (every figure) or "usage"
+	scenario   string   // "suite" (every figure), "usage" or "kubelet"
+	rounds     int      // bursts of each mix in the kubelet scenario
+	pods       int      // pods of each burst in the kubelet scenario
 }
 
 func main() {
@@ -82,14 +86,19 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the agents' --log-level (debug shows each step with its time)")
 	fs.StringVar(&o.rootParent, "root-parent", "", "directory in which each agent's --root-dir is made (default: the temporary directory); its file system's metadata costs are part of every figure")
 	fs.StringVar(&o.agent, "agent", "", "volume-agent binary to measure (default: build ./cmd/volume-agent)")
-	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), or usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0)")
+	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0), or kubelet (bursts side by side with a real kubelet of test/node, same node and control plane)")
+	fs.IntVar(&o.rounds, "rounds", 5, "bursts of each volume mix in -scenario kubelet")
+	fs.IntVar(&o.pods, "pods", 50, "pods created at once in each burst of -scenario kubelet")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.agentArgs = strings.Fields(*agentArgs)
-	if o.scenario != "suite" && o.scenario != "usage" {
-		return o, fmt.Errorf("-scenario %q: want suite or usage", o.scenario)
+	if o.scenario != "suite" && o.scenario != "usage" && o.scenario != "kubelet" {
+		return o, fmt.Errorf("-scenario %q: want suite, usage or kubelet", o.scenario)
+	}
+	if o.rounds < 1 || o.pods < 1 {
+		return o, errors.New("-rounds and -pods must be at least 1")
 	}
 	switch *size {
 	case "full":
@@ -104,6 +113,9 @@ func parseFlags(args []string) (options, error) {
 			return o, fmt.Errorf("-modes: unknown mode %q", m)
 		}
 		o.modes = append(o.modes, m)
+	}
+	if o.scenario == "kubelet" {
+		o.modes = []string{"cluster"} // the kubelet reads its pods from the API server
 	}
 	return o, nil
 }
@@ -169,9 +181,12 @@ func runMode(o options, rep *report, mode string, cfg agentConfig, logf func(str
 			err = errors.New("see the errors logged above")
 		}
 	}()
-	if mode == "manifest" {
+	switch {
+	case o.scenario == "kubelet":
+		kubeletScenario(r, o, rep, cfg)
+	case mode == "manifest":
 		manifestMode(r, o, rep, cfg)
-	} else {
+	default:
 		clusterMode(r, o, rep, cfg)
 	}
 	return nil
