@@ -73,7 +73,8 @@ type kubeletRound struct {
 	RatioP99       float64 `json:"kubelet_over_agent_p99"`
 	SetupWindowS   float64 `json:"setup_window_seconds"` // first create → both done
 	SetupCPU       cpuUse  `json:"setup_cpu_seconds"`
-	RunningS       float64 `json:"all_running_seconds"` // first create → every pod Running (the kubelet's containers)
+	AgentShare     float64 `json:"agent_share_of_setup_cpu"` // the agent's part of the CPU every component used in the window
+	RunningS       float64 `json:"all_running_seconds"`      // first create → every pod Running (the kubelet's containers)
 	AgentDown      dist    `json:"agent_teardown"`
 	KubeletDown    dist    `json:"kubelet_teardown"`
 	DownRatioP50   float64 `json:"teardown_kubelet_over_agent_p50"`
@@ -257,6 +258,7 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	waits.Wait()
 	rr.SetupWindowS = time.Since(start).Seconds()
 	rr.SetupCPU = cpuDelta(cpu0, k.snapshot())
+	rr.AgentShare = ratio(rr.SetupCPU["agent"], rr.SetupCPU.total())
 	if r.Failed() {
 		r.Fatalf("pods were not ready; agent log:\n%s", k.a.logTail())
 	}
@@ -605,10 +607,18 @@ func (r *report) kubeletTable(w io.Writer) {
 	}
 }
 
+func (c cpuUse) total() float64 {
+	var t float64
+	for _, v := range c {
+		t += v
+	}
+	return t
+}
+
 func (c cpuUse) String() string {
 	var parts []string
 	for _, name := range cpuComponents {
 		parts = append(parts, fmt.Sprintf("%.2f", c[name]))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", ") + fmt.Sprintf(" (all %.2f)", c.total())
 }
