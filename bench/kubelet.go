@@ -55,6 +55,18 @@ func (m kubeletMix) volumes() int {
 	return n
 }
 
+// short names the mix in file names.
+func (m kubeletMix) short() string {
+	s := "cm-secret-emptydir"
+	if m.hostPath {
+		s += "-hostpath"
+	}
+	if m.token {
+		s += "-token"
+	}
+	return s
+}
+
 var kubeletMixes = []kubeletMix{
 	{Name: "configMap + secret + emptyDir + hostPath", hostPath: true},
 	{Name: "configMap + secret + emptyDir"},
@@ -103,6 +115,7 @@ type sideBySide struct {
 	kubeletLog string // the kubelet's log file, on the host
 	hostDir    string // hostPath volumes' parent, the same path for the host and the node
 	pods       int
+	profile    string // directory for CPU profiles of the agent during each burst, or ""
 	next       int
 }
 
@@ -116,7 +129,7 @@ func kubeletScenario(r *runner, o options, rep *report, cfg agentConfig) {
 		r.Fatalf("client: %v", err)
 	}
 	n := node.Start(r, cp, node.Options{Name: benchNode, Logf: r.Logf})
-	k := &sideBySide{r: r, rep: rep, client: client, n: n, pods: o.pods, c: &apiServer{r: r, client: client, uids: map[string]string{}}}
+	k := &sideBySide{r: r, rep: rep, client: client, n: n, pods: o.pods, profile: o.profileDir, c: &apiServer{r: r, client: client, uids: map[string]string{}}}
 	// n.Path is /proc/<init>/root/...: the node's init is our way in.
 	if _, err := fmt.Sscanf(n.Path("/"), "/proc/%d/root", &k.nodeInit); err != nil {
 		r.Fatalf("node init from %q: %v", n.Path("/"), err)
@@ -224,6 +237,11 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	time.Sleep(500 * time.Millisecond) // let both see the objects settle
 
 	// Set-up.
+	stopProfile := func() {}
+	if k.profile != "" {
+		// 3 s: the burst's set-ups, not the containers' start after them.
+		stopProfile = k.a.profile(3*time.Second, filepath.Join(k.profile, fmt.Sprintf("kubelet-round%d-%s.pprof", round+1, m.short())))
+	}
 	logStart := fileSize(k.kubeletLog)
 	cpu0 := k.snapshot()
 	t0 := make([]time.Time, k.pods)
@@ -259,6 +277,7 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	rr.SetupWindowS = time.Since(start).Seconds()
 	rr.SetupCPU = cpuDelta(cpu0, k.snapshot())
 	rr.AgentShare = ratio(rr.SetupCPU["agent"], rr.SetupCPU.total())
+	stopProfile()
 	if r.Failed() {
 		r.Fatalf("pods were not ready; agent log:\n%s", k.a.logTail())
 	}
@@ -512,14 +531,18 @@ func (k *sideBySide) snapshot() map[procKey]procCPU {
 	return out
 }
 
-// cpuDelta is the CPU each component used between two snapshots.
-// Processes that ended in between count through the process that waited
-// for them (all their life), or not at all when nothing did.
+// cpuDelta is the CPU each component used between two snapshots: what
+// its processes show at the end less what they showed at the start. A
+// process that ended in between is counted through the one that waited
+// for it (its cutime and cstime: the node's init for a shim), which is of
+// the same component, and its time before the start is taken off with it.
 func cpuDelta(before, after map[procKey]procCPU) cpuUse {
 	use := cpuUse{}
-	for k, a := range after {
-		d := a.cpu - before[k].cpu
-		use[a.component] += d.Seconds()
+	for _, a := range after {
+		use[a.component] += a.cpu.Seconds()
+	}
+	for _, b := range before {
+		use[b.component] -= b.cpu.Seconds()
 	}
 	return use
 }
