@@ -77,6 +77,7 @@ var kubeletMixes = []kubeletMix{
 // took, and the CPU every component used meanwhile.
 type kubeletRound struct {
 	Round          int     `json:"round"`
+	WithoutKubelet bool    `json:"without_kubelet,omitempty"` // the control: no node, the agent alone
 	Mix            string  `json:"mix"`
 	Pods           int     `json:"pods"`
 	Agent          dist    `json:"agent_setup"`
@@ -128,18 +129,25 @@ func kubeletScenario(r *runner, o options, rep *report, cfg agentConfig) {
 	if err != nil {
 		r.Fatalf("client: %v", err)
 	}
-	n := node.Start(r, cp, node.Options{Name: benchNode, Logf: r.Logf})
-	k := &sideBySide{r: r, rep: rep, client: client, n: n, pods: o.pods, profile: o.profileDir, c: &apiServer{r: r, client: client, uids: map[string]string{}}}
-	// n.Path is /proc/<init>/root/...: the node's init is our way in.
-	if _, err := fmt.Sscanf(n.Path("/"), "/proc/%d/root", &k.nodeInit); err != nil {
-		r.Fatalf("node init from %q: %v", n.Path("/"), err)
-	}
-	k.kubeletLog = k.findKubeletLog()
-	// /tmp is the host's in the node's mount namespace too (it binds only
-	// /var/lib, /var/log and /run over the host's).
+	k := &sideBySide{r: r, rep: rep, client: client, pods: o.pods, profile: o.profileDir, c: &apiServer{r: r, client: client, uids: map[string]string{}}}
 	k.hostDir = r.TempDir()
-	if _, err := os.Stat(n.Path(k.hostDir)); err != nil {
-		r.Fatalf("hostPath parent %s not seen by the node: %v", k.hostDir, err)
+	if o.withoutKubelet {
+		// The control: the same bursts with the agent alone.
+		if _, err := client.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode}}, metav1.CreateOptions{}); err != nil {
+			r.Fatalf("node: %v", err)
+		}
+	} else {
+		k.n = node.Start(r, cp, node.Options{Name: benchNode, Logf: r.Logf})
+		// n.Path is /proc/<init>/root/...: the node's init is our way in.
+		if _, err := fmt.Sscanf(k.n.Path("/"), "/proc/%d/root", &k.nodeInit); err != nil {
+			r.Fatalf("node init from %q: %v", k.n.Path("/"), err)
+		}
+		k.kubeletLog = k.findKubeletLog()
+		// /tmp is the host's in the node's mount namespace too (it binds
+		// only /var/lib, /var/log and /run over the host's).
+		if _, err := os.Stat(k.n.Path(k.hostDir)); err != nil {
+			r.Fatalf("hostPath parent %s not seen by the node: %v", k.hostDir, err)
+		}
 	}
 	// The agent as the DaemonSet's would be, but a host process with the
 	// admin's credentials (as the cluster mode of the suite runs it).
@@ -219,7 +227,7 @@ func (k *sideBySide) kubeletPod(m kubeletMix, name string) (*v1.Pod, *v1.ConfigM
 func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	r := k.r
 	k.next++
-	rr := kubeletRound{Round: round + 1, Mix: m.Name, Pods: k.pods, LoadBefore: loadAverage()}
+	rr := kubeletRound{Round: round + 1, Mix: m.Name, Pods: k.pods, LoadBefore: loadAverage(), WithoutKubelet: k.n == nil}
 	r.Logf("bench: round %d, %s (load %s)", round+1, m.Name, rr.LoadBefore)
 	pods := make([]*v1.Pod, k.pods)
 	forEach(k.pods, func(i int) {
@@ -242,7 +250,10 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 		// 3 s: the burst's set-ups, not the containers' start after them.
 		stopProfile = k.a.profile(3*time.Second, filepath.Join(k.profile, fmt.Sprintf("kubelet-round%d-%s.pprof", round+1, m.short())))
 	}
-	logStart := fileSize(k.kubeletLog)
+	var logStart int64
+	if k.n != nil {
+		logStart = fileSize(k.kubeletLog)
+	}
 	cpu0 := k.snapshot()
 	t0 := make([]time.Time, k.pods)
 	uids := make([]string, k.pods)
@@ -272,7 +283,10 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 		})
 	}()
 	<-created
-	setUps := k.waitKubeletSetUps(logStart, uids, m.volumes())
+	var setUps map[string]time.Time
+	if k.n != nil {
+		setUps = k.waitKubeletSetUps(logStart, uids, m.volumes())
+	}
 	waits.Wait()
 	rr.SetupWindowS = time.Since(start).Seconds()
 	rr.SetupCPU = cpuDelta(cpu0, k.snapshot())
@@ -281,12 +295,14 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	if r.Failed() {
 		r.Fatalf("pods were not ready; agent log:\n%s", k.a.logTail())
 	}
-	rr.kubeletLat = make([]time.Duration, k.pods)
-	for i, uid := range uids {
-		rr.kubeletLat[i] = setUps[uid].Sub(t0[i])
+	if k.n != nil {
+		rr.kubeletLat = make([]time.Duration, k.pods)
+		for i, uid := range uids {
+			rr.kubeletLat[i] = setUps[uid].Sub(t0[i])
+		}
+		k.waitRunning(pods)
+		rr.RunningS = time.Since(start).Seconds()
 	}
-	k.waitRunning(pods)
-	rr.RunningS = time.Since(start).Seconds()
 
 	// Teardown.
 	cpu0 = k.snapshot()
@@ -314,6 +330,10 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	var pending []target
 	for i, uid := range uids {
 		a := target{i, filepath.Join(k.a.root, "pods", uid), rr.agentDown}
+		if k.n == nil {
+			pending = append(pending, a)
+			continue
+		}
 		kt := target{i, k.n.Path("/var/lib/kubelet/pods/" + uid), rr.kubeletDown}
 		// Alternate which is looked at first, from round to round.
 		if (round+k.next)%2 == 0 {
@@ -351,7 +371,10 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	}
 
 	rr.Agent, rr.Kubelet = summarize(rr.agentLat), summarize(rr.kubeletLat)
-	rr.AgentDown, rr.KubeletDown = summarize(rr.agentDown), summarize(rr.kubeletDown)
+	rr.AgentDown = summarize(rr.agentDown)
+	if k.n != nil {
+		rr.KubeletDown = summarize(rr.kubeletDown)
+	}
 	rr.RatioP50, rr.RatioP99 = ratio(rr.Kubelet.P50, rr.Agent.P50), ratio(rr.Kubelet.P99, rr.Agent.P99)
 	rr.DownRatioP50 = ratio(rr.KubeletDown.P50, rr.AgentDown.P50)
 	r.Logf("bench: set-up agent %.1f/%.1f ms, kubelet %.1f/%.1f ms (p50/p99); teardown agent %.1f, kubelet %.1f ms (p50)",
@@ -607,7 +630,11 @@ func (r *report) kubeletTable(w io.Writer) {
 		if len(rounds) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\nside by side with the kubelet: %d pods at once, each with %s\n", rounds[0].Pods, m.Name)
+		if rounds[0].WithoutKubelet {
+			fmt.Fprintf(w, "\nthe agent alone (-without-kubelet, no node): %d pods at once, each with %s\n", rounds[0].Pods, m.Name)
+		} else {
+			fmt.Fprintf(w, "\nside by side with the kubelet: %d pods at once, each with %s\n", rounds[0].Pods, m.Name)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "round\tload before\tagent p50/p99\tkubelet p50/p99\tkubelet/agent p50, p99\twindow\tCPU s: agent, kubelet, containerd, shims+runc+containers, apiserver, etcd, bench\tall Running")
 		var al, kl, ad, kd []time.Duration

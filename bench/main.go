@@ -40,18 +40,19 @@ import (
 )
 
 type options struct {
-	size       sizes
-	modes      []string
-	out        string
-	profileDir string
-	agent      string // a built agent; built from this module when empty
-	logDir     string // where agent logs go (kept), or "" for a temporary directory
-	logLevel   string
-	rootParent string   // where agents' root directories are made
-	agentArgs  []string // more flags for every agent (-agent-args)
-	scenario   string   // "suite" (every figure), "usage" or "kubelet"
-	rounds     int      // bursts of each mix in the kubelet scenario
-	pods       int      // pods of each burst in the kubelet scenario
+	size           sizes
+	modes          []string
+	out            string
+	profileDir     string
+	agent          string // a built agent; built from this module when empty
+	logDir         string // where agent logs go (kept), or "" for a temporary directory
+	logLevel       string
+	rootParent     string   // where agents' root directories are made
+	agentArgs      []string // more flags for every agent (-agent-args)
+	scenario       string   // "suite" (every figure), "usage" or "kubelet"
+	rounds         int      // bursts of each mix in the kubelet scenario
+	pods           int      // pods of each burst in the kubelet scenario
+	withoutKubelet bool     // the kubelet scenario's control: no node, the agent alone
 }
 
 func main() {
@@ -89,6 +90,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0), or kubelet (bursts side by side with a real kubelet of test/node, same node and control plane)")
 	fs.IntVar(&o.rounds, "rounds", 5, "bursts of each volume mix in -scenario kubelet")
 	fs.IntVar(&o.pods, "pods", 50, "pods created at once in each burst of -scenario kubelet")
+	fs.BoolVar(&o.withoutKubelet, "without-kubelet", false, "-scenario kubelet with no node: the same bursts, the agent alone (a control)")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
