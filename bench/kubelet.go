@@ -78,6 +78,7 @@ var kubeletMixes = []kubeletMix{
 type kubeletRound struct {
 	Round          int     `json:"round"`
 	WithoutKubelet bool    `json:"without_kubelet,omitempty"` // the control: no node, the agent alone
+	AgentIdentity  string  `json:"agent_identity"`            // node (the DaemonSet's: the kubelet's identity) or admin
 	Mix            string  `json:"mix"`
 	Pods           int     `json:"pods"`
 	Agent          dist    `json:"agent_setup"`
@@ -117,6 +118,7 @@ type sideBySide struct {
 	hostDir    string // hostPath volumes' parent, the same path for the host and the node
 	pods       int
 	profile    string // directory for CPU profiles of the agent during each burst, or ""
+	identity   string // the agent's credentials: node or admin
 	next       int
 }
 
@@ -149,9 +151,16 @@ func kubeletScenario(r *runner, o options, rep *report, cfg agentConfig) {
 			r.Fatalf("hostPath parent %s not seen by the node: %v", k.hostDir, err)
 		}
 	}
-	// The agent as the DaemonSet's would be, but a host process with the
-	// admin's credentials (as the cluster mode of the suite runs it).
-	cfg.kubeconfig = cp.AdminKubeconfig()
+	// The agent as the DaemonSet runs it, with the node's identity
+	// (system:node:<name>, under the Node authorizer and NodeRestriction),
+	// or with the admin's as the suite's cluster mode does.
+	switch o.agentIdentity {
+	case "node":
+		cfg.kubeconfig = cp.NodeKubeconfig(r, benchNode)
+	case "admin":
+		cfg.kubeconfig = cp.AdminKubeconfig()
+	}
+	k.identity = o.agentIdentity
 	k.a = newAgent(r, cfg)
 	k.a.start()
 	k.a.waitSynced()
@@ -227,7 +236,7 @@ func (k *sideBySide) kubeletPod(m kubeletMix, name string) (*v1.Pod, *v1.ConfigM
 func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	r := k.r
 	k.next++
-	rr := kubeletRound{Round: round + 1, Mix: m.Name, Pods: k.pods, LoadBefore: loadAverage(), WithoutKubelet: k.n == nil}
+	rr := kubeletRound{Round: round + 1, Mix: m.Name, Pods: k.pods, LoadBefore: loadAverage(), WithoutKubelet: k.n == nil, AgentIdentity: k.identity}
 	r.Logf("bench: round %d, %s (load %s)", round+1, m.Name, rr.LoadBefore)
 	pods := make([]*v1.Pod, k.pods)
 	forEach(k.pods, func(i int) {
@@ -631,9 +640,9 @@ func (r *report) kubeletTable(w io.Writer) {
 			continue
 		}
 		if rounds[0].WithoutKubelet {
-			fmt.Fprintf(w, "\nthe agent alone (-without-kubelet, no node): %d pods at once, each with %s\n", rounds[0].Pods, m.Name)
+			fmt.Fprintf(w, "\nthe agent alone (-without-kubelet, no node), %s identity: %d pods at once, each with %s\n", rounds[0].AgentIdentity, rounds[0].Pods, m.Name)
 		} else {
-			fmt.Fprintf(w, "\nside by side with the kubelet: %d pods at once, each with %s\n", rounds[0].Pods, m.Name)
+			fmt.Fprintf(w, "\nside by side with the kubelet, agent with the %s identity: %d pods at once, each with %s\n", rounds[0].AgentIdentity, rounds[0].Pods, m.Name)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "round\tload before\tagent p50/p99\tkubelet p50/p99\tkubelet/agent p50, p99\twindow\tCPU s: agent, kubelet, containerd, shims+runc+containers, apiserver, etcd, bench\tall Running")

@@ -53,6 +53,7 @@ type options struct {
 	rounds         int      // bursts of each mix in the kubelet scenario
 	pods           int      // pods of each burst in the kubelet scenario
 	withoutKubelet bool     // the kubelet scenario's control: no node, the agent alone
+	agentIdentity  string   // the kubelet scenario's agent credentials: node or admin
 }
 
 func main() {
@@ -90,6 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0), or kubelet (bursts side by side with a real kubelet of test/node, same node and control plane)")
 	fs.IntVar(&o.rounds, "rounds", 5, "bursts of each volume mix in -scenario kubelet")
 	fs.IntVar(&o.pods, "pods", 50, "pods created at once in each burst of -scenario kubelet")
+	fs.StringVar(&o.agentIdentity, "agent-identity", "node", "-scenario kubelet: the agent's credentials, node (the node's, system:node:<name>, as the DaemonSet gives it) or admin (as the suite's cluster mode)")
 	fs.BoolVar(&o.withoutKubelet, "without-kubelet", false, "-scenario kubelet with no node: the same bursts, the agent alone (a control)")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +100,9 @@ func parseFlags(args []string) (options, error) {
 	o.agentArgs = strings.Fields(*agentArgs)
 	if o.scenario != "suite" && o.scenario != "usage" && o.scenario != "kubelet" {
 		return o, fmt.Errorf("-scenario %q: want suite, usage or kubelet", o.scenario)
+	}
+	if o.agentIdentity != "node" && o.agentIdentity != "admin" {
+		return o, fmt.Errorf("-agent-identity %q: want node or admin", o.agentIdentity)
 	}
 	if o.rounds < 1 || o.pods < 1 {
 		return o, errors.New("-rounds and -pods must be at least 1")
