@@ -117,8 +117,9 @@ type sideBySide struct {
 	kubeletLog string // the kubelet's log file, on the host
 	hostDir    string // hostPath volumes' parent, the same path for the host and the node
 	pods       int
-	profile    string // directory for CPU profiles of the agent during each burst, or ""
-	identity   string // the agent's credentials: node or admin
+	profile    string       // directory for CPU profiles of the agent during each burst, or ""
+	identity   string       // the agent's credentials: node or admin
+	pinned     []pinnedProc // long-lived processes every snapshot must have
 	next       int
 }
 
@@ -532,35 +533,66 @@ func (k *sideBySide) snapshot() map[procKey]procCPU {
 	procs := readProcs()
 	self := os.Getpid()
 	out := map[procKey]procCPU{}
+	for _, p := range k.pinned {
+		if _, ok := procs[p.pid]; !ok {
+			if info, ok := readProc(p.pid); ok && info.start == p.start {
+				k.r.Logf("bench: the listing of /proc lacked %s (%d); read it directly", info.comm, p.pid)
+				out[p.procKey] = procCPU{p.component, info.cpu}
+			}
+		}
+	}
 	for pid, p := range procs {
-		component := ""
-		for q := pid; q > 0 && component == ""; q = procs[q].ppid {
+		component, ours := "", false
+		for q := pid; q > 0; q = procs[q].ppid {
 			c, ok := procs[q]
 			if !ok {
 				break
 			}
-			switch {
-			case q == k.a.pid():
-				component = "agent"
-			case c.comm == "kubelet":
-				component = "kubelet"
-			case c.comm == "containerd":
-				component = "containerd"
-			case strings.HasPrefix(c.comm, "containerd-shim"), q == k.nodeInit:
-				component = "shims+runc+containers"
-			case c.comm == "kube-apiserver":
-				component = "kube-apiserver"
-			case c.comm == "etcd":
-				component = "etcd"
-			case q == self:
-				component = "bench"
+			if component == "" {
+				switch {
+				case q == k.a.pid():
+					component = "agent"
+				case c.comm == "kubelet":
+					component = "kubelet"
+				case c.comm == "containerd":
+					component = "containerd"
+				case strings.HasPrefix(c.comm, "containerd-shim"), q == k.nodeInit:
+					component = "shims+runc+containers"
+				case c.comm == "kube-apiserver":
+					component = "kube-apiserver"
+				case c.comm == "etcd":
+					component = "etcd"
+				case q == self:
+					component = "bench"
+				}
+			}
+			if q == self {
+				ours = true // only what this program started counts
+				break
 			}
 		}
-		if component != "" {
+		if component != "" && ours {
 			out[procKey{pid, p.start}] = procCPU{component, p.cpu}
 		}
 	}
+	if k.pinned == nil {
+		// The long-lived components, found once: a snapshot whose listing
+		// of /proc misses one reads it directly (one run's listing, under
+		// load, once lacked both kube-apiserver and etcd).
+		for key, c := range out {
+			if info := procs[key.pid]; key.pid == self || key.pid == k.a.pid() || key.pid == k.nodeInit ||
+				slices.Contains([]string{"kube-apiserver", "etcd", "kubelet", "containerd"}, info.comm) {
+				k.pinned = append(k.pinned, pinnedProc{key, c.component})
+			}
+		}
+	}
 	return out
+}
+
+// pinnedProc is a long-lived process of a component.
+type pinnedProc struct {
+	procKey
+	component string
 }
 
 // cpuDelta is the CPU each component used between two snapshots: what
@@ -595,32 +627,39 @@ func readProcs() map[int]procInfo {
 		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || fmt.Sprint(pid) != e.Name() {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+		if p, ok := readProc(pid); ok {
+			procs[pid] = p
 		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		if len(f) < 20 {
-			continue
-		}
-		var ppid int
-		var utime, stime, cutime, cstime int64
-		var start uint64
-		fmt.Sscan(f[1], &ppid)
-		fmt.Sscan(f[11], &utime)
-		fmt.Sscan(f[12], &stime)
-		fmt.Sscan(f[13], &cutime)
-		fmt.Sscan(f[14], &cstime)
-		fmt.Sscan(f[19], &start)
-		procs[pid] = procInfo{ppid: ppid, comm: s[open+1 : end], start: start,
-			cpu: time.Duration(utime+stime+cutime+cstime) * time.Second / clockTicks}
 	}
 	return procs
+}
+
+// readProc reads /proc/<pid>/stat.
+func readProc(pid int) (procInfo, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procInfo{}, false
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procInfo{}, false
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 20 {
+		return procInfo{}, false
+	}
+	var ppid int
+	var utime, stime, cutime, cstime int64
+	var start uint64
+	fmt.Sscan(f[1], &ppid)
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	fmt.Sscan(f[13], &cutime)
+	fmt.Sscan(f[14], &cstime)
+	fmt.Sscan(f[19], &start)
+	return procInfo{ppid: ppid, comm: s[open+1 : end], start: start,
+		cpu: time.Duration(utime+stime+cutime+cstime) * time.Second / clockTicks}, true
 }
 
 // kubeletTable writes the side-by-side figures, one table per mix, with
