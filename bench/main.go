@@ -6,6 +6,8 @@
 //	go run ./bench -profile-dir /tmp/p  # and CPU profiles of the bursts
 //	go run ./bench -scenario usage -agent-args --volume-stats-period=1s
 //	                                    # set-up bursts while usage walks run
+//	go run ./bench -scenario kubelet -rounds 5
+//	                                    # side by side with a real kubelet (test/node)
 //
 // It starts the agent as a separate process and measures it only through
 // its public surfaces: manifest files or the API server, the files of the
@@ -18,6 +20,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -38,17 +41,20 @@ import (
 )
 
 type options struct {
-	size       sizes
-	modes      []string
-	out        string
-	profileDir string
-	agent      string // a built agent; built from this module when empty
-	logDir     string // where agent logs go (kept), or "" for a temporary directory
-	logLevel   string
-	rootParent string   // where agents' root directories are made
-	agentArgs  []string // more flags for every agent (-agent-args)
-	scenario   string   // "suite" (every figure), "usage" or "bursts"
-	rounds     int      // bursts of the bursts scenario
+	size           sizes
+	modes          []string
+	out            string
+	profileDir     string
+	agent          string // a built agent; built from this module when empty
+	logDir         string // where agent logs go (kept), or "" for a temporary directory
+	logLevel       string
+	rootParent     string   // where agents' root directories are made
+	agentArgs      []string // more flags for every agent (-agent-args)
+	scenario       string   // "suite" (every figure), "usage", "bursts" or "kubelet"
+	rounds         int      // bursts of the bursts scenario, or of each mix in the kubelet scenario
+	pods           int      // pods of each burst in the kubelet scenario
+	withoutKubelet bool     // the kubelet scenario's control: no node, the agent alone
+	agentIdentity  string   // the kubelet scenario's agent credentials: node or admin
 }
 
 func main() {
@@ -83,15 +89,30 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the agents' --log-level (debug shows each step with its time)")
 	fs.StringVar(&o.rootParent, "root-parent", "", "directory in which each agent's --root-dir is made (default: the temporary directory); its file system's metadata costs are part of every figure")
 	fs.StringVar(&o.agent, "agent", "", "volume-agent binary to measure (default: build ./cmd/volume-agent)")
-	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0), or bursts (idle memory, then -rounds bursts of 110 pods created and removed at once, with the memory at rest between)")
-	fs.IntVar(&o.rounds, "rounds", 3, "bursts of 110 pods in -scenario bursts")
+	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0), bursts (idle memory, then -rounds bursts of 110 pods created and removed at once, with the memory at rest between), or kubelet (bursts side by side with a real kubelet of test/node, same node and control plane)")
+	fs.IntVar(&o.rounds, "rounds", 0, "bursts of 110 pods in -scenario bursts (default 3), of each volume mix in -scenario kubelet (default 5)")
+	fs.IntVar(&o.pods, "pods", 50, "pods created at once in each burst of -scenario kubelet")
+	fs.StringVar(&o.agentIdentity, "agent-identity", "node", "-scenario kubelet: the agent's credentials, node (the node's, system:node:<name>, as the DaemonSet gives it) or admin (as the suite's cluster mode)")
+	fs.BoolVar(&o.withoutKubelet, "without-kubelet", false, "-scenario kubelet with no node: the same bursts, the agent alone (a control)")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.agentArgs = strings.Fields(*agentArgs)
-	if o.scenario != "suite" && o.scenario != "usage" && o.scenario != "bursts" {
-		return o, fmt.Errorf("-scenario %q: want suite, usage or bursts", o.scenario)
+	switch o.scenario {
+	case "suite", "usage":
+	case "bursts":
+		o.rounds = cmp.Or(o.rounds, 3)
+	case "kubelet":
+		o.rounds = cmp.Or(o.rounds, 5)
+	default:
+		return o, fmt.Errorf("-scenario %q: want suite, usage, bursts or kubelet", o.scenario)
+	}
+	if o.agentIdentity != "node" && o.agentIdentity != "admin" {
+		return o, fmt.Errorf("-agent-identity %q: want node or admin", o.agentIdentity)
+	}
+	if o.rounds < 0 || o.pods < 1 {
+		return o, errors.New("-rounds and -pods must be at least 1")
 	}
 	switch *size {
 	case "full":
@@ -106,6 +127,9 @@ func parseFlags(args []string) (options, error) {
 			return o, fmt.Errorf("-modes: unknown mode %q", m)
 		}
 		o.modes = append(o.modes, m)
+	}
+	if o.scenario == "kubelet" {
+		o.modes = []string{"cluster"} // the kubelet reads its pods from the API server
 	}
 	return o, nil
 }
@@ -171,9 +195,12 @@ func runMode(o options, rep *report, mode string, cfg agentConfig, logf func(str
 			err = errors.New("see the errors logged above")
 		}
 	}()
-	if mode == "manifest" {
+	switch {
+	case o.scenario == "kubelet":
+		kubeletScenario(r, o, rep, cfg)
+	case mode == "manifest":
 		manifestMode(r, o, rep, cfg)
-	} else {
+	default:
 		clusterMode(r, o, rep, cfg)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,12 +102,45 @@ func TestTinyUsageRun(t *testing.T) {
 	}
 }
 
+// TestTinyBurstsRun runs the bursts scenario at a tiny size: memory at
+// rest, each round's burst and removal, and the file-system floor.
+func TestTinyBurstsRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the benchmarks need root: the agent mounts tmpfs")
+	}
+	o, err := parseFlags([]string{"-size", "tiny", "-modes", "manifest", "-scenario", "bursts", "-rounds", "2",
+		"-out", filepath.Join(t.TempDir(), "bench.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(o, io.Discard, t.Logf)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	counts := map[string]int{}
+	for _, f := range rep.Figures {
+		switch {
+		case f.Idle != nil && f.Idle.RSSMiB > 0:
+			counts["idle"]++
+		case f.Dist != nil && f.Dist.N == 4 && strings.HasPrefix(f.Name, "burst of 4"):
+			counts["burst"]++
+		case f.Dist != nil && f.Dist.N == 4 && strings.HasPrefix(f.Name, "4 pods removed"):
+			counts["removed"]++
+		case strings.HasPrefix(f.Name, "floor:"):
+			counts["floor"]++
+		}
+	}
+	if want := map[string]int{"idle": 3, "burst": 2, "removed": 2, "floor": 4}; !maps.Equal(counts, want) {
+		t.Errorf("figures %v, want %v; figures: %+v", counts, want, rep.Figures)
+	}
+}
+
 func TestParseFlagsScenario(t *testing.T) {
 	for _, tc := range []struct {
 		arg  string
 		want string
 		ok   bool
-	}{{"", "suite", true}, {"usage", "usage", true}, {"bursts", "", false}} {
+	}{{"", "suite", true}, {"usage", "usage", true}, {"bursts", "bursts", true}, {"kubelet", "kubelet", true}, {"burst", "", false}} {
 		args := []string{}
 		if tc.arg != "" {
 			args = []string{"-scenario", tc.arg}

@@ -17,14 +17,15 @@ import (
 // report is what a run writes: the machine, the date, the commit and the
 // figures.
 type report struct {
-	Machine machine   `json:"machine"`
-	Date    time.Time `json:"date"`
-	Commit  string    `json:"commit"`
-	Agent   string    `json:"agent,omitempty"` // a binary given with -agent instead of the commit's
-	RootFS  string    `json:"root_fs"`         // file system of the agents' root directories
-	Size    string    `json:"size"`
-	Figures []figure  `json:"figures"`
-	Errors  []string  `json:"errors,omitempty"`
+	Machine machine        `json:"machine"`
+	Date    time.Time      `json:"date"`
+	Commit  string         `json:"commit"`
+	Agent   string         `json:"agent,omitempty"` // a binary given with -agent instead of the commit's
+	RootFS  string         `json:"root_fs"`         // file system of the agents' root directories
+	Size    string         `json:"size"`
+	Figures []figure       `json:"figures"`
+	Kubelet []kubeletRound `json:"kubelet_side_by_side,omitempty"` // -scenario kubelet
+	Errors  []string       `json:"errors,omitempty"`
 }
 
 type machine struct {
@@ -66,7 +67,9 @@ func (r *report) table(w io.Writer) {
 	}
 	fmt.Fprintf(w, "%d cores (%s), %.1f GiB, Linux %s, %s; root directories on %s\n\n", r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go, r.RootFS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\twhat\tp50\tp99\tmax / value\tn\ttarget")
+	if len(r.Figures) > 0 {
+		fmt.Fprintln(tw, "mode\twhat\tp50\tp99\tmax / value\tn\ttarget")
+	}
 	for _, f := range r.Figures {
 		switch {
 		case f.Dist != nil:
@@ -82,6 +85,7 @@ func (r *report) table(w io.Writer) {
 		}
 	}
 	_ = tw.Flush()
+	r.kubeletTable(w)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "\nERROR: %s\n", e)
 	}

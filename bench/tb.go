@@ -59,6 +59,10 @@ func (r *runner) Fatalf(f string, args ...any) {
 
 func (r *runner) Fatal(args ...any) { r.Fatalf("%s", fmt.Sprint(args...)) }
 
+// Skip and Skipf end the scenario: what a test may skip, a benchmark needs.
+func (r *runner) Skip(args ...any)            { r.Fatalf("skipped: %s", fmt.Sprint(args...)) }
+func (r *runner) Skipf(f string, args ...any) { r.Fatalf("skipped: "+f, args...) }
+
 func (r *runner) Cleanup(f func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
