@@ -59,7 +59,16 @@ func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) 
 	}
 	c := &cluster{source: src, events: events.New(events.Config{Client: client, NodeName: o.nodeName, Source: apiserver.Name})}
 	if o.mintTokens {
-		c.tokens = tokens.New(tokens.Config{Client: client, Logger: log, OnChange: notify})
+		// A pod with a token volume is ready only once its token is
+		// minted; the lists and watches of its ConfigMaps and Secrets are
+		// not on that path (the direct reads are). The token requests
+		// get a token bucket of their own, the same size, so that a burst
+		// of new pods' watches never queues them.
+		tokenClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client for token requests: %w", err)
+		}
+		c.tokens = tokens.New(tokens.Config{Client: tokenClient, Logger: log, OnChange: notify})
 	}
 	if len(o.provisioners) == 0 {
 		return c, nil
