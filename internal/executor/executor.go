@@ -31,9 +31,10 @@ const (
 
 // Config configures an Executor. Zero values take the defaults.
 type Config struct {
-	// OnDone is called after every operation ends and when a backoff
-	// expires, so the caller can look again (it must not block).
-	OnDone func()
+	// OnDone is called with an operation's key after the operation ends
+	// and when its backoff expires, so the caller can look at it again
+	// (it must not block).
+	OnDone func(key string)
 	// InitialBackoff is the wait after the first failure (500 ms); it
 	// doubles on every further failure up to MaxBackoff (2 min 2 s).
 	InitialBackoff, MaxBackoff time.Duration
@@ -82,7 +83,7 @@ type failure struct {
 // New returns an executor; it starts nothing.
 func New(cfg Config) *Executor {
 	if cfg.OnDone == nil {
-		cfg.OnDone = func() {}
+		cfg.OnDone = func(string) {}
 	}
 	if cfg.InitialBackoff == 0 {
 		cfg.InitialBackoff = DefaultInitialBackoff
@@ -147,7 +148,7 @@ func (e *Executor) run(key, generation string, granted chan struct{}, op Op) {
 		e.recordFailureLocked(key, generation)
 	}
 	e.mu.Unlock()
-	e.cfg.OnDone()
+	e.cfg.OnDone(key)
 }
 
 // await waits for a slot and reports whether it got one; an operation
@@ -195,7 +196,7 @@ func (e *Executor) recordFailureLocked(key, generation string) {
 	f.count++
 	delay := e.backoff(f.count)
 	f.until = e.cfg.Clock.Now().Add(delay)
-	f.wake = e.cfg.Clock.AfterFunc(delay, e.cfg.OnDone)
+	f.wake = e.cfg.Clock.AfterFunc(delay, func() { e.cfg.OnDone(key) })
 	e.failed[key] = f
 }
 

@@ -24,7 +24,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{clock: clocktesting.NewFakeClock(time.Unix(0, 0)), done: make(chan struct{}, 100)}
-	h.e = New(Config{Clock: h.clock, OnDone: func() { h.done <- struct{}{} }})
+	h.e = New(Config{Clock: h.clock, OnDone: func(string) { h.done <- struct{}{} }})
 	t.Cleanup(func() { _ = h.e.Wait(context.Background()) })
 	return h
 }
@@ -171,4 +171,35 @@ func TestWaitCancelsAbandonedOperations(t *testing.T) {
 		t.Fatal("an abandoned operation's context was not cancelled")
 	}
 	_ = e.Wait(context.Background())
+}
+
+// OnDone names the key whose operation ended, and the key whose backoff
+// expired, so that the caller looks at that one again.
+func TestOnDoneNamesTheKey(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	keys := make(chan string, 10)
+	e := New(Config{Clock: clk, OnDone: func(key string) { keys <- key }})
+	t.Cleanup(func() { _ = e.Wait(context.Background()) })
+	next := func() string {
+		t.Helper()
+		select {
+		case k := <-keys:
+			return k
+		case <-time.After(5 * time.Second):
+			t.Fatal("OnDone was not called")
+			return ""
+		}
+	}
+	e.Start("pod/ok", "1", func(context.Context) error { return nil })
+	if k := next(); k != "pod/ok" {
+		t.Fatalf("OnDone(%q) after pod/ok ended", k)
+	}
+	e.Start("pod/fails", "1", func(context.Context) error { return errBoom })
+	if k := next(); k != "pod/fails" {
+		t.Fatalf("OnDone(%q) after pod/fails ended", k)
+	}
+	clk.Step(2 * DefaultInitialBackoff) // past the backoff and its jitter
+	if k := next(); k != "pod/fails" {
+		t.Fatalf("OnDone(%q) when pod/fails's backoff expired", k)
+	}
 }

@@ -3,6 +3,8 @@ package reconciler
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,6 +99,10 @@ type Reconciler struct {
 	// swept is set once the plugins' shared mounts have been swept after
 	// start; only Run's goroutine uses it.
 	swept bool
+	// ended holds the pods an operation of which ended, or whose backoff
+	// expired, since the last pass: the next pass looks at them again.
+	endedMu sync.Mutex
+	ended   map[types.UID]bool // guarded by endedMu
 }
 
 // New returns a reconciler; it starts nothing.
@@ -120,14 +126,34 @@ func New(cfg Config) *Reconciler {
 		cfg.Observer = nopObserver{}
 	}
 	r := &Reconciler{cfg: cfg, log: cfg.Logger.Named("reconciler"), wake: wakeup.New("reconciler"),
-		passes: passState{desired: cfg.Desired.Watch(), actual: cfg.Actual.Watch(), pending: map[types.UID]bool{}}}
-	cfg.Executor.OnDone = r.Notify
+		passes: passState{desired: cfg.Desired.Watch(), actual: cfg.Actual.Watch()}, ended: map[types.UID]bool{}}
+	cfg.Executor.OnDone = r.opEnded
 	r.exec = executor.New(cfg.Executor)
 	return r
 }
 
 // Notify asks for a pass soon. It never blocks.
 func (r *Reconciler) Notify() { r.wake.Notify() }
+
+// opEnded records that the operation on key ("podUID/volume", "podUID/")
+// ended or its backoff expired, and asks for a pass, which looks at the
+// pod again. It never blocks.
+func (r *Reconciler) opEnded(key string) {
+	uid, _, _ := strings.Cut(key, "/")
+	r.endedMu.Lock()
+	r.ended[types.UID(uid)] = true
+	r.endedMu.Unlock()
+	r.Notify()
+}
+
+// takeEnded returns the pods recorded by opEnded since the last call.
+func (r *Reconciler) takeEnded() map[types.UID]bool {
+	r.endedMu.Lock()
+	defer r.endedMu.Unlock()
+	ended := r.ended
+	r.ended = map[types.UID]bool{}
+	return ended
+}
 
 // Stuck returns an error when a pass has been pending for longer than limit.
 func (r *Reconciler) Stuck(limit time.Duration) error { return r.wake.Stuck(limit) }

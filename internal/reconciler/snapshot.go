@@ -15,9 +15,6 @@ type passState struct {
 	// desired and actual collect the pods that changed in either world
 	// since the last pass.
 	desired, actual *dsw.Changes
-	// pending holds the pods for which the last pass planned an action:
-	// the action may still be running, backing off, or not have started.
-	pending map[types.UID]bool
 	// populated is what the last pass saw of Desired.Populated.
 	populated bool
 }
@@ -44,12 +41,16 @@ func (p passPlan) looked(key string) bool {
 // planPass plans one pass. plan's decisions for a pod depend only on that
 // pod's entries in both worlds and on whether the desired state is
 // populated, so a pass needs to look only at the pods that changed since
-// the last one and at those for which the last pass planned an action (it
-// may have failed, or not have started): every other pod had nothing to do
-// then and still has nothing to do. A full pass looks at every pod: the
-// first one, one the resync timer asks for (the safety net), the pass after
-// the desired state became populated, and any pass after a change set
-// overflowed.
+// the last one and at those an operation of which ended (it may have
+// failed, or found its plan stale) or whose backoff expired since. Every
+// other pod either had nothing to do when last looked at and still has
+// nothing to do, or has its operations still queued or running: planning
+// them again would start nothing (the executor runs one operation per key),
+// and the executor reports each one's end. So a burst of 440 queued
+// operations is not planned again on every pass. A full pass looks at
+// every pod: the first one, one the resync timer asks for (the safety net),
+// the pass after the desired state became populated, and any pass after a
+// change set overflowed.
 func (r *Reconciler) planPass(full bool) passPlan {
 	populated := r.cfg.Desired.Populated()
 	// Take the changes before reading the worlds: a change made after the
@@ -58,21 +59,15 @@ func (r *Reconciler) planPass(full bool) passPlan {
 	actual, allActual := r.passes.actual.Take()
 	full = full || allDesired || allActual || populated != r.passes.populated
 	r.passes.populated = populated
-	var out passPlan
+	ended := r.takeEnded()
 	if full {
-		out = passPlan{actions: plan(r.fullSnapshot(populated)), populated: populated}
-	} else {
-		pods := r.passes.pending
-		for _, uid := range slices.Concat(desired, actual) {
-			pods[uid] = true
-		}
-		out = passPlan{actions: plan(r.snapshotOf(pods, populated)), populated: populated, pods: pods}
+		return passPlan{actions: plan(r.fullSnapshot(populated)), populated: populated}
 	}
-	r.passes.pending = map[types.UID]bool{}
-	for _, a := range out.actions {
-		r.passes.pending[a.pod] = true
+	pods := ended
+	for _, uid := range slices.Concat(desired, actual) {
+		pods[uid] = true
 	}
-	return out
+	return passPlan{actions: plan(r.snapshotOf(pods, populated)), populated: populated, pods: pods}
 }
 
 // fullSnapshot reads both worlds whole.
