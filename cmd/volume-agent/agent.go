@@ -75,6 +75,13 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Held until the agent has stopped: a second agent on this root would
+	// find these pods on disk, in none of its sources, and tear them down.
+	rootLock, err := lockDir("--root-dir", root, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rootLock.Close() }()
 	a := &agent{others: map[string]runner{}, trim: memtrim.New(memtrim.Config{})}
 	a.desired = dsw.New(func() { a.reconciler.Notify(); a.server.Notify(); a.usage.Notify(); a.trim.Touch() })
 	a.actual = asw.New(func() {

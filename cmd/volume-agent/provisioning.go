@@ -74,7 +74,7 @@ func newProvisioners(ctx context.Context, o options, root string, mounter mount.
 			return nil, fmt.Errorf("--local-path-root %s and --root-dir %s must not contain each other (resolved: %s and %s): "+
 				"the agent removes what it set up under --root-dir, and provisioned data must outlive it", o.localPathRoot, o.rootDir, localRoot, root)
 		}
-		if p.rootLock, err = lockRoot(localRoot, log); err != nil {
+		if p.rootLock, err = lockDir("--local-path-root", localRoot, log); err != nil {
 			return nil, err
 		}
 		cfg := local.Config{Root: localRoot, NodeName: o.nodeName, Mounter: mounter, Logger: log, OnChange: p.roomChanged}
