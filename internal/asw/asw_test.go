@@ -105,8 +105,8 @@ func TestNotePodAndErrorsSignalChanges(t *testing.T) {
 		do      func()
 		signals int64
 	}{
-		{"NotePod of a new dir", func() { w.NotePod("p", "ns", "web") }, 1},
-		{"the same NotePod again", func() { w.NotePod("p", "ns", "web") }, 1},
+		{"NotePod of a new dir", func() { w.NotePod("p", "ns", "web", "manifests") }, 1},
+		{"the same NotePod again", func() { w.NotePod("p", "ns", "web", "manifests") }, 1},
 		{"SetPodDirError", func() { w.SetPodDirError("p", "boom") }, 2},
 		{"the same SetPodDirError again", func() { w.SetPodDirError("p", "boom") }, 2},
 		{"SetTearDownError of a volume not set up", func() { w.SetTearDownError(dsw.Key{PodUID: "p", Volume: "v"}, "boom") }, 2},
@@ -131,11 +131,11 @@ func TestNotePodAndErrorsSignalChanges(t *testing.T) {
 func TestPodDirsWhere(t *testing.T) {
 	w := New(nil)
 	for _, uid := range []types.UID{"a", "b", "c"} {
-		w.NotePod(uid, "ns", string(uid))
+		w.NotePod(uid, "ns", string(uid), "manifests")
 	}
 	got := w.PodDirsWhere(func(uid types.UID) bool { return uid != "b" })
 	slices.SortFunc(got, func(x, y PodDir) int { return strings.Compare(string(x.UID), string(y.UID)) })
-	if want := []PodDir{{UID: "a", Namespace: "ns", Name: "a"}, {UID: "c", Namespace: "ns", Name: "c"}}; !reflect.DeepEqual(got, want) {
+	if want := []PodDir{{UID: "a", Namespace: "ns", Name: "a", Source: "manifests"}, {UID: "c", Namespace: "ns", Name: "c", Source: "manifests"}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("PodDirsWhere = %+v, want %+v", got, want)
 	}
 }
@@ -175,27 +175,27 @@ func TestPodDirs(t *testing.T) {
 			w.AddPodDir("q", false)
 			w.RemovePodDir("p")
 		}, []PodDir{{UID: "q"}}},
-		{"NotePod records a dir not known yet, with the pod's name", func(w *World) { w.NotePod("p", "ns", "web") },
-			[]PodDir{{UID: "p", Namespace: "ns", Name: "web"}}},
+		{"NotePod records a dir not known yet, with the pod's name", func(w *World) { w.NotePod("p", "ns", "web", "manifests") },
+			[]PodDir{{UID: "p", Namespace: "ns", Name: "web", Source: "manifests"}}},
 		{"NotePod names a dir found at start and leaves it reconstructed", func(w *World) {
 			w.AddPodDir("p", true)
-			w.NotePod("p", "ns", "web")
-		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web", Reconstructed: true}}},
+			w.NotePod("p", "ns", "web", "manifests")
+		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web", Source: "manifests", Reconstructed: true}}},
 		{"a Set keeps the pod's name", func(w *World) {
 			w.AddPodDir("p", true)
-			w.NotePod("p", "ns", "web")
+			w.NotePod("p", "ns", "web", "manifests")
 			w.Set(mounted("p", "v", "1"))
-		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web"}}},
+		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web", Source: "manifests"}}},
 		{"SetPodDirError on a known dir", func(w *World) {
-			w.NotePod("p", "ns", "web")
+			w.NotePod("p", "ns", "web", "manifests")
 			w.SetPodDirError("p", "rmdir: EIO")
 			w.SetPodDirError("q", "rmdir: EIO")
-		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web", Error: "rmdir: EIO"}}},
+		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web", Source: "manifests", Error: "rmdir: EIO"}}},
 		{"NotePod forgets the error of an earlier removal", func(w *World) {
-			w.NotePod("p", "ns", "web")
+			w.NotePod("p", "ns", "web", "manifests")
 			w.SetPodDirError("p", "rmdir: EIO")
-			w.NotePod("p", "ns", "web")
-		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web"}}},
+			w.NotePod("p", "ns", "web", "manifests")
+		}, []PodDir{{UID: "p", Namespace: "ns", Name: "web", Source: "manifests"}}},
 		{"sorted by UID", func(w *World) {
 			w.AddPodDir("c", false)
 			w.AddPodDir("a", false)

@@ -15,6 +15,11 @@ type PodDir struct {
 	// Both are empty for a directory found on disk at start whose pod no
 	// set-up has named since.
 	Namespace, Name string
+	// Source is the name of the source the pod came from, as recorded
+	// beside its directory (package podrecord) before the directory was
+	// made; "" when not known (a directory made by an older agent, or
+	// whose record a power cut lost).
+	Source string
 	// Reconstructed is true when the directory was found at start and no
 	// operation has set up a volume in it since.
 	Reconstructed bool
@@ -25,13 +30,13 @@ type PodDir struct {
 
 // podDir is what is known of a pod directory; its UID is its key.
 type podDir struct {
-	namespace, name string
-	reconstructed   bool
-	err             string
+	namespace, name, source string
+	reconstructed           bool
+	err                     string
 }
 
 func (d podDir) export(uid types.UID) PodDir {
-	return PodDir{UID: uid, Namespace: d.namespace, Name: d.name, Reconstructed: d.reconstructed, Error: d.err}
+	return PodDir{UID: uid, Namespace: d.namespace, Name: d.name, Source: d.source, Reconstructed: d.reconstructed, Error: d.err}
 }
 
 // AddPodDir records a pod directory found on disk at start.
@@ -48,19 +53,36 @@ func (w *World) AddPodDir(uid types.UID, reconstructed bool) {
 	}
 }
 
+// NameFoundPod records the namespace, name and source of the pod of a
+// directory found at start, as its record says.
+func (w *World) NameFoundPod(uid types.UID, namespace, name, source string) {
+	w.mu.Lock()
+	d, had := w.podDirs[uid]
+	if had {
+		d.namespace, d.name, d.source = namespace, name, source
+		w.podDirs[uid] = d
+		w.changes.Add(uid)
+	}
+	w.mu.Unlock()
+	if had {
+		w.onChange()
+	}
+}
+
 // NotePod records that the directory of pod uid may exist from now on, and
-// the pod's namespace and name: a set-up is about to make the directory.
+// the pod's namespace, name and source (recorded on disk before):
+// a set-up is about to make the directory.
 // A set-up that fails may leave the directories above its volume's behind,
 // and only a known pod directory is removed once its pod is gone. Whether
 // the directory was found at start stays as it was: only a volume set up
 // in it makes it the agent's own (see Set). The error of an earlier
 // removal is forgotten: the pod is wanted again.
-func (w *World) NotePod(uid types.UID, namespace, name string) {
+func (w *World) NotePod(uid types.UID, namespace, name, source string) {
 	w.mu.Lock()
 	d, had := w.podDirs[uid]
-	changed := !had || d.namespace != namespace || d.name != name || d.err != ""
+	changed := !had || d.namespace != namespace || d.name != name || d.source != source || d.err != ""
 	if changed {
-		d.namespace, d.name, d.err = namespace, name, ""
+		d.namespace, d.name, d.source, d.err = namespace, name, source, ""
 		w.podDirs[uid] = d
 		w.changes.Add(uid)
 	}

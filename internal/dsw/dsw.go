@@ -88,6 +88,11 @@ type World struct {
 	mu        sync.Mutex
 	pods      map[types.UID]*entry // guarded by mu
 	populated bool                 // guarded by mu
+	// removed holds the pods, not desired, whose removal counts (see
+	// removal.go), and held, by pod, why the removal of a pod found on disk
+	// does not count yet.
+	removed map[types.UID]bool   // guarded by mu
+	held    map[types.UID]string // guarded by mu
 }
 
 // entry is one desired pod and what operations last said about its volumes.
@@ -104,7 +109,7 @@ func New(onChange func()) *World {
 	if onChange == nil {
 		onChange = func() {}
 	}
-	return &World{onChange: onChange, pods: map[types.UID]*entry{}}
+	return &World{onChange: onChange, pods: map[types.UID]*entry{}, removed: map[types.UID]bool{}, held: map[types.UID]string{}}
 }
 
 // Watch returns a set fed with the UID of every pod that changes from now
@@ -114,13 +119,15 @@ func (w *World) Watch() *Changes { return w.changes.Watch() }
 
 // SetPod adds or replaces a pod. Replacing a pod with one that differs only
 // in its Spec pointers stores the new specs without signalling a change.
-// The world keeps its own copy of p.Volumes.
+// The world keeps its own copy of p.Volumes. A pod that is desired is not
+// removed: whatever was known of its removal is forgotten.
 func (w *World) SetPod(p Pod) {
 	p.Volumes = slices.Clone(p.Volumes)
 	sort.SliceStable(p.Volumes, func(i, j int) bool { return p.Volumes[i].Name < p.Volumes[j].Name })
 	w.mu.Lock()
 	e, had := w.pods[p.UID]
-	changed := !had || !samePod(e.pod, p)
+	forgot := w.forgetRemovalLocked(p.UID)
+	changed := !had || !samePod(e.pod, p) || forgot
 	if !had {
 		e = &entry{}
 		w.pods[p.UID] = e
@@ -136,12 +143,15 @@ func (w *World) SetPod(p Pod) {
 	}
 }
 
-// DeletePod removes a pod and its recorded errors.
+// DeletePod removes a pod and its recorded errors, because its source
+// observed its removal: its volumes may be torn down (Removed).
 func (w *World) DeletePod(uid types.UID) {
 	w.mu.Lock()
 	_, had := w.pods[uid]
 	delete(w.pods, uid)
 	if had {
+		w.removed[uid] = true
+		delete(w.held, uid)
 		w.changes.Add(uid)
 	}
 	w.mu.Unlock()

@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// Settle is how long the absence of an object from the manifest directory
+// must hold before it counts: a file written in place can be read
+// half-written, and a deploy tool's `rm f; cp new f` is over well within
+// it.
+const Settle = 750 * time.Millisecond
+
 // Listing is what a source's list says about the objects it does not
 // hold, at one moment.
 type Listing struct {
@@ -60,14 +66,16 @@ func Removed(l Listing, a Absence, now time.Time, hold time.Duration) Verdict {
 		return Verdict{Why: fmt.Sprintf("absent since start, and its source, %s, has listed nothing since: "+
 			"a source that lists nothing removes nothing", l.Source)}
 	}
-	v := held(l.Since, now, hold, fmt.Sprintf("absent since start, and its source, %s, has listed objects", l.Source))
-	return v
+	return held(l.Since, now, hold, fmt.Sprintf("absent since start, while its source, %s, has listed objects", l.Source))
 }
 
-// held is the verdict on an absence that began at since.
+// held is the verdict on an absence that began at since. Its reason names
+// the time, not the time elapsed, so that it stays the same from one
+// moment to the next.
 func held(since, now time.Time, hold time.Duration, what string) Verdict {
-	if d := now.Sub(since); d < hold {
-		return Verdict{Why: fmt.Sprintf("%s for %v: it counts once that has held for %v", what, d.Round(time.Millisecond), hold), Due: since.Add(hold)}
+	if now.Sub(since) < hold {
+		return Verdict{Why: fmt.Sprintf("%s since %s: it counts once that has held for %v", what, since.UTC().Format("15:04:05.000"), hold),
+			Due: since.Add(hold)}
 	}
 	return Verdict{Removed: true}
 }

@@ -22,14 +22,14 @@ func TestRemoved(t *testing.T) {
 		{name: "not synced", l: Listing{Source: "api", Authoritative: true}, now: t0, why: "not synced"},
 		{name: "authoritative", l: Listing{Source: "api", Synced: true, Authoritative: true}, now: t0, removed: true},
 		{name: "seen, just removed", l: manifests, a: Absence{Seen: true, Since: t0}, now: t0.Add(time.Millisecond),
-			why: "removed for 1ms", due: t0.Add(hold)},
+			why: "removed since 10:00:00.000", due: t0.Add(hold)},
 		{name: "seen, removal held", l: manifests, a: Absence{Seen: true, Since: t0}, now: t0.Add(hold), removed: true},
 		{name: "seen, the source now empty", l: Listing{Source: "manifests", Synced: true}, a: Absence{Seen: true, Since: t0},
 			now: t0.Add(hold), removed: true},
 		{name: "absent at start, empty source", l: Listing{Source: "manifests", Synced: true}, now: t0.Add(time.Hour),
 			why: "has listed nothing since"},
 		{name: "absent at start, listing for a moment", l: manifests, now: t0.Add(100 * time.Millisecond),
-			why: "has listed objects for 100ms", due: t0.Add(hold)},
+			why: "has listed objects since 10:00:00.000", due: t0.Add(hold)},
 		{name: "absent at start, listing held", l: manifests, now: t0.Add(hold), removed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,6 +51,10 @@ func (r Root) SubPathsDir(uid types.UID) string {
 	return filepath.Join(r.PodDir(uid), "volume-subpaths")
 }
 
+// PodRecordsDir is <root>/pod-records, which holds a record per pod
+// directory: the source its pod came from (package podrecord).
+func (r Root) PodRecordsDir() string { return filepath.Join(string(r), "pod-records") }
+
 // DevicesDir is <root>/pods/<uid>/volumeDevices.
 func (r Root) DevicesDir(uid types.UID) string {
 	return filepath.Join(r.PodDir(uid), "volumeDevices")

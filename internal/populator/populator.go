@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/evidence"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/volume"
 	"github.com/volume-agent/volume-agent/internal/wakeup"
@@ -59,6 +60,17 @@ type Config struct {
 	// (a FailedMount event): such a volume is never attempted, so no
 	// failing operation reports it.
 	Recorder Recorder
+	// PodDirs, when set, lists the pod directories on disk: those found at
+	// start whose pods no source lists are marked removed in the desired
+	// state once their source's evidence holds (removal.go), and held
+	// until then. Without it, only pods a source listed and dropped are.
+	PodDirs PodDirs
+	// Settle is how long a source that is not authoritative must have
+	// listed objects before a pod found on disk that it does not list
+	// counts as removed; evidence.Settle when zero.
+	Settle time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
 // Recorder reports volume failures on their pod.
@@ -88,6 +100,12 @@ func New(cfg Config) *Populator {
 	if cfg.OnPodGone == nil {
 		cfg.OnPodGone = func(types.UID) {}
 	}
+	if cfg.Settle == 0 {
+		cfg.Settle = evidence.Settle
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Populator{cfg: cfg, log: cfg.Logger.Named("populator"), wake: wakeup.New("populator"), cache: map[types.UID]*cachedPod{}}
 }
 
@@ -101,19 +119,28 @@ func (p *Populator) Stuck(limit time.Duration) error { return p.wake.Stuck(limit
 func (p *Populator) Passes() int64 { return p.passes.Load() }
 
 // Run populates until ctx ends. The first pass and those of the resync
-// timer compute every pod again; the others what changed.
+// timer compute every pod again; the others what changed. A pass is also
+// due when a pod found on disk may count as removed by the passing of time.
 func (p *Populator) Run(ctx context.Context) error {
 	timer := time.NewTimer(jitter(p.cfg.Resync))
 	defer timer.Stop()
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
 	full := true
 	for {
 		p.wake.Taken()
-		p.populate(full)
+		next := p.populate(full)
 		full = false
+		due.Stop()
+		if !next.IsZero() {
+			due.Reset(max(time.Until(next), 0))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.wake.C():
+		case <-due.C:
 		case <-timer.C:
 			full = true
 			timer.Reset(jitter(p.cfg.Resync))
@@ -129,22 +156,29 @@ func (p *Populator) Populate() { p.populate(false) }
 // has cached: the safety net.
 func (p *Populator) PopulateAll() { p.populate(true) }
 
-func (p *Populator) populate(full bool) {
+// populate runs one pass and returns when a pass is due by the passing of
+// time alone (zero: none).
+func (p *Populator) populate(full bool) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	round := p.passes.Load() + 1
 	synced := map[string]bool{}
+	statuses := make([]source.Status, 0, len(p.cfg.Sources))
 	allSynced := true
 	for _, src := range p.cfg.Sources {
-		synced[src.Name()] = src.Status().Synced
-		allSynced = allSynced && synced[src.Name()]
+		st := src.Status()
+		statuses = append(statuses, st)
+		synced[src.Name()] = st.Synced
+		allSynced = allSynced && st.Synced
 		p.addSource(src, round, full)
 	}
 	p.removeGone(round, synced, full)
+	due := p.decideRemovals(statuses, p.cfg.Now())
 	if allSynced {
 		p.cfg.Desired.MarkPopulated()
 	}
 	p.passes.Add(1)
+	return due
 }
 
 // addSource brings the pods src lists up to date; full computes them all

@@ -38,6 +38,8 @@ type fakeSource struct {
 	secrets    map[string]*v1.Secret    // guarded by mu; by namespace/name
 	node       *v1.Node                 // guarded by mu
 	synced     bool                     // guarded by mu
+	// status, when set, is what Status returns (but for Name).
+	status *source.Status // guarded by mu
 	// objects, when set, answers lookups instead of configMaps.
 	objects volume.Objects
 }
@@ -77,6 +79,11 @@ func (s *fakeSource) Node() *v1.Node {
 func (s *fakeSource) Status() source.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.status != nil {
+		st := *s.status
+		st.Name = s.name
+		return st
+	}
 	if !s.synced {
 		return source.Status{Name: s.name, Reason: "still reading"}
 	}
@@ -113,6 +120,12 @@ func (s *fakeSource) setPods(pods ...*v1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pods = pods
+}
+
+func (s *fakeSource) setStatus(st source.Status) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = &st
 }
 
 func (s *fakeSource) setSynced(synced bool) {

@@ -78,7 +78,8 @@ func TestRunPublishesBlockVolumes(t *testing.T) {
 
 // After a restart a published device is found in volumeDevices: a wanted
 // one is published again (which changes nothing that is right), an
-// orphan is taken off once the desired state is populated.
+// orphan is taken off once the desired state is populated and its pod's
+// removal counts.
 func TestRunReconstructsBlockVolumes(t *testing.T) {
 	h := newHarness(t, nil)
 	writeFile(t, h.devicePath("wanted", "pv"), "")
@@ -92,6 +93,7 @@ func TestRunReconstructsBlockVolumes(t *testing.T) {
 		t.Fatalf("reconstructed volume = %+v, %v; want %+v", v, ok, want)
 	}
 	h.desired.MarkPopulated()
+	h.desired.MarkRemoved("orphan")
 	waitFor(t, "pod orphan's directory to go", func() bool { return !exists(h.root.PodDir("orphan")) })
 	if got := h.plugin.callsOf("unmap"); !slices.Equal(got, []string{"unmap orphan/pv"}) {
 		t.Fatalf("unmaps = %v", got)
@@ -119,6 +121,7 @@ func TestReconstructLeavesADeviceNamedLikeAVolume(t *testing.T) {
 	mkdirAll(t, h.volumeDir("p1", "pv"))
 	writeFile(t, h.devicePath("p1", "pv"), "")
 	h.desired.MarkPopulated()
+	h.desired.MarkRemoved("p1")
 	h.start(t)
 	waitFor(t, "the volume directory torn down", func() bool { return !exists(h.volumeDir("p1", "pv")) })
 	if got := h.plugin.callsOf("unmap"); len(got) != 0 {

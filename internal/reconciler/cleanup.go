@@ -52,9 +52,25 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 		if err != nil {
 			return err
 		}
-		r.cfg.Actual.RemovePodDir(a.pod)
+		r.forgetPod(a, log)
 		return nil
 	}
+}
+
+// forgetPod forgets a's pod once its directory is removed: its record on
+// disk (only when the directory is really gone: one left with content the
+// agent did not create keeps its record, so that a restart knows whose it
+// is), the directory in the actual state, what the desired state knew of
+// its removal.
+func (r *Reconciler) forgetPod(a action, log *zap.Logger) {
+	if _, err := os.Lstat(r.cfg.Root.PodDir(a.pod)); errors.Is(err, os.ErrNotExist) {
+		if err := r.records().Remove(a.pod); err != nil {
+			// A record without a directory is forgotten at the next start.
+			log.Warn("the record of a removed pod directory stays", zap.Error(err))
+		}
+	}
+	r.cfg.Actual.RemovePodDir(a.pod)
+	r.cfg.Desired.Forget(a.pod)
 }
 
 // podInUse reports whether a's pod is wanted again or has a volume set up.

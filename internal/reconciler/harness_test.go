@@ -47,6 +47,7 @@ type fakePlugin struct {
 	blockCtx     bool          // guarded by mu; SetUp waits for its context to end
 	release      chan struct{} // guarded by mu; when set, SetUp waits for it to close
 	swap         volume.Swap   // guarded by mu; what a SetUp that succeeds reports
+	onSetUp      func()        // guarded by mu; called first by SetUp when set
 }
 
 var _ volume.Plugin = (*fakePlugin)(nil)
@@ -66,8 +67,11 @@ func (p *fakePlugin) SetUp(ctx context.Context, _ *volume.Spec, dir string) (vol
 	p.mu.Lock()
 	p.calls = append(p.calls, call)
 	p.setUps = append(p.setUps, time.Now())
-	fail, failMade, blockCtx, release, swap := p.fail, p.failMade, p.blockCtx, p.release, p.swap
+	fail, failMade, blockCtx, release, swap, onSetUp := p.fail, p.failMade, p.blockCtx, p.release, p.swap, p.onSetUp
 	p.mu.Unlock()
+	if onSetUp != nil {
+		onSetUp()
+	}
 	switch {
 	case fail != nil && failMade:
 		if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {

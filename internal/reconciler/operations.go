@@ -81,8 +81,13 @@ func (r *Reconciler) setUp(a action) executor.Op {
 		// A set-up makes the pod's directory, and one that fails may leave
 		// it behind (an NFS mount refused by the server leaves the
 		// directories above its mount point): it is known before it
-		// exists, so that the pod's leaving the desired state removes it.
-		r.cfg.Actual.NotePod(a.pod, a.podNamespace, a.podName)
+		// exists, so that the pod's leaving the desired state removes it,
+		// and its source is recorded on disk before it exists, so that
+		// after a restart only that source's evidence removes it.
+		if err := r.recordPod(a); err != nil {
+			r.cfg.Desired.SetError(a.dsKey(), err.Error())
+			return err
+		}
 		start := time.Now()
 		stop := progress(log, string(a.kind), r.cfg.ProgressEvery)
 		res, err := setUpOrMap(ctx, plugin, a.desired, dir)

@@ -31,6 +31,9 @@ type action struct {
 	// state, or from the actual state once the pod has left it (empty
 	// for a pod found on disk at start and never seen since).
 	podNamespace, podName string
+	// podSource is the source of the pod a set-up is for, recorded
+	// beside the pod's directory before the set-up makes it.
+	podSource string
 }
 
 // snapshot is what plan looks at.
@@ -41,6 +44,9 @@ type snapshot struct {
 	// populated: every source has delivered its complete state since start;
 	// until then nothing found on disk at start is torn down.
 	populated bool
+	// removed are the pods whose removal counts (dsw.World.Removed): only
+	// their volumes and directories go.
+	removed map[types.UID]bool
 }
 
 // plan returns the actions that move the actual state towards the desired
@@ -80,16 +86,19 @@ func desiredPods(pods []dsw.Pod) map[types.UID]bool {
 }
 
 // teardowns: a volume is torn down only when its pod is no longer desired
-// at all. A volume of a desired pod is kept whatever the pod's spec now says
-// about it — gone from the spec, another plugin, a problem — because a
-// running pod's volumes cannot change and its data may be in use: the spec
-// seen now may be a half-written manifest, and after a restart the agent
-// cannot know what the spec said when the volume was set up. Volumes found
-// on disk at start also wait until every source has synced.
+// at all and its removal counts. A volume of a desired pod is kept whatever
+// the pod's spec now says about it — gone from the spec, another plugin, a
+// problem — because a running pod's volumes cannot change and its data may
+// be in use: the spec seen now may be a half-written manifest, and after a
+// restart the agent cannot know what the spec said when the volume was set
+// up. A pod that is not desired is not known to be gone until its source
+// says so (s.removed): a pod found on disk at start that an empty manifest
+// directory does not list is held. Volumes found on disk at start also wait
+// until every source has synced.
 func teardowns(s snapshot, wantedPods map[types.UID]bool) []action {
 	var out []action
 	for _, a := range s.actual {
-		if wantedPods[a.PodUID] || (a.Reconstructed && !s.populated) {
+		if wantedPods[a.PodUID] || !s.removed[a.PodUID] || (a.Reconstructed && !s.populated) {
 			continue
 		}
 		out = append(out, action{kind: opTearDown, pod: a.PodUID, volume: a.Name, plugin: a.Plugin, actual: a})
@@ -97,8 +106,8 @@ func teardowns(s snapshot, wantedPods map[types.UID]bool) []action {
 	return out
 }
 
-// cleanups: a pod directory is removed once its pod is gone and none of its
-// volumes is set up any more.
+// cleanups: a pod directory is removed once its pod's removal counts and
+// none of its volumes is set up any more.
 func cleanups(s snapshot, wantedPods map[types.UID]bool) []action {
 	busy := map[types.UID]bool{}
 	for _, a := range s.actual {
@@ -106,7 +115,7 @@ func cleanups(s snapshot, wantedPods map[types.UID]bool) []action {
 	}
 	var out []action
 	for _, d := range s.podDirs {
-		if wantedPods[d.UID] || busy[d.UID] || (d.Reconstructed && !s.populated) {
+		if wantedPods[d.UID] || busy[d.UID] || !s.removed[d.UID] || (d.Reconstructed && !s.populated) {
 			continue
 		}
 		out = append(out, action{kind: opCleanup, pod: d.UID})
@@ -124,7 +133,7 @@ func setups(pods []dsw.Pod, have map[dsw.Key]asw.Volume) []action {
 				continue
 			}
 			a, ok := have[dsw.Key{PodUID: p.UID, Volume: d.Name}]
-			act := action{pod: p.UID, volume: d.Name, plugin: d.Plugin, desired: d, actual: a, podNamespace: p.Namespace, podName: p.Name}
+			act := action{pod: p.UID, volume: d.Name, plugin: d.Plugin, desired: d, actual: a, podNamespace: p.Namespace, podName: p.Name, podSource: p.Source}
 			switch {
 			case ok && (a.Plugin != d.Plugin || a.Block != d.Block):
 				continue // the set-up volume is kept until the pod goes

@@ -88,6 +88,7 @@ func TestPassIsFullWhenThePopulatedStateFlips(t *testing.T) {
 	f := newPassFixture()
 	f.actual.AddPodDir("gone", true)
 	f.actual.Set(have("gone", "v", cm, "", asw.Uncertain, true))
+	f.desired.MarkRemoved("gone")
 	if p := f.r.planPass(false); len(p.actions) != 0 {
 		t.Fatalf("before the sources synced: planned %v", describe(p.actions))
 	}
@@ -155,6 +156,14 @@ func changeAtRandom(rng *rand.Rand, f *passFixture, uid types.UID) {
 	case 8:
 		if rng.IntN(50) == 0 {
 			f.desired.MarkPopulated()
+		}
+		switch rng.IntN(6) {
+		case 0:
+			f.desired.MarkRemoved(uid)
+		case 1:
+			f.desired.Hold(uid, "held")
+		case 2:
+			f.desired.Forget(uid)
 		}
 		f.desired.SetError(dsw.Key{PodUID: uid, Volume: name}, []string{"", "failed"}[rng.IntN(2)])
 	}

@@ -41,6 +41,15 @@ func describe(actions []action) []string {
 	return out
 }
 
+// gone is the set of pods whose removal counts.
+func gone(uids ...types.UID) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for _, uid := range uids {
+		out[uid] = true
+	}
+	return out
+}
+
 func TestPlan(t *testing.T) {
 	problem := dsw.Volume{Name: "v", Problem: "csi volumes are not supported", Unsupported: true}
 	tests := []struct {
@@ -62,11 +71,14 @@ func TestPlan(t *testing.T) {
 			snapshot{desired: []dsw.Pod{pod("p", want("v", cm, "1"))}, actual: []asw.Volume{have("p", "v", cm, "", asw.Uncertain, true)}},
 			[]string{"setup p/v"}},
 		{"volume of a gone pod is torn down, then its directory cleaned",
-			snapshot{actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "p"}}, populated: true},
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "p"}}, populated: true, removed: gone("p")},
 			[]string{"teardown p/v"}},
 		{"empty directory of a gone pod is cleaned",
-			snapshot{podDirs: []asw.PodDir{{UID: "p"}}, populated: true},
+			snapshot{podDirs: []asw.PodDir{{UID: "p"}}, populated: true, removed: gone("p")},
 			[]string{"cleanup p"}},
+		{"a pod that is not desired, and whose removal does not count, keeps its volumes and directory",
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "p"}, {UID: "q"}}, populated: true},
+			[]string{}},
 		{"directory of a wanted pod is kept",
 			snapshot{desired: []dsw.Pod{pod("p")}, podDirs: []asw.PodDir{{UID: "p"}}, populated: true},
 			[]string{}},
@@ -74,10 +86,13 @@ func TestPlan(t *testing.T) {
 			snapshot{actual: []asw.Volume{have("p", "v", cm, "", asw.Uncertain, true)}, podDirs: []asw.PodDir{{UID: "p", Reconstructed: true}}},
 			[]string{}},
 		{"reconstructed volume of a gone pod is torn down once populated",
-			snapshot{actual: []asw.Volume{have("p", "v", cm, "", asw.Uncertain, true)}, podDirs: []asw.PodDir{{UID: "p", Reconstructed: true}}, populated: true},
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "", asw.Uncertain, true)}, podDirs: []asw.PodDir{{UID: "p", Reconstructed: true}}, populated: true, removed: gone("p")},
 			[]string{"teardown p/v"}},
+		{"reconstructed volume of a removed pod still waits for every source",
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "", asw.Uncertain, true)}, podDirs: []asw.PodDir{{UID: "p", Reconstructed: true}}, removed: gone("p")},
+			[]string{}},
 		{"volume mounted this run is torn down even before every source synced",
-			snapshot{actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "p"}}},
+			snapshot{actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "p"}}, removed: gone("p")},
 			[]string{"teardown p/v"}},
 		{"volume removed from the spec of a desired pod is kept",
 			snapshot{desired: []dsw.Pod{pod("p", want("a", cm, "1"))}, actual: []asw.Volume{have("p", "a", cm, "1", asw.Mounted, false), have("p", "b", ed, "1", asw.Mounted, false)}, populated: true},
@@ -95,7 +110,7 @@ func TestPlan(t *testing.T) {
 			snapshot{desired: []dsw.Pod{pod("p", problem)}, populated: true},
 			[]string{}},
 		{"teardowns come before setups",
-			snapshot{desired: []dsw.Pod{pod("q", want("v", cm, "1"))}, actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "r"}}, populated: true},
+			snapshot{desired: []dsw.Pod{pod("q", want("v", cm, "1"))}, actual: []asw.Volume{have("p", "v", cm, "1", asw.Mounted, false)}, podDirs: []asw.PodDir{{UID: "r"}}, populated: true, removed: gone("p", "r")},
 			[]string{"teardown p/v", "cleanup r", "setup q/v"}},
 	}
 	for _, tt := range tests {
@@ -115,6 +130,7 @@ func TestPlanNamesPods(t *testing.T) {
 		actual:    []asw.Volume{have("gone", "v", cm, "1", asw.Mounted, false)},
 		podDirs:   []asw.PodDir{{UID: "gone", Namespace: "team", Name: "db"}, {UID: "empty", Namespace: "team", Name: "old"}, {UID: "found", Reconstructed: true}},
 		populated: true,
+		removed:   gone("gone", "empty", "found"),
 	}
 	var got []string
 	for _, a := range plan(s) {

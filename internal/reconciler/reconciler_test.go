@@ -44,7 +44,7 @@ func TestRunMountsDesiredVolumes(t *testing.T) {
 	if !h.observer.saw(testPlugin + " setup success") {
 		t.Error("set-up not observed")
 	}
-	if dirs := h.podDirs(); !slices.Equal(dirs, []asw.PodDir{{UID: "p1", Namespace: "ns", Name: "p1"}}) {
+	if dirs := h.podDirs(); !slices.Equal(dirs, []asw.PodDir{{UID: "p1", Namespace: "ns", Name: "p1", Source: "test"}}) {
 		t.Errorf("pod dirs = %+v", dirs)
 	}
 }
@@ -93,7 +93,7 @@ func TestRunTearsDownARemovedPod(t *testing.T) {
 
 			h.desired.DeletePod("p1")
 			waitFor(t, "the pod directory to be forgotten", func() bool {
-				return slices.Equal(h.podDirs(), []asw.PodDir{{UID: "p2", Namespace: "ns", Name: "p2"}})
+				return slices.Equal(h.podDirs(), []asw.PodDir{{UID: "p2", Namespace: "ns", Name: "p2", Source: "test"}})
 			})
 			if got := h.plugin.callsOf("teardown"); !slices.Equal(got, []string{"teardown p1/a"}) {
 				t.Fatalf("teardowns = %v", got)
@@ -216,7 +216,7 @@ func TestRunReconstructs(t *testing.T) {
 	if want := (asw.Volume{PodUID: "orphan", Name: "v", Plugin: testPlugin, Dir: orphan, Path: orphan, State: asw.Uncertain, Reconstructed: true}); !ok || v != want {
 		t.Fatalf("reconstructed volume = %+v, %v; want %+v", v, ok, want)
 	}
-	wantDirs := []asw.PodDir{{UID: "foreign", Reconstructed: true}, {UID: "orphan", Reconstructed: true}, {UID: "wanted", Namespace: "ns", Name: "wanted"}}
+	wantDirs := []asw.PodDir{{UID: "foreign", Reconstructed: true}, {UID: "orphan", Reconstructed: true}, {UID: "wanted", Namespace: "ns", Name: "wanted", Source: "test"}}
 	if got := h.podDirs(); !slices.Equal(got, wantDirs) {
 		t.Fatalf("pod dirs = %+v, want %+v", got, wantDirs)
 	}
@@ -227,10 +227,19 @@ func TestRunReconstructs(t *testing.T) {
 		t.Fatal("orphan removed before the desired state was populated")
 	}
 
-	// Populated: the orphan goes; the wanted volume and foreign content stay.
+	// Populated, but the orphan's removal does not count yet (its source
+	// has not said so): nothing is torn down.
 	h.desired.MarkPopulated()
+	time.Sleep(50 * time.Millisecond)
+	if got := h.plugin.callsOf("teardown"); len(got) != 0 {
+		t.Fatalf("tore down %v before the removal of its pod counted", got)
+	}
+
+	// Removed: the orphan goes; the wanted volume and foreign content stay.
+	h.desired.MarkRemoved("orphan")
+	h.desired.MarkRemoved("foreign")
 	waitFor(t, "orphan and foreign pod directories to be forgotten", func() bool {
-		return slices.Equal(h.podDirs(), []asw.PodDir{{UID: "wanted", Namespace: "ns", Name: "wanted"}})
+		return slices.Equal(h.podDirs(), []asw.PodDir{{UID: "wanted", Namespace: "ns", Name: "wanted", Source: "test"}})
 	})
 	if got := h.plugin.callsOf("teardown"); !slices.Equal(got, []string{"teardown orphan/v"}) {
 		t.Fatalf("teardowns = %v; want only the orphan", got)
@@ -376,7 +385,7 @@ func TestReconstructedPodDirClearedByASetUp(t *testing.T) {
 	h.desired.SetPod(desiredPod("p1", desiredVolume("a", "1")))
 	h.start(t)
 	h.waitMounted(t, "p1", "a", "1")
-	if got := h.podDirs(); !slices.Equal(got, []asw.PodDir{{UID: types.UID("p1"), Namespace: "ns", Name: "p1"}}) {
+	if got := h.podDirs(); !slices.Equal(got, []asw.PodDir{{UID: types.UID("p1"), Namespace: "ns", Name: "p1", Source: "test"}}) {
 		t.Fatalf("pod dirs = %+v; a set-up must clear Reconstructed", got)
 	}
 }

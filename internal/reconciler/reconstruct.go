@@ -34,6 +34,7 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 		r.cfg.Actual.AddPodDir(uid, true)
 		subPaths += r.subPathsFound(uid)
 	}
+	r.namePodsFound(pods)
 	noSwap := r.mountedNoSwap(ctx, len(found))
 	swappable := 0
 	for _, f := range found {
@@ -92,6 +93,33 @@ func (r *Reconciler) addFound(f layout.Found, swap volume.Swap) bool {
 	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true, Swap: swap, Block: f.Block})
 	log.Debug("volume found on disk")
 	return true
+}
+
+// namePodsFound gives the pod directories found at start the namespace,
+// name and source their records say, and forgets the records whose
+// directory is gone (a crash between the removal of the one and of the
+// other). A directory without a readable record is of a pod whose source
+// is not known: it goes only on the evidence of every source.
+func (r *Reconciler) namePodsFound(pods []types.UID) {
+	recs, err := r.records().Load()
+	if err != nil {
+		r.log.Warn("some pods found on disk have no readable record: they are torn down only once every source says they are gone", zap.Error(err))
+	}
+	found := make(map[types.UID]bool, len(pods))
+	for _, uid := range pods {
+		found[uid] = true
+		if rec, ok := recs[uid]; ok {
+			r.cfg.Actual.NameFoundPod(uid, rec.Namespace, rec.Name, rec.Source)
+		}
+	}
+	for uid := range recs {
+		if found[uid] {
+			continue
+		}
+		if err := r.records().Remove(uid); err != nil {
+			r.log.Warn("the record of a pod directory that is gone stays", zap.String("podUID", string(uid)), zap.Error(err))
+		}
+	}
 }
 
 // subPathsFound counts the subPath mount points of pod uid found on disk.

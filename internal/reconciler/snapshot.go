@@ -77,14 +77,18 @@ func (r *Reconciler) fullSnapshot(populated bool) snapshot {
 		actual:    r.cfg.Actual.Volumes(),
 		podDirs:   r.cfg.Actual.PodDirs(),
 		populated: populated,
+		removed:   r.cfg.Desired.RemovedPods(),
 	}
 }
 
 // snapshotOf reads the entries of some pods in both worlds, in the order
 // fullSnapshot has them.
 func (r *Reconciler) snapshotOf(pods map[types.UID]bool, populated bool) snapshot {
-	s := snapshot{populated: populated}
+	s := snapshot{populated: populated, removed: map[types.UID]bool{}}
 	for _, uid := range sortedUIDs(pods) {
+		if r.cfg.Desired.Removed(uid) {
+			s.removed[uid] = true
+		}
 		if p, ok := r.cfg.Desired.Pod(uid); ok {
 			s.desired = append(s.desired, p)
 		}

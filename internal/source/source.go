@@ -5,6 +5,7 @@ package source
 
 import (
 	"context"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -50,6 +51,16 @@ type Status struct {
 	// now (the API server does not answer); it serves its last state and
 	// /readyz reports it.
 	Disconnected string `json:"disconnected,omitempty"`
+	// Authoritative: once synced, an object the source does not list is
+	// gone (the API server). A source that is not (the manifest directory)
+	// proves a removal only by what it listed since start (see package
+	// evidence).
+	Authoritative bool `json:"authoritative,omitempty"`
+	// ListingSince is when the synced source last began to list at least
+	// one object, without a pause since; zero while it lists none. A pod
+	// or claim found absent at start counts as removed only once this has
+	// held for the settle time.
+	ListingSince time.Time `json:"listingSince,omitzero"`
 }
 
 // Terminated reports whether a pod has finished (phase Succeeded or

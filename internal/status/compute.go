@@ -16,7 +16,7 @@ import (
 )
 
 // Volume states shown by the API; a volume of a Terminating pod is
-// Terminating.
+// Terminating, one of a Held pod Held.
 const (
 	Pending     = "Pending"
 	Mounted     = "Mounted"
@@ -32,6 +32,11 @@ const (
 	// directory of it are still on the node: being torn down, or stuck
 	// (Reason says why).
 	Terminating = "Terminating"
+	// Held: the pod was found on disk at start and no source lists it,
+	// but that does not count as its removal yet (Reason says why: an
+	// empty manifest directory, a source not synced); its volumes are
+	// kept as they are.
+	Held = "Held"
 )
 
 // Pod is one pod in the API.
@@ -43,7 +48,8 @@ type Pod struct {
 	State     string `json:"state"`
 	// Reason says, for a Terminating pod, why its teardown has not
 	// finished: the error of the last teardown of one of its volumes, or
-	// of the removal of its directory. Empty while nothing has failed.
+	// of the removal of its directory (empty while nothing has failed);
+	// for a Held pod, why its removal does not count yet.
 	Reason  string   `json:"reason,omitempty"`
 	Volumes []Volume `json:"volumes"`
 }
@@ -330,7 +336,7 @@ func noSwap(s volume.Swap) *bool {
 // VolumesByState counts the volumes of every pod in each state; every
 // state is present, possibly with 0.
 func (w Worlds) VolumesByState() map[string]int {
-	counts := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 0}
+	counts := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 0, Held: 0}
 	for _, p := range w.Pods() {
 		for _, v := range p.Volumes {
 			counts[v.State]++

@@ -2,6 +2,7 @@ package status
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -120,7 +121,7 @@ func TestVolumeStates(t *testing.T) {
 				t.Fatalf("Ready = %v, want %v", pods[0].Ready, ready)
 			}
 			counts := w.VolumesByState()
-			want := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 0}
+			want := map[string]int{Pending: 0, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 0, Held: 0}
 			want[tt.want.State] = 1
 			if !reflect.DeepEqual(counts, want) {
 				t.Fatalf("VolumesByState = %v, want %v", counts, want)
@@ -172,7 +173,7 @@ func TestPodReadiness(t *testing.T) {
 	if _, ok := w.Pod("unknown"); ok {
 		t.Error("an unknown pod was found")
 	}
-	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 2, Failed: 1, Unsupported: 0, Terminating: 0}) {
+	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 2, Failed: 1, Unsupported: 0, Terminating: 0, Held: 0}) {
 		t.Errorf("VolumesByState = %v", got)
 	}
 }
@@ -188,7 +189,8 @@ func TestTerminatingPods(t *testing.T) {
 	w.Desired.SetPod(dsw.Pod{UID: "active", Namespace: "ns", Name: "web", Volumes: []dsw.Volume{wanted("a", cm, "1")}})
 	w.Actual.AddPodDir("found", true) // at start, not seen in a source yet
 	w.Actual.Set(asw.Volume{PodUID: "found", Name: "v", Plugin: ed, Dir: "/root/v", Path: "/root/v", State: asw.Uncertain, Reconstructed: true})
-	w.Actual.NotePod("gone", "ns", "db")
+	w.Actual.NotePod("gone", "ns", "db", "manifests")
+	w.Desired.MarkRemoved("gone") // its source dropped it
 	claim := setUp("gone", "pv-1", "kubernetes.io/nfs", "1", asw.Mounted)
 	claim.SpecName, claim.PV = "data", "pv-1"
 	w.Actual.Set(claim)
@@ -231,14 +233,26 @@ func TestTerminatingPods(t *testing.T) {
 	if n, stuck := w.TerminatingPods(); n != 1 || stuck != 1 {
 		t.Errorf("TerminatingPods = %d, %d stuck; want 1, 1", n, stuck)
 	}
-	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 2}) {
+	if got := w.VolumesByState(); !reflect.DeepEqual(got, map[string]int{Pending: 1, Mounted: 0, Failed: 0, Unsupported: 0, Terminating: 2, Held: 0}) {
 		t.Errorf("VolumesByState = %v", got)
 	}
 
-	// Every source synced: the pod found at start is gone too.
+	// Every source synced, but the removal of the pod found at start does
+	// not count yet: it is Held, and says why; then it counts.
 	w.Desired.MarkPopulated()
-	if got, want := names(), []string{"active Active", "found Terminating", "gone Terminating"}; !reflect.DeepEqual(got, want) {
+	w.Desired.Hold("found", "its source lists nothing")
+	if got, want := names(), []string{"active Active", "found Held", "gone Terminating"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("pods once populated = %v, want %v", got, want)
+	}
+	if found, _ := w.Pod("found"); !strings.HasSuffix(found.Reason, ": its source lists nothing") || found.Volumes[0].State != Held {
+		t.Errorf("a held pod = %+v, want its reason and its volumes Held", found)
+	}
+	if n, _ := w.TerminatingPods(); n != 1 {
+		t.Errorf("TerminatingPods = %d with a pod held, want 1", n)
+	}
+	w.Desired.MarkRemoved("found")
+	if got, want := names(), []string{"active Active", "found Terminating", "gone Terminating"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("pods once the found pod's removal counts = %v, want %v", got, want)
 	}
 	if found, _ := w.Pod("found"); found.Namespace != "" || found.Name != "" || len(found.Volumes) != 1 || found.Volumes[0].Name != "v" {
 		t.Errorf("a pod known from disk only = %+v; want no name, its volume by its directory's name", found)

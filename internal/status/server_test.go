@@ -505,7 +505,7 @@ func TestWaitersOfPodsThatNeverAppearAreForgotten(t *testing.T) {
 func TestTerminatingPodServed(t *testing.T) {
 	f := newFixture(t)
 	f.worlds.Desired.MarkPopulated()
-	f.worlds.Actual.NotePod("u1", "ns", "web-u1")
+	f.worlds.Actual.NotePod("u1", "ns", "web-u1", "manifests")
 	f.addPod("u1", true)
 	if _, body := f.get(t, "/v1/pods"); !strings.Contains(body, `"state": "Active"`) {
 		t.Fatalf("/v1/pods before the deletion = %s", body)

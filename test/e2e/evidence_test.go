@@ -43,3 +43,54 @@ func TestSecondAgentOnTheSameRootIsRefused(t *testing.T) {
 		t.Fatalf("the first agent's pod after the refusal: %+v", now)
 	}
 }
+
+// Finding 1: an agent started on an empty manifest directory tears down
+// nothing it finds on disk: the pods stay, Held, with their data, after a
+// SIGTERM and after a SIGKILL; the manifest back, the pod is Active with
+// its data. Only a directory that lists objects, for the settle time, is
+// evidence that a pod it lacks is gone.
+func TestEmptyManifestDirectoryAtStartTearsDownNothing(t *testing.T) {
+	a := newAgent(t)
+	p, marker := startScratch(a, "web")
+	for _, crash := range []bool{false, true} {
+		if crash {
+			a.kill()
+		} else if err := a.stop(); err != nil {
+			t.Fatal(err)
+		}
+		a.removeManifest("web.yaml")
+		a.start()
+		waitFor(t, 10*time.Second, "the pod found on disk held", func() (bool, string) {
+			held, _ := a.pod("default", "web")
+			return held.UID == p.UID && held.State == "Held" && strings.Contains(held.Reason, "has listed nothing since"), fmt.Sprintf("%+v", held)
+		})
+		_, sources := a.get("/v1/sources")
+		if !strings.Contains(sources, `"synced": true`) {
+			t.Fatalf("/v1/sources = %s, want the manifests synced", sources)
+		}
+		time.Sleep(2 * time.Second) // well past the settle time: a wrong teardown would have run
+		checkFile(t, marker, "web")
+		if strings.Contains(a.logs.String(), "volume torn down") {
+			t.Fatalf("crash %v: a volume was torn down:\n%s", crash, tail(a.logs.String(), 30))
+		}
+		a.writeManifest("web.yaml", scratchPod("web"))
+		back := a.waitPod("default", "web", 10*time.Second, ready)
+		if back.UID != p.UID || back.volume("scratch").Path != p.volume("scratch").Path {
+			t.Fatalf("the pod back is %+v, want %+v", back, p)
+		}
+		checkFile(t, marker, "web")
+	}
+
+	// A directory that lists something else at start: the pod it lacks is
+	// gone, once that has held for the settle time.
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	a.removeManifest("web.yaml")
+	a.writeManifest("other.yaml", scratchPod("other"))
+	a.start()
+	a.waitPodDirGone(p.UID)
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("the marker of the removed pod: %v", err)
+	}
+}

@@ -227,6 +227,8 @@ type apiPod struct {
 	Namespace string      `json:"namespace"`
 	Name      string      `json:"name"`
 	Ready     bool        `json:"ready"`
+	State     string      `json:"state"`
+	Reason    string      `json:"reason"`
 	Volumes   []apiVolume `json:"volumes"`
 }
 

@@ -243,7 +243,7 @@ func key(namespace, name string) string {
 // be seen now: the API server does not answer the pod or Node informer, or
 // one of them fails otherwise. Errors lists every failing watch.
 func (s *Source) Status() source.Status {
-	st := source.Status{Name: Name}
+	st := source.Status{Name: Name, Authoritative: true}
 	podsErr, nodeErr := s.podErrs.current(), s.nodeErrs.current()
 	podsRefused := !s.pods.HasSynced() && denied(podsErr)
 	nodeRefused := !s.node.HasSynced() && denied(nodeErr)

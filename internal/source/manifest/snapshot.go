@@ -102,6 +102,6 @@ func newSnapshot(objs []object, nodeName string, status source.Status) *snapshot
 // compared by version, which is a hash of their content.
 func (a *snapshot) equal(b *snapshot) bool {
 	sa, sb := a.status, b.status
-	return sa.Synced == sb.Synced && sa.Reason == sb.Reason &&
+	return sa.Synced == sb.Synced && sa.Reason == sb.Reason && sa.ListingSince.Equal(sb.ListingSince) &&
 		slices.Equal(sa.Errors, sb.Errors) && maps.Equal(a.versions, b.versions)
 }

@@ -194,6 +194,7 @@ func (s *Source) current() *snapshot {
 // lock, when it differs from the previous one.
 func (s *Source) publish(next *snapshot) {
 	s.mu.Lock()
+	next.status.ListingSince = listingSince(s.snap, next, time.Now())
 	changed := !s.snap.equal(next)
 	if changed {
 		s.snap = next
@@ -202,6 +203,19 @@ func (s *Source) publish(next *snapshot) {
 	if changed && s.onChange != nil {
 		s.onChange()
 	}
+}
+
+// listingSince is the ListingSince of next, published after prev at now:
+// kept while the synced source goes on listing objects, now when it begins
+// to, zero while it lists none or is not synced.
+func listingSince(prev, next *snapshot, now time.Time) time.Time {
+	switch {
+	case !next.status.Synced || len(next.objects) == 0:
+		return time.Time{}
+	case !prev.status.ListingSince.IsZero():
+		return prev.status.ListingSince
+	}
+	return now
 }
 
 // lookup returns the object under k in the current snapshot. An object
