@@ -87,9 +87,15 @@
 //     controlled by the pod) is made once, from its template, only when no
 //     claim of that name exists, and recorded with the bindings, before any
 //     view shows it or anything is provisioned for it: a restart finds it
-//     and never makes a second one. It is a claim of the source while its
-//     pod is listed, so the pod's removal releases it by the rules above;
-//     its record is forgotten once the pod is gone and it holds no Bound
+//     and never makes a second one. Its UID includes a nonce drawn when it
+//     is made and recorded beside it, so a pod that reuses a gone pod's
+//     name gets a claim of its own and never the old claim's storage. It
+//     is a claim of the source while its pod is listed, and lives and dies
+//     with its pod: it is released once its pod's removal counts
+//     (evidence.Removed: a pod seen since start and dropped, or a pod
+//     absent at start once the source has listed objects for the settle
+//     time) and no pod on this node has its PersistentVolume set up; its
+//     record is forgotten once the pod is gone and it holds no Bound
 //     binding nor a provisioning under way. A template with a field the
 //     binder does not support makes no claim; the claim's lookup says why.
 //   - The inner source's objects are never modified; views are copies.

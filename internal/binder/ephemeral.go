@@ -24,12 +24,19 @@ import (
 // namespace, controlled by the pod, with the template's labels,
 // annotations and spec. It is recorded in the state file before any view
 // shows it or anything is provisioned for it, so that a restart finds it
-// and never makes a second claim. Its UID is derived from the pod's UID
-// and the volume's name.
+// and never makes a second claim. Its UID is derived from the pod's UID,
+// the volume's name and a nonce drawn when it was made (evidence.NewNonce)
+// and recorded beside it: a pod that reuses a gone pod's name (and, from
+// manifests, its UID) gets a claim of its own, never the old one's
+// storage, which its release keeps for the old claim alone.
 type madeClaim struct {
 	// PodUID and Volume are the pod and its volume the claim is made for.
 	PodUID types.UID `json:"podUID"`
 	Volume string    `json:"volume"`
+	// Nonce is the record of the claim's creation; "" in a claim made by
+	// an agent from before nonces, whose UID derives from PodUID and
+	// Volume alone.
+	Nonce string `json:"nonce,omitempty"`
 	// Claim is the claim as made; a read-only snapshot.
 	Claim *v1.PersistentVolumeClaim `json:"claim"`
 }
@@ -90,20 +97,22 @@ func makeClaims(w world, prev madeClaims, recs records) (madeClaims, map[string]
 			if _, ok := next[key]; ok {
 				continue
 			}
-			c, err := claimFromTemplate(pod, vol)
+			nonce := w.nonce()
+			c, err := claimFromTemplate(pod, vol, nonce)
 			if err != nil {
 				refused[key] = err.Error()
 				continue
 			}
-			next[key] = madeClaim{PodUID: pod.UID, Volume: vol.Name, Claim: c}
+			next[key] = madeClaim{PodUID: pod.UID, Volume: vol.Name, Nonce: nonce, Claim: c}
 		}
 	}
 	return next, refused
 }
 
-// claimFromTemplate makes the claim of the ephemeral volume vol of pod, or
-// says which field of its template the agent does not support.
-func claimFromTemplate(pod *v1.Pod, vol *v1.Volume) (*v1.PersistentVolumeClaim, error) {
+// claimFromTemplate makes the claim of the ephemeral volume vol of pod,
+// created with nonce, or says which field of its template the agent does
+// not support.
+func claimFromTemplate(pod *v1.Pod, vol *v1.Volume, nonce string) (*v1.PersistentVolumeClaim, error) {
 	what := fmt.Sprintf("ephemeral volume %q of pod %s/%s", vol.Name, pod.Namespace, pod.Name)
 	tmpl := vol.Ephemeral.VolumeClaimTemplate
 	if tmpl == nil {
@@ -128,7 +137,7 @@ func claimFromTemplate(pod *v1.Pod, vol *v1.Volume) (*v1.PersistentVolumeClaim, 
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   pod.Namespace,
 			Name:        name,
-			UID:         madeUID(pod.UID, vol.Name),
+			UID:         madeUID(pod.UID, vol.Name, nonce),
 			Labels:      maps.Clone(tmpl.Labels),
 			Annotations: maps.Clone(tmpl.Annotations),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
@@ -153,10 +162,16 @@ func setMetadataField(meta metav1.ObjectMeta) string {
 	return ""
 }
 
-// madeUID is the UID of the claim made for the ephemeral volume named
-// volume of the pod with UID pod: the same after any restart.
-func madeUID(pod types.UID, volume string) types.UID {
-	s := sha256.Sum256([]byte("ephemeral\x00" + string(pod) + "\x00" + volume))
+// madeUID is the UID of the claim made, with nonce, for the ephemeral
+// volume named volume of the pod with UID pod: the same after any restart,
+// since the nonce is recorded. An empty nonce gives the UID of the claims
+// made before nonces.
+func madeUID(pod types.UID, volume, nonce string) types.UID {
+	in := "ephemeral\x00" + string(pod) + "\x00" + volume
+	if nonce != "" {
+		in += "\x00" + nonce
+	}
+	s := sha256.Sum256([]byte(in))
 	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", s[0:4], s[4:6], s[6:8], s[8:10], s[10:16]))
 }
 

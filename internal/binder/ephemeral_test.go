@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
 
 // podWithEphemeral is pod "web" (uid-web) with the ephemeral volume
@@ -37,11 +39,11 @@ func podWithEphemeral(opts ...func(*v1.PersistentVolumeClaimTemplate)) *v1.Pod {
 func madeForWeb(t *testing.T) (*v1.Pod, madeClaims) {
 	t.Helper()
 	pod := podWithEphemeral()
-	c, err := claimFromTemplate(pod, &pod.Spec.Volumes[0])
+	c, err := claimFromTemplate(pod, &pod.Spec.Volumes[0], "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pod, madeClaims{"default/web-scratch": {PodUID: pod.UID, Volume: "scratch", Claim: c}}
+	return pod, madeClaims{"default/web-scratch": {PodUID: pod.UID, Volume: "scratch", Nonce: "n1", Claim: c}}
 }
 
 func ephemeralInner(pod *v1.Pod) *fakeInner {
@@ -59,7 +61,7 @@ func ephemeralInner(pod *v1.Pod) *fakeInner {
 func TestEphemeralClaimLifecycle(t *testing.T) {
 	prov := &fakeProvisioner{}
 	path := statePath(t)
-	uid := madeUID("uid-web", "scratch")
+	uid := madeUID("uid-web", "scratch", "n1")
 	pvName := "pvc-" + string(uid)
 	h := startWith(t, ephemeralInner(podWithEphemeral()), path, []provisioner.Provisioner{prov})
 	h.expect("made and bound", func() bool {
@@ -181,7 +183,7 @@ func TestMakeClaims(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			next, refused := makeClaims(world{pods: tt.pods, claims: tt.claims}, tt.prev, tt.recs)
+			next, refused := makeClaims(world{pods: tt.pods, claims: tt.claims, newNonce: func() string { return "n1" }}, tt.prev, tt.recs)
 			var got []string
 			for _, m := range next.sorted() {
 				got = append(got, m.Claim.Name)
@@ -194,4 +196,59 @@ func TestMakeClaims(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A pod that reuses the name (and, from manifests, the UID) of a pod whose
+// removal counted gets a claim of its own, with a new nonce and so a new
+// UID and volume; the old claim's storage, aside, is never given to it.
+func TestEphemeralClaimIsNeverHandedToAPodReusingItsName(t *testing.T) {
+	prov := &fakeProvisioner{}
+	path := statePath(t)
+	first, second := madeUID("uid-web", "scratch", "n1"), madeUID("uid-web", "scratch", "n2")
+	h := startWith(t, ephemeralInner(podWithEphemeral()), path, []provisioner.Provisioner{prov}, func(b *Source) { b.delay = time.Hour })
+	h.expect("made and bound", h.boundTo("web-scratch", "pvc-"+string(first)))
+	h.update(func(f *fakeInner) { f.pods = nil }, "released and aside", func() bool {
+		recs, made, _ := newStore(path).loadState()
+		r := recs["pvc-"+string(first)]
+		return r.Phase == PhaseReleased && r.Reclaim.Step == reclaim.Aside && len(made) == 0
+	})
+	h.update(func(f *fakeInner) { f.pods = []*v1.Pod{podWithEphemeral()} }, "a new claim bound to a new volume",
+		h.boundTo("web-scratch", "pvc-"+string(second)))
+	recs, _, err := newStore(path).loadState()
+	if r := recs["pvc-"+string(first)]; err != nil || r.Phase != PhaseReleased || r.UID != first || r.Reclaim.Step != reclaim.Aside {
+		t.Fatalf("the first claim's record = %+v (%v); want it Released, aside, for the first claim alone", r, err)
+	}
+	if made, _ := prov.calls(); len(made) != 2 {
+		t.Errorf("provisioned %v; want a volume per claim", made)
+	}
+}
+
+// The claim made for a pod removed while the agent was stopped is
+// released once the manifests have listed objects for the settle time,
+// never while they list nothing, and its storage is reclaimed.
+func TestEphemeralClaimOfAPodGoneWhileStopped(t *testing.T) {
+	prov := &fakeProvisioner{}
+	path := statePath(t)
+	pvName := "pvc-" + string(madeUID("uid-web", "scratch", "n1"))
+	h := startWith(t, ephemeralInner(podWithEphemeral()), path, []provisioner.Provisioner{prov})
+	h.expect("made and bound", h.boundTo("web-scratch", pvName))
+	h.stop()
+
+	empty := newFakeInner()
+	h = startWith(t, empty, path, []provisioner.Provisioner{prov})
+	h.expect("synced", h.synced)
+	time.Sleep(5 * testSettle)
+	if recs, made, _ := newStore(path).loadState(); recs[pvName].Phase != PhaseBound || len(made) != 1 {
+		t.Fatalf("with an empty source: records %+v, made %v; want the claim kept Bound", recs, made)
+	}
+	h.stop()
+
+	listing := newFakeInner()
+	listing.scs = []*storagev1.StorageClass{newClass("fast")}
+	h = startWith(t, listing, path, []provisioner.Provisioner{prov})
+	h.expect("released, deleted and forgotten", func() bool {
+		recs, made, _ := newStore(path).loadState()
+		_, deleted := prov.calls()
+		return len(recs) == 0 && len(made) == 0 && len(deleted) == 1
+	})
 }

@@ -38,6 +38,9 @@ type fakeInner struct {
 	synced bool                        // guarded by mu
 	notify func()                      // set before Run
 	runErr error                       // returned by Run at once when set
+	// listing, when set, is the ListingSince of Status while the source
+	// lists something; nil: long ago.
+	listing *time.Time // guarded by mu
 }
 
 var _ Inner = (*fakeInner)(nil)
@@ -82,7 +85,14 @@ func (f *fakeInner) Status() source.Status {
 	if !f.synced {
 		return source.Status{Name: "manifests", Reason: "file x.yaml does not parse"}
 	}
-	return source.Status{Name: "manifests", Synced: true}
+	st := source.Status{Name: "manifests", Synced: true}
+	if len(f.pods)+len(f.claims)+len(f.pvs)+len(f.scs) > 0 {
+		st.ListingSince = time.Unix(0, 0)
+		if f.listing != nil {
+			st.ListingSince = *f.listing
+		}
+	}
+	return st
 }
 
 func (f *fakeInner) PersistentVolumes() []*v1.PersistentVolume {
@@ -182,6 +192,8 @@ func startWith(t *testing.T, inner *fakeInner, path string, provs []provisioner.
 	if err != nil {
 		t.Fatal(err)
 	}
+	nonces := 0
+	b.newNonce = func() string { nonces++; return fmt.Sprintf("n%d", nonces) } // on the binding loop only
 	for _, f := range tweak {
 		f(b)
 	}

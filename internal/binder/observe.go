@@ -3,6 +3,8 @@ package binder
 import (
 	"maps"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // observations are what the binding loop has seen of the inner source
@@ -15,6 +17,11 @@ import (
 type observations struct {
 	claimsSeen map[claimKey]bool
 	pvsSeen    map[string]bool
+	// podsSeen are the pods listed since start, and podsGone, for those
+	// not listed now, since when: the removal of a claim made for a pod's
+	// ephemeral volume follows its pod's.
+	podsSeen map[types.UID]bool
+	podsGone map[types.UID]time.Time
 	// claimsGone and pvsGone hold, for those seen and now missing, when
 	// they were first missing; a return clears it.
 	claimsGone map[claimKey]time.Time
@@ -38,6 +45,7 @@ func observe(prev observations, w world, recs records) observations {
 	if next.claimsSeen == nil {
 		next.claimsSeen, next.pvsSeen = map[claimKey]bool{}, map[string]bool{}
 	}
+	next.podsSeen, next.podsGone = observePods(prev, w)
 	claims := w.claimSet()
 	for _, c := range w.claims {
 		next.claimsSeen[keyOf(c)] = true
@@ -71,6 +79,36 @@ func observe(prev observations, w world, recs records) observations {
 		}
 	}
 	return next
+}
+
+// observePods returns the pods seen since start, and since when those not
+// listed now are missing, forgetting those no made claim names. Unlike a
+// claim's, a pod's removal counts even while the source lists nothing: the
+// source dropped it only once it believed the removal, and the pod's
+// volumes are torn down at once.
+func observePods(prev observations, w world) (map[types.UID]bool, map[types.UID]time.Time) {
+	seen, gone := maps.Clone(prev.podsSeen), map[types.UID]time.Time{}
+	if seen == nil {
+		seen = map[types.UID]bool{}
+	}
+	listed := make(map[types.UID]bool, len(w.pods))
+	for _, pod := range w.pods {
+		seen[pod.UID], listed[pod.UID] = true, true
+	}
+	named := make(map[types.UID]bool, len(w.made))
+	for _, m := range w.made {
+		named[m.PodUID] = true
+	}
+	for uid := range seen {
+		switch {
+		case listed[uid]:
+		case !named[uid]:
+			delete(seen, uid)
+		default:
+			gone[uid] = sinceOr(prev.podsGone[uid], w.now)
+		}
+	}
+	return seen, gone
 }
 
 func sinceOr(since, now time.Time) time.Time {

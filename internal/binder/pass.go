@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
+	"github.com/volume-agent/volume-agent/internal/evidence"
 	"github.com/volume-agent/volume-agent/internal/source"
 )
 
@@ -25,10 +26,12 @@ import (
 // that is recorded.
 func (s *Source) pass(ctx context.Context) bool {
 	prev := s.current()
-	if st := s.inner.Status(); !st.Synced {
+	st := s.inner.Status()
+	if !st.Synced {
 		return s.publish(waitingForSource(prev, withMade(s.inner.PersistentVolumeClaims(), prev.made, s.inner.Pods()), st))
 	}
 	w := world{
+		listing:      evidence.Listing{Source: st.Name, Synced: st.Synced, Authoritative: st.Authoritative, Since: st.ListingSince},
 		pods:         s.inner.Pods(),
 		claims:       s.inner.PersistentVolumeClaims(),
 		pvs:          s.inner.PersistentVolumes(),
@@ -41,9 +44,10 @@ func (s *Source) pass(ctx context.Context) bool {
 		settle:       s.settle,
 		delay:        s.delay,
 		inUse:        s.inUse,
+		newNonce:     s.newNonce,
 	}
 	made, refused := makeClaims(w, prev.made, prev.recs)
-	w.claims = withMade(w.claims, made, w.pods)
+	w.claims, w.made = withMade(w.claims, made, w.pods), made
 	s.obs = observe(s.obs, w, prev.recs)
 	w.obs = s.obs
 	o := plan(w, prev.recs)

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
+	"github.com/volume-agent/volume-agent/internal/evidence"
 	"github.com/volume-agent/volume-agent/internal/source"
 )
 
@@ -42,6 +43,22 @@ type world struct {
 	// inUse reports whether a pod on this node has the named
 	// PersistentVolume set up, or whether that is not known yet; nil: never.
 	inUse func(pv string) bool
+	// listing is what the inner source's list is evidence of (package
+	// evidence).
+	listing evidence.Listing
+	// made are the claims made for ephemeral volumes, after this pass's
+	// makeClaims.
+	made madeClaims
+	// newNonce draws the nonce of a claim made for an ephemeral volume;
+	// nil: evidence.NewNonce.
+	newNonce func() string
+}
+
+func (w world) nonce() string {
+	if w.newNonce == nil {
+		return evidence.NewNonce()
+	}
+	return w.newNonce()
 }
 
 func (w world) claimSet() map[claimKey]bool {
@@ -146,8 +163,13 @@ func (o *outcome) release(w world) {
 
 // removalPending says why the removal of claim k does not count yet, or
 // "": it counts once the claim, seen since the agent started, has been
-// missing for the settle time while the source listed something.
+// missing for the settle time while the source listed something. A claim
+// made for an ephemeral volume lives and dies with its pod instead
+// (madeRemovalPending).
 func (o *outcome) removalPending(w world, k claimKey) string {
+	if m, ok := w.made[k.namespace+"/"+k.name]; ok && m.Claim.UID == k.uid {
+		return o.madeRemovalPending(w, m)
+	}
 	switch {
 	case !w.obs.claimsSeen[k]:
 		return "it has not been in the manifests since the agent started, so its removal was not seen " +
@@ -161,6 +183,27 @@ func (o *outcome) removalPending(w world, k claimKey) string {
 		return fmt.Sprintf("removed %v ago, released once it has stayed removed for %v", held.Round(time.Millisecond), w.settle)
 	}
 	return ""
+}
+
+// madeRemovalPending says why the removal of m, a claim made for an
+// ephemeral volume, does not count yet, or "": it counts once its pod's
+// does (evidence.Removed). A pod listed since the agent started and then
+// dropped was removed (its source held the removal before dropping it, and
+// its volumes are torn down at once: its claim must not outlive it); a pod
+// absent at start is removed once the source has listed objects for the
+// settle time, never while the source lists nothing.
+func (o *outcome) madeRemovalPending(w world, m madeClaim) string {
+	seen := w.obs.podsSeen[m.PodUID]
+	hold := w.settle
+	if seen {
+		hold = 0
+	}
+	v := evidence.Removed(w.listing, evidence.Absence{Seen: seen, Since: w.obs.podsGone[m.PodUID]}, w.now, hold)
+	if v.Removed {
+		return ""
+	}
+	o.dueAt(v.Due)
+	return fmt.Sprintf("its pod (uid %s) is not in the manifests, but its removal does not count yet: %s", m.PodUID, v.Why)
 }
 
 // pvRemoved reports whether the PersistentVolume name, seen since the

@@ -120,6 +120,9 @@ type Source struct {
 	// waitsOnUse is set while a decision waits for a PersistentVolume to
 	// be torn down (see NotifyActual).
 	waitsOnUse atomic.Bool
+	// newNonce draws the nonces of claims made for ephemeral volumes;
+	// nil: evidence.NewNonce (tests set a predictable one).
+	newNonce func() string
 
 	mu sync.Mutex
 	st *state // guarded by mu; replaced, never modified

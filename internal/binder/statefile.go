@@ -144,6 +144,8 @@ func indexMade(list []madeClaim) (madeClaims, error) {
 			return nil, fmt.Errorf("ephemeral claim %d lacks a claim (namespace, name, uid), podUID or volume", i)
 		case made[keyOf(c).String()] != madeClaim{}:
 			return nil, fmt.Errorf("ephemeral claim %s is made twice", keyOf(c))
+		case c.UID != madeUID(m.PodUID, m.Volume, m.Nonce):
+			return nil, fmt.Errorf("ephemeral claim %s: its uid %q is not the one made for pod %s, volume %q and its nonce", keyOf(c), c.UID, m.PodUID, m.Volume)
 		}
 		made[keyOf(c).String()] = m
 	}

@@ -47,7 +47,10 @@ func TestStateFileRoundTrip(t *testing.T) {
 // claims bind again to other PersistentVolumes.
 func TestInvalidStateFileIsRefused(t *testing.T) {
 	bound := `{"namespace": "default", "name": "data", "pv": "pv-a", "phase": "Bound"}`
-	made := `{"podUID": "pu", "volume": "v", "claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "u"}}}`
+	made := `{"podUID": "pu", "volume": "v", "nonce": "n1", "claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "` +
+		string(madeUID("pu", "v", "n1")) + `"}}}`
+	forged := `{"podUID": "pu", "volume": "v", "nonce": "n2", "claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "` +
+		string(madeUID("pu", "v", "n1")) + `"}}}`
 	tests := []struct {
 		name, content, want string
 	}{
@@ -60,6 +63,8 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		{"an ephemeral claim without its pod", `{"version": 5, "bindings": [], "ephemeralClaims": [{"volume": "v",
 			"claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "u"}}}]}`, "lacks"},
 		{"an ephemeral claim twice", `{"version": 5, "bindings": [], "ephemeralClaims": [` + made + `, ` + made + `]}`, "made twice"},
+		{"an ephemeral claim whose uid is not its nonce's", `{"version": 5, "bindings": [], "ephemeralClaims": [` + forged + `]}`,
+			"is not the one made for pod pu"},
 		{"a provisioning without its request", `{"version": 4, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Provisioning"}]}`,
 			`phase "Provisioning" with a provisioning false`},
 		{"a provisioning without its class", `{"version": 4, "bindings": [{"namespace": "d", "name": "c", "pv": "p", "phase": "Provisioning",

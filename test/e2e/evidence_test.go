@@ -94,3 +94,68 @@ func TestEmptyManifestDirectoryAtStartTearsDownNothing(t *testing.T) {
 		t.Fatalf("the marker of the removed pod: %v", err)
 	}
 }
+
+// startEphemeral starts a with the class of ephemeralClassManifest and pod
+// name with an ephemeral volume, and writes a marker into the volume; it
+// returns the volume and the local path root.
+func startEphemeral(a *agent, name string, flags ...string) (apiVolume, string) {
+	a.t.Helper()
+	data := filepath.Join(a.t.TempDir(), "local")
+	a.writeManifest("class.yaml", ephemeralClassManifest)
+	a.writeManifest(name+".yaml", fmt.Sprintf(ephemeralPodManifest, name, "{}"))
+	a.start(append([]string{"--provisioners", "local", "--local-path-root", data}, flags...)...)
+	v := a.waitPod("default", name, 20*time.Second, ready).volume("scratch")
+	if err := os.WriteFile(filepath.Join(v.Path, "written"), []byte("by the first "+name), 0o644); err != nil {
+		a.t.Fatal(err)
+	}
+	return v, data
+}
+
+// Finding 3: a new pod that reuses a deleted pod's name, within the
+// reclaim delay, gets a new claim and an empty volume, never the old
+// pod's; the old volume waits aside for its own claim alone.
+func TestEphemeralVolumeOfAReusedNameStartsEmpty(t *testing.T) {
+	a := newAgent(t)
+	old, data := startEphemeral(a, "web", "--reclaim-delay", "1h")
+	a.removeManifest("web.yaml")
+	waitFor(t, 20*time.Second, "the old claim released and aside", func() (bool, string) {
+		_, claims := a.get("/v1/claims")
+		return strings.Contains(claims, `"step": "Aside"`), claims
+	})
+	a.writeManifest("web.yaml", strings.Replace(fmt.Sprintf(ephemeralPodManifest, "web", "{}"), "image: busybox", "image: nginx", 1))
+	v := a.waitPod("default", "web", 20*time.Second, ready).volume("scratch")
+	if v.PV == old.PV || v.Path == old.Path {
+		t.Fatalf("the new pod's volume is %+v, the old pod's was %+v: want another claim and volume", v, old)
+	}
+	if got := entries(t, v.Path); len(got) != 0 {
+		t.Fatalf("the new pod's volume holds %v, want it empty", got)
+	}
+	aside := filepath.Join(data, ".pending-delete-"+old.PV)
+	checkFile(t, filepath.Join(aside, "written"), "by the first web")
+}
+
+// Finding 4: the ephemeral volume of a pod removed while the agent was
+// stopped is reclaimed once the manifests have listed objects for the
+// settle time; a pod of the same name added later starts empty.
+func TestEphemeralVolumeOfAPodRemovedWhileStoppedIsReclaimed(t *testing.T) {
+	a := newAgent(t)
+	old, data := startEphemeral(a, "web", "--reclaim-delay", "2s")
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	a.removeManifest("web.yaml")
+	a.start(a.extra...)
+	waitFor(t, 30*time.Second, "the old claim and its volume deleted", func() (bool, string) {
+		_, claims := a.get("/v1/claims")
+		return !strings.Contains(claims, "web-scratch") && len(entries(t, data)) == 0 && len(stateEphemeralClaims(t, a.root)) == 0,
+			fmt.Sprint(claims, entries(t, data))
+	})
+	a.writeManifest("web.yaml", fmt.Sprintf(ephemeralPodManifest, "web", "{}"))
+	v := a.waitPod("default", "web", 20*time.Second, ready).volume("scratch")
+	if v.PV == old.PV {
+		t.Fatalf("the new pod got the old claim's volume %s", v.PV)
+	}
+	if got := entries(t, v.Path); len(got) != 0 {
+		t.Fatalf("the new pod's volume holds %v, want it empty", got)
+	}
+}
