@@ -39,6 +39,9 @@ type provisioners struct {
 	// rootLock holds the local path root for this agent alone while it
 	// is open: for the life of the process.
 	rootLock *os.File
+	// localRoot is the local path root, resolved; "" when the local
+	// provisioner is off.
+	localRoot string
 	// inUse and delay are the cluster controllers' Config.InUse and
 	// Config.ReclaimDelay.
 	inUse func(pv string) bool
@@ -77,6 +80,7 @@ func newProvisioners(ctx context.Context, o options, root string, mounter mount.
 		if p.rootLock, err = lockDir("--local-path-root", localRoot, log); err != nil {
 			return nil, err
 		}
+		p.localRoot = localRoot
 		cfg := local.Config{Root: localRoot, NodeName: o.nodeName, Mounter: mounter, Logger: log, OnChange: p.roomChanged}
 		cfg.Capacity, cfg.NoCapacity = openCapacity(ctx, o, localRoot, mounter, log)
 		l, err := local.New(cfg)

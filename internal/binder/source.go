@@ -59,7 +59,8 @@ type Config struct {
 	// with the bindings they lead to.
 	Inner Inner
 	// StatePath is the state file, <root>/claims.json. Required; its
-	// directory must exist. A missing file holds no bindings.
+	// directory must exist. A missing file holds no bindings, unless
+	// Traces shows there were some.
 	StatePath string
 	// NodeName is this node's name (--node-name); nodeAffinity is matched
 	// against it as kubernetes.io/hostname. Required.
@@ -87,6 +88,13 @@ type Config struct {
 	// NotifyActual wakes the binder when it may have changed. Optional:
 	// nil reports nothing in use (for tests).
 	InUse func(pv string) bool
+	// Traces, when set, says what on disk shows that claims were bound
+	// before (a claim's volume set up for a pod, a provisioned volume): a
+	// missing state file with traces is refused, never taken for "no
+	// bindings", which would let every claim bind again, perhaps to a
+	// PersistentVolume that holds another claim's data. It is called once,
+	// by New, and only when the state file is missing.
+	Traces func() ([]string, error)
 	// OnChange is called after every pass that followed a Notify (the inner
 	// source's state, which the binder passes through, may have changed)
 	// and after a pass that changed bindings, errors or Status. It runs on
@@ -172,6 +180,9 @@ func New(cfg Config) (*Source, error) {
 		return nil, err
 	}
 	st := newStore(cfg.StatePath)
+	if err := st.checkMissing(cfg.Traces); err != nil {
+		return nil, err
+	}
 	recs, made, err := st.loadState()
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
@@ -71,6 +72,31 @@ func (st store) loadState() (records, madeClaims, error) {
 			"or move it away to forget every binding (claims then bind again from scratch)", st.path, err)
 	}
 	return rs, made, nil
+}
+
+// checkMissing refuses a state file that is missing while traces (nil:
+// none) show that claims were bound before.
+func (st store) checkMissing(traces func() ([]string, error)) error {
+	if traces == nil {
+		return nil
+	}
+	if _, err := os.Lstat(st.path); !errors.Is(err, os.ErrNotExist) {
+		return nil // there, or unreadable: loadState says which
+	}
+	found, err := traces()
+	if err != nil {
+		return fmt.Errorf("binder state %s is missing, and whether claims were bound before cannot be told: %w", st.path, err)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	shown := found
+	if len(shown) > 3 {
+		shown = append(shown[:3:3], fmt.Sprintf("and %d more", len(found)-3))
+	}
+	return fmt.Errorf("binder state %s is missing, but claims were bound before (%s): the agent does not bind claims again "+
+		"from scratch, which could give one claim's data to another; restore the file from a backup, or, to start from "+
+		"scratch knowingly, write {\"version\": 1, \"bindings\": []} to it", st.path, strings.Join(shown, ", "))
 }
 
 // saveState writes rs and made atomically and durably.

@@ -234,3 +234,34 @@ func TestMadeClaimsAreWrittenAsVersion5(t *testing.T) {
 		t.Errorf("reloaded %v, %v", got, err)
 	}
 }
+
+// A missing state file is "no bindings" only when nothing on disk shows
+// that claims were bound before; otherwise New refuses, naming what it
+// found and how to start from scratch knowingly.
+func TestMissingStateFileWithTracesIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		traces func() ([]string, error)
+		want   string
+	}{
+		{"no traces", func() ([]string, error) { return nil, nil }, ""},
+		{"a claim's volume on disk", func() ([]string, error) { return []string{"/root/pods/u/volumes/kubernetes.io~local-volume/pv-1"}, nil },
+			"is missing, but claims were bound before (/root/pods/u/volumes/kubernetes.io~local-volume/pv-1)"},
+		{"the disk cannot be read", func() ([]string, error) { return nil, errors.New("EIO") }, "cannot be told: EIO"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(Config{Inner: newFakeInner(), StatePath: statePath(t), NodeName: "node-1", Logger: zap.NewNop(), Traces: tc.traces})
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	path := statePath(t)
+	if err := os.WriteFile(path, []byte(`{"version": 1, "bindings": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	traces := func() ([]string, error) { t.Fatal("traces looked at while the state file is there"); return nil, nil }
+	if _, err := New(Config{Inner: newFakeInner(), StatePath: path, NodeName: "node-1", Logger: zap.NewNop(), Traces: traces}); err != nil {
+		t.Fatalf("New with the state file there: %v", err)
+	}
+}

@@ -83,8 +83,16 @@ func followToPV(spec *volume.Spec, out claimOutcome, what string) claimOutcome {
 		out.waiting = fmt.Sprintf("PersistentVolume %s is not bound to %s yet", pv.Name, what)
 	case ref.Namespace != claim.Namespace || ref.Name != claim.Name:
 		out.problem = fmt.Errorf("%s names PersistentVolume %s, which is bound to claim %s/%s", what, pv.Name, ref.Namespace, ref.Name)
-	case ref.UID != "" && claim.UID != "" && ref.UID != claim.UID:
-		out.problem = fmt.Errorf("%s names PersistentVolume %s, which is bound to another claim of that name (uid %s, not %s)", what, pv.Name, ref.UID, claim.UID)
+	case ref.UID == "" && claim.UID != "":
+		// Bound by name only (pre-bound, the binding not completed): not
+		// yet this claim's by identity.
+		out.waiting = fmt.Sprintf("PersistentVolume %s is not bound to %s yet: its claimRef has no uid", pv.Name, what)
+	case ref.UID != claim.UID:
+		// Compared whole: a claimRef with a UID never matches a claim
+		// without one. Both are empty only for a claim of the manifests
+		// without metadata.uid, which is its namespace and name there
+		// (the binder made both views from one record).
+		out.problem = fmt.Errorf("%s names PersistentVolume %s, which is bound to another claim of that name (uid %q, not %q)", what, pv.Name, ref.UID, claim.UID)
 	case volumeMode(claim.Spec.VolumeMode) != volumeMode(pv.Spec.VolumeMode):
 		out.problem = fmt.Errorf("%s asks for volumeMode %s but PersistentVolume %s has %s", what, volumeMode(claim.Spec.VolumeMode), pv.Name, volumeMode(pv.Spec.VolumeMode))
 	default:

@@ -107,6 +107,13 @@ func TestClaimVolumes(t *testing.T) {
 		{name: "PV bound to another claim", claim: boundClaim("data", "pv-1"), pv: localPV("pv-1", "other"), wantKey: "pv-1", problem: "bound to claim ns/other"},
 		{name: "PV bound to another claim of that name", claim: boundClaim("data", "pv-1"),
 			pv: func() *v1.PersistentVolume { pv := localPV("pv-1", "data"); pv.Spec.ClaimRef.UID = "old"; return pv }(), wantKey: "pv-1", problem: "another claim of that name"},
+		{name: "PV bound to the claim's name only: not this claim's by identity", claim: boundClaim("data", "pv-1"),
+			pv: func() *v1.PersistentVolume { pv := localPV("pv-1", "data"); pv.Spec.ClaimRef.UID = ""; return pv }(), wantKey: "pv-1",
+			waiting: "its claimRef has no uid"},
+		{name: "a claim without a uid is not the one a claimRef with a uid names", claim: func() *v1.PersistentVolumeClaim { c := boundClaim("data", "pv-1"); c.UID = ""; return c }(),
+			pv: localPV("pv-1", "data"), wantKey: "pv-1", problem: "another claim of that name"},
+		{name: "a manifest claim without a uid, bound by the binder", claim: func() *v1.PersistentVolumeClaim { c := boundClaim("data", "pv-1"); c.UID = ""; return c }(),
+			pv: func() *v1.PersistentVolume { pv := localPV("pv-1", "data"); pv.Spec.ClaimRef.UID = ""; return pv }(), wantKey: "pv-1"},
 		{name: "lost claim", claim: func() *v1.PersistentVolumeClaim {
 			c := boundClaim("data", "pv-1")
 			c.Status.Phase = v1.ClaimLost

@@ -159,3 +159,32 @@ func TestEphemeralVolumeOfAPodRemovedWhileStoppedIsReclaimed(t *testing.T) {
 		t.Fatalf("the new pod's volume holds %v, want it empty", got)
 	}
 }
+
+// A missing claims.json is never taken for "no bindings" when the disk
+// shows claims were bound: the start is refused, saying what to do; the
+// file written empty on purpose, the agent starts and the claim, bound
+// again, keeps its data.
+func TestMissingClaimStateWithBoundClaimsIsRefused(t *testing.T) {
+	e := newProvEnv(t)
+	e.start()
+	dir, _ := e.addClaim("data", "keep")
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(e.root, "claims.json")
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "--manifests", e.manifests, "--root-dir", e.root, "--node-name", "node-1",
+		"--status-addr", freeAddr(t), "--provisioners", "local", "--local-path-root", e.data)
+	out, err := cmd.CombinedOutput()
+	if want := "is missing, but claims were bound before"; err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), dir) {
+		t.Fatalf("start without claims.json: %v\n%s\nwant a refusal containing %q naming %s", err, tail(string(out), 10), want, dir)
+	}
+	if err := os.WriteFile(state, []byte(`{"version": 1, "bindings": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitPod("default", "use-data", 20*time.Second, ready)
+	checkFile(t, filepath.Join(dir, "written"), "by use-data")
+}

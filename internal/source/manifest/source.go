@@ -21,8 +21,12 @@ import (
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
-// sourceName is the name of this source in logs and the status API.
-const sourceName = "manifests"
+// SourceName is the name of this source in logs, the status API and the
+// records of its pods.
+const SourceName = "manifests"
+
+// sourceName is SourceName.
+const sourceName = SourceName
 
 // defaultResync is the period of the safety full rescan when Config.Resync is zero.
 const defaultResync = time.Minute
