@@ -159,7 +159,7 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 		p.roomMu.Unlock()
 		ann[AnnCapacity] = p.cfg.Capacity.Kind()
 	} else {
-		dir, err = mount.Bounded(ctx, func() (string, error) { return storagedir.Create(p.cfg.Root, name, volumeMode) })
+		dir, err = mount.Bounded(ctx, func() (string, error) { return p.createDir(name, req) })
 	}
 	if errors.Is(err, ErrNoRoom) && req.Tentative {
 		// Refused before anything was made: nothing to take back.
@@ -181,6 +181,19 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 		NodeAffinity: nodeAffinity(p.cfg.NodeName),
 		Annotations:  ann,
 	}, nil
+}
+
+// createDir makes the plain directory name under the root, or finds it.
+// For a Tentative request it marks a directory it makes with the PV's name
+// (storagedir.CreateMarked), until Commit: Abandon then removes only a
+// directory this provisioning made and nothing was written in since, never
+// one it found there.
+func (p *Provisioner) createDir(name string, req provisioner.Request) (string, error) {
+	if !req.Tentative {
+		return storagedir.Create(p.cfg.Root, name, volumeMode)
+	}
+	dir, _, err := storagedir.CreateMarked(p.cfg.Root, name, volumeMode, req.PVName)
+	return dir, err
 }
 
 // classParams is what a request's class and claim ask for.

@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/durable"
+	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
 )
 
 // RecordsDir, under the root, holds a record of each volume made for the
@@ -72,24 +74,65 @@ func makeRecordsDir(dir string) error {
 	return os.Mkdir(dir, 0o700)
 }
 
-// Commit implements provisioner.Settler: the PV exists, the record goes.
+// Commit implements provisioner.Settler: the PV exists, the marker of a
+// plain directory made for it goes (it is the PV's volume now), then the
+// record.
 func (p *Provisioner) Commit(_ context.Context, pv *v1.PersistentVolume) error {
+	if r, err := p.readRecord(pv.Name + recordSuffix); err == nil && r.Capacity == "" {
+		if err := storagedir.Unmark(p.cfg.Root, r.Name, r.PV); err != nil {
+			return fmt.Errorf("the volume of PV %s exists: %w", pv.Name, err)
+		}
+	}
 	if err := durable.Remove(p.recordsDir(), pv.Name+recordSuffix); err != nil {
 		return fmt.Errorf("remove the record of the provisioning of PV %s: %w", pv.Name, err)
 	}
 	return nil
 }
 
-// Abandon implements provisioner.Settler: pv will never be used, so its
-// volume, which no pod can have written to, is deleted (never archived),
-// and then its record.
+// Abandon implements provisioner.Settler: pv will never be used. A plain
+// directory is removed only when this provisioning made it (its marker
+// names pv) and nothing else was written in it: one Provision found there
+// is kept, and kept says why. A volume of enforced capacity, which its
+// backend's journal shows was made for pv, is deleted (never archived).
+// Then the record goes.
 func (p *Provisioner) Abandon(ctx context.Context, _ provisioner.Request, pv *v1.PersistentVolume) (string, error) {
+	if !isEnforced(pv) {
+		return p.abandonDir(ctx, pv)
+	}
 	pv = pv.DeepCopy()
 	pv.Annotations[provisioner.AnnArchiveOnDelete] = "false"
 	if err := p.Delete(ctx, pv); err != nil {
 		return "", err
 	}
 	return "", p.Commit(ctx, pv)
+}
+
+// abandonDir takes back the plain directory of pv when this provisioning
+// made it (storagedir.RemoveMarked), then forgets the record.
+func (p *Provisioner) abandonDir(ctx context.Context, pv *v1.PersistentVolume) (string, error) {
+	name, err := p.ownedName(pv)
+	if err != nil {
+		return "", fmt.Errorf("abandon local volume of PV %s: %w (nothing deleted)", pv.Name, err)
+	}
+	out, err := mount.Bounded(ctx, func() (storagedir.Outcome, error) { return storagedir.RemoveMarked(p.cfg.Root, name, pv.Name) })
+	if err != nil {
+		return "", fmt.Errorf("abandon local volume of PV %s: %w", pv.Name, err)
+	}
+	var kept string
+	switch out {
+	case storagedir.Removed:
+		p.changed()
+		p.log.Info("local volume of an abandoned provisioning removed", zap.String("pv", pv.Name))
+	case storagedir.KeptNotMade:
+		kept = fmt.Sprintf("%s is kept: it was there before this provisioning (it has no %s naming %s)",
+			filepath.Join(p.cfg.Root, name), storagedir.MarkerName, pv.Name)
+	case storagedir.KeptNotEmpty:
+		kept = fmt.Sprintf("%s is kept: files were written in it after it was made", filepath.Join(p.cfg.Root, name))
+	}
+	if err := durable.Remove(p.recordsDir(), pv.Name+recordSuffix); err != nil {
+		return kept, fmt.Errorf("remove the record of the provisioning of PV %s: %w", pv.Name, err)
+	}
+	return kept, nil
 }
 
 // Unsettled implements provisioner.Resumer: the records a crash left. A

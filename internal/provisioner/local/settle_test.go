@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
@@ -66,5 +67,53 @@ func TestTentativeRecords(t *testing.T) {
 	}
 	if left, err := p.Unsettled(t.Context()); err != nil || len(left) != 0 {
 		t.Errorf("Unsettled with a forged record = %v, %v; want none", left, err)
+	}
+}
+
+// TestAbandonTakesBackOnlyWhatItMade: a Tentative Provision marks a plain
+// directory it makes with its PV's name, and Commit takes the marker away;
+// Abandon removes the directory only when it made it and it holds nothing
+// else: one that was there before, or was written in, is kept, and Abandon
+// says why.
+func TestAbandonTakesBackOnlyWhatItMade(t *testing.T) {
+	root := t.TempDir()
+	p, _ := newEnforcing(t, root)
+	made, found, written, committed := request("made", ""), request("found", ""), request("written", ""), request("committed", "")
+	if err := os.Mkdir(filepath.Join(root, "ns-found-pvc-uid-found"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pvs := map[string]*provisioner.Unsettled{}
+	for _, req := range []*provisioner.Request{&made, &found, &written, &committed} {
+		req.Tentative = true
+		provision(t, p, *req)
+	}
+	left, err := p.Unsettled(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range left {
+		pvs[left[i].Claim.Name] = &left[i]
+	}
+	if err := os.WriteFile(filepath.Join(root, "ns-written-pvc-uid-written", "data"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(t.Context(), pvs["committed"].PV); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(t, filepath.Join(root, "ns-committed-pvc-uid-committed")); len(got) != 0 {
+		t.Errorf("a committed volume holds %v, want its marker gone", got)
+	}
+	for name, want := range map[string]string{"made": "", "found": "it was there before this provisioning", "written": "files were written in it"} {
+		kept, err := p.Abandon(t.Context(), provisioner.Request{}, pvs[name].PV)
+		if err != nil || !strings.Contains(kept, want) || (want == "") != (kept == "") {
+			t.Errorf("Abandon %s: %q, %v; want kept containing %q", name, kept, err, want)
+		}
+	}
+	want := []string{RecordsDir, "ns-committed-pvc-uid-committed", "ns-found-pvc-uid-found", "ns-written-pvc-uid-written"}
+	if got := entries(t, root); !slices.Equal(got, want) {
+		t.Errorf("root holds %v, want %v", got, want)
+	}
+	if got := entries(t, filepath.Join(root, RecordsDir)); len(got) != 0 {
+		t.Errorf("records left: %v", got)
 	}
 }
