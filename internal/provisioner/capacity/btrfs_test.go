@@ -261,3 +261,49 @@ func TestBtrfsNestedSubvolumes(t *testing.T) {
 		t.Errorf("the volume beside it (and the symlink to the root): %v", err)
 	}
 }
+
+// TestRecoverLeavesAnUnfinishedVolumeInUse: a volume whose record says
+// creating or deleting is removed at start only when no mount other than
+// its own shows it; one a pod's bind mount shows keeps its data and its
+// record, and Recover says why.
+func TestRecoverLeavesAnUnfinishedVolumeInUse(t *testing.T) {
+	root := btrfsRoot(t, true)
+	b, _ := open(t, Config{Root: root})
+	j := journal{dir: filepath.Join(root, ".capacity")}
+	dir, err := b.Create(t.Context(), "used", 8*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data"), []byte("in use"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pod := t.TempDir()
+	sh(t, "mount", "--bind", dir, pod)
+	t.Cleanup(func() { _ = unix.Unmount(pod, unix.MNT_DETACH) })
+	r, err := j.load("used")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.State = creating
+	if err := j.save(r); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := open(t, Config{Root: root})
+	vols, err := b2.Recover(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "is mounted at "+pod) || len(vols) != 0 {
+		t.Fatalf("Recover = %v, %v; want the volume in use left, saying where it is mounted", vols, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(pod, "data")); err != nil || string(got) != "in use" {
+		t.Fatalf("the volume in use: %q, %v", got, err)
+	}
+	if _, err := j.load("used"); err != nil {
+		t.Fatalf("its record: %v", err)
+	}
+	if err := unix.Unmount(pod, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b2.Recover(t.Context()); err != nil {
+		t.Fatalf("Recover once unused: %v", err)
+	}
+	checkGone(t, root, "used", r.ID)
+}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/volume-agent/volume-agent/internal/keylock"
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
 )
 
 // driver is one way of enforcing a size: the steps a Backend takes, each
@@ -153,6 +155,26 @@ func (s *store) create(ctx context.Context, r *record) (retErr error) {
 		return err
 	}
 	s.log.Info("volume created", zap.String("volume", r.Name), zap.Int64("size", r.Size))
+	return nil
+}
+
+// unused refuses, before an unfinished volume is removed at start, a
+// volume that a mount other than its own shows (a pod's bind mount): its
+// creation was never handed to a caller and its deletion was decided on
+// earlier facts, but data in use is never removed on a record alone. Its
+// record stays, so the next start looks again.
+func (s *store) unused(ctx context.Context, r *record) error {
+	dir := s.dir(r.Name)
+	if r.Block {
+		return nil // a published device is refused by the driver's remove (published)
+	}
+	users, err := mount.MountsOf(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("find the mounts of %s: %w", dir, err)
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("%s is mounted at %s: leaving it and its record: %w", dir, strings.Join(users, ", "), storagedir.ErrInUse)
+	}
 	return nil
 }
 
@@ -320,6 +342,9 @@ func (s *store) recoverOne(ctx context.Context, name string) (Volume, bool, erro
 	log := s.log.With(zap.String("volume", name), zap.String("state", string(r.State)))
 	switch r.State {
 	case creating, deleting:
+		if err := s.unused(ctx, r); err != nil {
+			return Volume{}, false, fmt.Errorf("recover volume %s (%s): %w", name, r.State, err)
+		}
 		r.State = deleting
 		if err := s.delete(ctx, r); err != nil {
 			return Volume{}, false, err
