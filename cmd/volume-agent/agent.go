@@ -77,6 +77,9 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	}
 	// Held until the agent has stopped: a second agent on this root would
 	// find these pods on disk, in none of its sources, and tear them down.
+	if err := lockWaitFromEnv(); err != nil {
+		return err
+	}
 	rootLock, err := lockDir("--root-dir", root, log)
 	if err != nil {
 		return err

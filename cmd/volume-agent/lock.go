@@ -16,7 +16,26 @@ import (
 // lockWait is how long a start waits for another agent to let go of a
 // root: long enough for the agent it replaces (a DaemonSet's rolling
 // update, a restart by systemd) to exit after SIGTERM (exitDeadline).
+// $VOLUME_AGENT_TEST_LOCK_WAIT (a duration), for tests only, sets it.
 var lockWait = 15 * time.Second
+
+// lockWaitEnv, for tests only, is a duration that replaces lockWait: a
+// test that starts a second agent on a root need not wait 15 s each time.
+const lockWaitEnv = "VOLUME_AGENT_TEST_LOCK_WAIT"
+
+// lockWaitFromEnv applies $VOLUME_AGENT_TEST_LOCK_WAIT.
+func lockWaitFromEnv() error {
+	v := os.Getenv(lockWaitEnv)
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("$%s: %w", lockWaitEnv, err)
+	}
+	lockWait = max(d, 0)
+	return nil
+}
 
 // lockDir takes an exclusive lock (flock(2)) on the directory dir itself
 // for the life of the process, so that two agents never share it: an agent
