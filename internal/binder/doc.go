@@ -37,13 +37,15 @@
 //     file that exists but cannot be read stops the constructor: the
 //     binder never guesses bindings again from scratch behind the user's
 //     back.
-//   - Absence is not deletion. A claim is released only when the binding
-//     loop saw it in the synced source since the agent started, then saw
-//     it missing for the settle time while the source listed something
-//     (a source that lists no pods, claims, PersistentVolumes or StorageClasses releases nothing), no pod that is not terminated
-//     names it (pvc-protection), and no pod on this node has its
-//     PersistentVolume set up (Config.InUse, from the actual state). A
-//     claim missing at start stays Bound. A Released static
+//   - Absence is not deletion. A claim is released only on the evidence
+//     of evidence.Removed: the binding loop saw it in the synced source
+//     since the agent started, then saw it missing for the settle time
+//     while the source listed something (a source that lists no pods,
+//     claims, PersistentVolumes or StorageClasses releases nothing), or,
+//     missing at start, the source has listed objects without a pause for
+//     the settle time; and no pod that is not terminated names it
+//     (pvc-protection), and no pod on this node has its PersistentVolume
+//     set up (Config.InUse, from the actual state). A Released static
 //     PersistentVolume's binding is forgotten only once the PV was seen
 //     missing for the reclaim delay; until then only the claim that
 //     released it gets it back.

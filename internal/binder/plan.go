@@ -162,27 +162,28 @@ func (o *outcome) release(w world) {
 }
 
 // removalPending says why the removal of claim k does not count yet, or
-// "": it counts once the claim, seen since the agent started, has been
-// missing for the settle time while the source listed something. A claim
-// made for an ephemeral volume lives and dies with its pod instead
-// (madeRemovalPending).
+// "" (evidence.Removed): a claim seen since the agent started counts as
+// removed once it has been missing for the settle time; a claim absent at
+// start once the source has listed objects, without a pause, for the
+// settle time. A source that lists nothing releases nothing, not even a
+// claim seen and dropped before it emptied (a directory emptied by a tool
+// before it is filled again). A claim made for an ephemeral volume lives
+// and dies with its pod instead (madeRemovalPending). A claim released is
+// only put aside for the reclaim delay, restorable by the same claim.
 func (o *outcome) removalPending(w world, k claimKey) string {
 	if m, ok := w.made[k.namespace+"/"+k.name]; ok && m.Claim.UID == k.uid {
 		return o.madeRemovalPending(w, m)
 	}
-	switch {
-	case !w.obs.claimsSeen[k]:
-		return "it has not been in the manifests since the agent started, so its removal was not seen " +
-			"(add it back and delete it again to release it)"
-	case w.obs.emptied:
+	seen := w.obs.claimsSeen[k]
+	if seen && w.obs.emptied {
 		return "the manifests list no pods, claims, PersistentVolumes or StorageClasses at all, and an emptied directory never releases a claim"
 	}
-	since := w.obs.claimsGone[k]
-	if held := w.now.Sub(since); held < w.settle {
-		o.dueAt(since.Add(w.settle))
-		return fmt.Sprintf("removed %v ago, released once it has stayed removed for %v", held.Round(time.Millisecond), w.settle)
+	v := evidence.Removed(w.listing, evidence.Absence{Seen: seen, Since: w.obs.claimsGone[k]}, w.now, w.settle)
+	if v.Removed {
+		return ""
 	}
-	return ""
+	o.dueAt(v.Due)
+	return v.Why
 }
 
 // madeRemovalPending says why the removal of m, a claim made for an

@@ -7,15 +7,28 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/evidence"
 )
 
 // planNow is the time of the plan tests' passes.
 var planNow = time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
 
-// planWorld is a world at planNow, settle time 1 s, reclaim delay 10 min.
+// planWorld is a world at planNow, settle time 1 s, reclaim delay 10 min,
+// its source listing objects for an hour.
 func planWorld(claims []*v1.PersistentVolumeClaim, pvs []*v1.PersistentVolume) world {
 	return world{claims: claims, pvs: pvs, node: thisNode(nil, "node-1"), now: planNow, settle: time.Second, delay: 10 * time.Minute,
-		obs: observations{claimsSeen: map[claimKey]bool{}, pvsSeen: map[string]bool{}, claimsGone: map[claimKey]time.Time{}, pvsGone: map[string]time.Time{}}}
+		listing: evidence.Listing{Source: "manifests", Synced: true, Since: planNow.Add(-time.Hour)},
+		obs:     observations{claimsSeen: map[claimKey]bool{}, pvsSeen: map[string]bool{}, claimsGone: map[claimKey]time.Time{}, pvsGone: map[string]time.Time{}}}
+}
+
+// listingSince has w's source list objects since ago; 0: it lists none.
+func listingSince(w world, ago time.Duration) world {
+	w.listing.Since = time.Time{}
+	if ago > 0 {
+		w.listing.Since = w.now.Add(-ago)
+	}
+	return w
 }
 
 // claimGone records that the driver saw claim k and has missed it for ago.
@@ -59,10 +72,15 @@ func TestPlanSettlesRecords(t *testing.T) {
 			bound, records{"pv-a": bound}, "", time.Time{}, false},
 		{"bound, claim removed for the settle time: released", claimGone(planWorld(other, pvA), k, time.Second),
 			bound, records{"pv-a": released}, "", time.Time{}, false},
-		{"bound, claim missing since start: kept", planWorld(other, pvA),
-			bound, records{"pv-a": bound}, "since the agent started", time.Time{}, false},
+		{"bound, claim missing since start, the source listing for the settle time: released", planWorld(other, pvA),
+			bound, records{"pv-a": released}, "", time.Time{}, false},
+		{"bound, claim missing since start, the source listing for less: kept until then", listingSince(planWorld(other, pvA), 300*time.Millisecond),
+			bound, records{"pv-a": bound}, "absent since start, while its source, manifests, has listed objects since 07:59:59.700",
+			planNow.Add(700 * time.Millisecond), false},
+		{"bound, claim missing since start, the source listing nothing: kept", listingSince(planWorld(nil, nil), 0),
+			bound, records{"pv-a": bound}, "has listed nothing since", time.Time{}, false},
 		{"bound, claim removed for less than the settle time: kept until then", claimGone(planWorld(other, pvA), k, 300*time.Millisecond),
-			bound, records{"pv-a": bound}, "removed 300ms ago", planNow.Add(700 * time.Millisecond), false},
+			bound, records{"pv-a": bound}, "removed since 07:59:59.700", planNow.Add(700 * time.Millisecond), false},
 		{"bound, claim removed, the source emptied: kept", emptied(claimGone(planWorld(nil, nil), k, time.Hour)),
 			bound, records{"pv-a": bound}, "emptied directory never releases", time.Time{}, false},
 		{"bound, claim removed, a pod still names it: kept", usedByPod(claimGone(planWorld(other, pvA), k, time.Hour)),

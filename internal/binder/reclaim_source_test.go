@@ -27,7 +27,7 @@ func TestClaimBackWithinTheSettleTimeIsNotReleased(t *testing.T) {
 	claims, pods := h.inner.PersistentVolumeClaims(), h.inner.Pods()
 	h.update(func(f *fakeInner) { f.claims, f.pods = nil, keepAlive }, "held", func() bool {
 		cs := h.claimStatus("data")
-		return len(cs) == 1 && strings.Contains(cs[0].Error, "released once it has stayed removed for 300ms")
+		return len(cs) == 1 && strings.Contains(cs[0].Error, "it counts once that has held for 300ms")
 	})
 	time.Sleep(100 * time.Millisecond)
 	h.update(func(f *fakeInner) { f.claims, f.pods = claims, pods }, "still bound", h.boundTo("data", "pvc-u1"))
@@ -37,9 +37,10 @@ func TestClaimBackWithinTheSettleTimeIsNotReleased(t *testing.T) {
 	}
 }
 
-// A claim missing when the agent starts was never seen removed: it stays
-// Bound, however long, and says how to release it.
-func TestClaimMissingAtStartIsNeverReleased(t *testing.T) {
+// A claim missing when the agent starts is released only on the source's
+// evidence: never while the source lists nothing, and once it has listed
+// objects for the settle time.
+func TestClaimMissingAtStartIsReleasedOnlyOnEvidence(t *testing.T) {
 	path := statePath(t)
 	prov := &fakeProvisioner{}
 	h := startWith(t, provInner(), path, []provisioner.Provisioner{prov})
@@ -47,11 +48,11 @@ func TestClaimMissingAtStartIsNeverReleased(t *testing.T) {
 	h.stop()
 
 	inner := provInner()
-	inner.claims, inner.pods = nil, keepAlive
+	inner.claims, inner.pods, inner.scs = nil, nil, nil
 	h = startWith(t, inner, path, []provisioner.Provisioner{prov})
 	h.expect("held", func() bool {
 		cs := h.claimStatus("data")
-		return len(cs) == 1 && cs[0].Phase == PhaseBound && strings.Contains(cs[0].Error, "add it back and delete it again")
+		return len(cs) == 1 && cs[0].Phase == PhaseBound && strings.Contains(cs[0].Error, "has listed nothing since")
 	})
 	time.Sleep(10 * testSettle)
 	h.inner.update(func(f *fakeInner) {}) // another pass
@@ -59,9 +60,8 @@ func TestClaimMissingAtStartIsNeverReleased(t *testing.T) {
 	if recs, _ := newStore(path).load(); recs["pvc-u1"].Phase != PhaseBound || len(prov.moved()) != 0 {
 		t.Errorf("records %v, moved aside %v; want still Bound, nothing moved", recs, prov.moved())
 	}
-	// Added back and deleted again while the agent runs: released.
-	h.update(func(f *fakeInner) { f.claims = provInner().claims }, "seen", func() bool { return len(h.b.current().held) == 0 })
-	h.update(func(f *fakeInner) { f.claims = nil }, "released and deleted", func() bool { return len(h.b.Claims()) == 0 })
+	// The source lists something: released, once that has held.
+	h.update(func(f *fakeInner) { f.pods = keepAlive }, "released and deleted", func() bool { return len(h.b.Claims()) == 0 })
 }
 
 // A source that lists nothing at all (a directory replaced or not mounted)

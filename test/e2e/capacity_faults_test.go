@@ -257,7 +257,7 @@ func (r *capFaultRun) observe() {
 
 // unseenRemoval is what /v1/claims says of a claim removed while the agent
 // was down.
-const unseenRemoval = "has not been in the manifests since the agent started"
+const unseenRemoval = "absent since start"
 
 // waitForStep waits up to d until the backend records a step under way
 // that it had not when called (a record not ready), or, when made is set,

@@ -90,7 +90,7 @@ func TestEmptyManifestDirectoryDeletesNothing(t *testing.T) {
 	moveAll(t, e.manifests, saved)
 	e.start("--reclaim-delay", "0s")
 	holds(t, 3*time.Second, dir, "data")
-	if c := e.claim("data"); len(c) != 1 || c[0].Phase != "Bound" || c[0].PV != pv || !strings.Contains(c[0].Error, "since the agent started") {
+	if c := e.claim("data"); len(c) != 1 || c[0].Phase != "Bound" || c[0].PV != pv || !strings.Contains(c[0].Error, "has listed nothing since") {
 		t.Errorf("/v1/claims for data = %+v; want Bound, kept because its removal was not seen", c)
 	}
 	moveAll(t, saved, e.manifests)
