@@ -16,7 +16,7 @@ type Actual interface {
 	// PodVolumes returns the volumes of one pod and their Generation.
 	PodVolumes(uid types.UID) ([]asw.Volume, uint64)
 	// Generation changes whenever a volume of the pod is added or removed
-	// or changes plugin.
+	// or changes plugin, mode or access.
 	Generation(uid types.UID) uint64
 }
 
