@@ -46,7 +46,11 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 				"volume %q of a running pod changed from volumeMode %s to %s: a pod's volumes cannot change; the %s volume is kept until the pod is deleted",
 				v.Name, modeName(a.Block), modeName(v.Block), modeName(a.Block))}
 		case ok && v.Plugin != "" && a.ReadOnlyChanged(v.ReadOnly):
-			d.Volumes[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Problem: readOnlyChanged(d, v)}
+			from, to := accessNames(v.ReadOnly)
+			d.Volumes[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Problem: fmt.Sprintf(
+				"volume %q of running pod %s/%s changed from %s to %s (%s): a pod's volumes cannot change; "+
+					"the %s mount is kept until the pod is deleted; delete the pod and create it again to have it mounted %s",
+				specName(v), d.Namespace, d.Name, from, to, v.Spec.ReadOnlyFields(), from, to)}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(setUp)) {
@@ -58,16 +62,13 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 	}
 }
 
-// readOnlyChanged says that volume v of pod d, mounted writable, now asks
-// to be read-only, or the reverse, and what to do.
-func readOnlyChanged(d *dsw.Pod, v dsw.Volume) string {
-	from, to := "read-write", "readOnly"
-	if !v.ReadOnly {
-		from, to = to, from
+// accessNames names the access a volume was set up with, and the one its
+// spec now asks for, readOnly or not.
+func accessNames(readOnly bool) (string, string) {
+	if readOnly {
+		return "read-write", "readOnly"
 	}
-	return fmt.Sprintf("volume %q of running pod %s/%s changed from %s to %s (%s): a pod's volumes cannot change; "+
-		"the %s mount is kept until the pod is deleted; delete the pod and create it again to have it mounted %s",
-		specName(v), d.Namespace, d.Name, from, to, v.Spec.ReadOnlyFields(), from, to)
+	return "readOnly", "read-write"
 }
 
 // modeName is the volumeMode of a volume that is a device (block) or not.
