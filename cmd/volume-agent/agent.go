@@ -124,7 +124,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		metrics.Terminating(worlds), metrics.VolumeStats(a.usage), metrics.HostPathCheckers(checkers.Stats))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
-		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter), SubPaths: subPaths(layout.Root(root), o.hostRoot, mounter)})
+		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter), MountedReadOnly: mountedReadOnly(mounter), SubPaths: subPaths(layout.Root(root), o.hostRoot, mounter)})
 	lns, err := listen(o)
 	if err != nil {
 		return err
@@ -324,6 +324,16 @@ func subPaths(root layout.Root, hostRoot string, mounter mount.Mounter) reconcil
 		return nil
 	}
 	return subpath.Preparer{Root: root, Mounter: mounter, HostRoot: hostRoot}
+}
+
+// mountedReadOnly is how the reconciler learns at start whether the mount
+// of each volume it finds on disk is read-only; nil for an agent that
+// mounts nothing.
+func mountedReadOnly(mounter mount.Mounter) func(context.Context, []string) (map[string]bool, error) {
+	if !mount.Privileged(mounter) {
+		return nil
+	}
+	return mount.ReadOnlyMounts
 }
 
 // hostPathCheckers is the pool of processes that check host paths: this

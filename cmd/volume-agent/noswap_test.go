@@ -69,4 +69,7 @@ func TestProbeNoSwapUnprivileged(t *testing.T) {
 	if mountedNoSwap(mount.Unprivileged{}) != nil {
 		t.Error("an agent that mounts nothing reads the mount table for noswap")
 	}
+	if mountedReadOnly(mount.Unprivileged{}) != nil {
+		t.Error("an agent that mounts nothing reads the mount table for read-only mounts")
+	}
 }

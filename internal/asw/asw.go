@@ -51,6 +51,10 @@ type Volume struct {
 	// Block: Dir is not a directory but the file on which a device is
 	// published (volumeMode Block; layout.Root.DevicePath).
 	Block bool
+	// Access says whether the volume's mount is read-only: as the set-up
+	// asked (dsw.Volume.ReadOnly), or, for a volume found on disk at
+	// start, as the kernel's mount table shows its mount.
+	Access Access
 	// SpecName is the volume's name in its pod's spec when it differs
 	// from Name, and PV the PersistentVolume of a claim's volume, as the
 	// last set-up saw them: logs and the status name a volume by them once
@@ -64,6 +68,39 @@ type Volume struct {
 	// mounts; nil when it prepared none (or no set-up since start). It is
 	// shared, never changed.
 	SubPaths *subpath.Outcome
+}
+
+// Access is whether a volume's mount lets its pod write, as far as the
+// agent knows.
+type Access uint8
+
+const (
+	// AccessUnknown: no mount is known. A published device (its mount
+	// says nothing of whether the device can be written), or a volume
+	// found on disk at start that is not a mount point: a plain directory,
+	// or a mount gone with a reboot, which a set-up mounts as its spec
+	// asks.
+	AccessUnknown Access = iota
+	// ReadWrite: set up writable, or found mounted so.
+	ReadWrite
+	// ReadOnly: set up read-only, or found mounted so.
+	ReadOnly
+)
+
+// AccessOf is the Access of a mount that is read-only or not.
+func AccessOf(readOnly bool) Access {
+	if readOnly {
+		return ReadOnly
+	}
+	return ReadWrite
+}
+
+// ReadOnlyChanged reports whether the volume is known to be mounted
+// otherwise than readOnly asks: writable when readOnly, read-only when
+// not. A running pod's volume stays as it was set up (populator,
+// immutable.go), so this is a change of spec that needs a new pod.
+func (v Volume) ReadOnlyChanged(readOnly bool) bool {
+	return v.Access != AccessUnknown && (v.Access == ReadOnly) != readOnly
 }
 
 // Key returns the volume's key.
@@ -86,7 +123,7 @@ type World struct {
 type pod struct {
 	volumes []Volume // sorted by name; a pod has a handful
 	// generation is the world's generation when a volume of the pod was
-	// last added, removed or given another plugin.
+	// last added, removed or given another plugin, mode or access.
 	generation uint64
 }
 
@@ -114,7 +151,7 @@ func (w *World) Set(v Volume) {
 		w.pods[v.PodUID] = p
 	}
 	old, had := p.set(v)
-	if !had || old.Plugin != v.Plugin || old.Block != v.Block {
+	if !had || old.Plugin != v.Plugin || old.Block != v.Block || old.Access != v.Access {
 		w.generation++
 		p.generation = w.generation
 	}
@@ -247,9 +284,9 @@ func (w *World) PodVolumes(uid types.UID) ([]Volume, uint64) {
 }
 
 // Generation returns a number that changes whenever a volume of the pod is
-// added or removed or changes plugin or mode (not when its state or version
-// changes), for callers that cache what they derived from the set of set-up
-// volumes of a pod. It is 0 for a pod without volumes.
+// added or removed or changes plugin, mode or access (not when its state
+// or version changes), for callers that cache what they derived from the
+// set of set-up volumes of a pod. It is 0 for a pod without volumes.
 func (w *World) Generation(uid types.UID) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()

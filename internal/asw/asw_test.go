@@ -327,6 +327,11 @@ func TestGenerationFollowsTheSetOfVolumes(t *testing.T) {
 			v.Plugin = "kubernetes.io/configmap"
 			w.Set(v)
 		}, true},
+		{"found read-only", func() {
+			v := mounted("p", "v", "2")
+			v.Plugin, v.Access = "kubernetes.io/configmap", ReadOnly
+			w.Set(v)
+		}, true},
 		{"second volume", func() { w.Set(mounted("p", "w", "1")) }, true},
 		{"other pod", func() { w.Set(mounted("q", "v", "1")) }, false},
 		{"volume removed", func() { w.Delete(dsw.Key{PodUID: "p", Volume: "w"}) }, true},
@@ -341,6 +346,28 @@ func TestGenerationFollowsTheSetOfVolumes(t *testing.T) {
 	vols, gen := w.PodVolumes("p")
 	if len(vols) != 1 || vols[0].Name != "v" || gen != w.Generation("p") {
 		t.Fatalf("PodVolumes = %+v, %d", vols, gen)
+	}
+}
+
+func TestReadOnlyChanged(t *testing.T) {
+	for _, tc := range []struct {
+		access   Access
+		readOnly bool
+		want     bool
+	}{
+		{AccessUnknown, false, false},
+		{AccessUnknown, true, false},
+		{ReadWrite, false, false},
+		{ReadWrite, true, true},
+		{ReadOnly, true, false},
+		{ReadOnly, false, true},
+	} {
+		if got := (Volume{Access: tc.access}).ReadOnlyChanged(tc.readOnly); got != tc.want {
+			t.Errorf("a volume of access %d, spec readOnly %v: ReadOnlyChanged = %v, want %v", tc.access, tc.readOnly, got, tc.want)
+		}
+	}
+	if AccessOf(true) != ReadOnly || AccessOf(false) != ReadWrite {
+		t.Error("AccessOf does not tell read-only from read-write")
 	}
 }
 

@@ -37,6 +37,9 @@ type Volume struct {
 	// Block: its device is published for the pod's volumeDevices
 	// (volume.BlockMapper), not mounted on a directory.
 	Block bool
+	// ReadOnly: a set-up mounts the volume read-only
+	// (volume.Spec.MountsReadOnly).
+	ReadOnly bool
 	// Spec is what the plugin needs for SetUp. Read-only.
 	Spec *volume.Spec
 	// Version changes whenever SetUp would produce different content.

@@ -48,6 +48,7 @@ func TestSetPodSignalsOnlyRealChanges(t *testing.T) {
 		{"problem set", testPod("a", Volume{Name: "v", Plugin: "kubernetes.io/configmap", Version: "1", Problem: "bad"}), true},
 		{"unsupported set", testPod("a", Volume{Name: "v", Plugin: "kubernetes.io/configmap", Version: "1", Unsupported: true}), true},
 		{"conflict set", testPod("a", Volume{Name: "v", Plugin: "kubernetes.io/configmap", Version: "1", Conflict: true}), true},
+		{"read-only set", testPod("a", Volume{Name: "v", Plugin: "kubernetes.io/configmap", Version: "1", ReadOnly: true}), true},
 		{"renamed", Pod{UID: "a", Namespace: "ns", Name: "other", Source: "manifests", Volumes: []Volume{vol("v", "1")}}, true},
 		{"moved namespace", Pod{UID: "a", Namespace: "other", Name: "pod-a", Source: "manifests", Volumes: []Volume{vol("v", "1")}}, true},
 		{"other source", Pod{UID: "a", Namespace: "ns", Name: "pod-a", Source: "api", Volumes: []Volume{vol("v", "1")}}, true},

@@ -16,7 +16,7 @@ type Actual interface {
 	// PodVolumes returns the volumes of one pod and their Generation.
 	PodVolumes(uid types.UID) ([]asw.Volume, uint64)
 	// Generation changes whenever a volume of the pod is added or removed
-	// or changes plugin.
+	// or changes plugin, mode or access.
 	Generation(uid types.UID) uint64
 }
 
@@ -24,10 +24,13 @@ type Actual interface {
 // its spec. In Kubernetes a pod's volumes cannot change; a manifest can be
 // edited — or read half-written. A volume that is set up (or was found on
 // disk at start) and is missing from the spec, or whose spec now names
-// another plugin, stays as it is, with a problem saying why, until the pod
-// goes: tearing it down would delete an emptyDir's data on an edit or a
-// partial write. The decision rests on the actual state only, which is
-// rebuilt from disk after a restart, so it survives one.
+// another plugin, another volumeMode, or readOnly where it was mounted
+// writable (or the reverse), stays as it is, with a problem saying why,
+// until the pod goes: tearing it down would delete an emptyDir's data on
+// an edit or a partial write, and a remount under running containers
+// would change what they already hold. The decision rests on the actual
+// state only, which is rebuilt from disk after a restart (whether a mount
+// is read-only, from the kernel's mount table), so it survives one.
 func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 	present := map[string]bool{}
 	for i, v := range d.Volumes {
@@ -42,6 +45,12 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 			d.Volumes[i] = dsw.Volume{Name: v.Name, Block: a.Block, Problem: fmt.Sprintf(
 				"volume %q of a running pod changed from volumeMode %s to %s: a pod's volumes cannot change; the %s volume is kept until the pod is deleted",
 				v.Name, modeName(a.Block), modeName(v.Block), modeName(a.Block))}
+		case ok && v.Plugin != "" && a.ReadOnlyChanged(v.ReadOnly):
+			from, to := accessNames(v.ReadOnly)
+			d.Volumes[i] = dsw.Volume{Name: v.Name, SpecName: v.SpecName, Claim: v.Claim, PV: v.PV, Problem: fmt.Sprintf(
+				"volume %q of running pod %s/%s changed from %s to %s (%s): a pod's volumes cannot change; "+
+					"the %s mount is kept until the pod is deleted; delete the pod and create it again to have it mounted %s",
+				specName(v), d.Namespace, d.Name, from, to, v.Spec.ReadOnlyFields(), from, to)}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(setUp)) {
@@ -51,6 +60,15 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 		d.Volumes = append(d.Volumes, dsw.Volume{Name: name, Kept: true, Problem: fmt.Sprintf(
 			"volume %q is set up but not in the pod's spec: a pod's volumes cannot change; it is kept until the pod is deleted", name)})
 	}
+}
+
+// accessNames names the access a volume was set up with, and the one its
+// spec now asks for, readOnly or not.
+func accessNames(readOnly bool) (string, string) {
+	if readOnly {
+		return "read-write", "readOnly"
+	}
+	return "readOnly", "read-write"
 }
 
 // modeName is the volumeMode of a volume that is a device (block) or not.

@@ -14,6 +14,8 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins"
+	"github.com/volume-agent/volume-agent/internal/plugins/local"
+	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 	"github.com/volume-agent/volume-agent/internal/source"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -122,5 +124,123 @@ func TestSpecProblemIsReportedOnce(t *testing.T) {
 	h.p.Populate()
 	if rec.count() != 2 {
 		t.Fatalf("events = %q; want one more for the new problem", rec.msgs)
+	}
+}
+
+// nfsPV is an NFS PV bound to claim ns/claim, read-only or not.
+func nfsPV(name, claim string, readOnly bool) *v1.PersistentVolume {
+	pv := localPV(name, claim)
+	pv.Spec.Local, pv.Spec.NodeAffinity = nil, nil
+	pv.Spec.NFS = &v1.NFSVolumeSource{Server: "10.0.0.1", Path: "/export", ReadOnly: readOnly}
+	return pv
+}
+
+// readOnlyClaim is claimVolume, readOnly or not.
+func readOnlyClaim(name, claim string, readOnly bool) v1.Volume {
+	v := claimVolume(name, claim)
+	v.PersistentVolumeClaim.ReadOnly = readOnly
+	return v
+}
+
+// TestReadOnlyOfARunningPodCannotChange: a volume set up writable whose
+// spec now asks readOnly (the pod's claim volume, the NFS PV, the PV's
+// mount options, an inline NFS volume), or the reverse, is kept as set up,
+// with a problem naming the volume, the pod, the change, the field and
+// what to do; the decision rests on the actual state alone, whether the
+// volume was set up since start or found mounted on disk. A volume whose
+// mount is not known (found on disk unmounted, a published device) is set
+// up as its spec asks.
+func TestReadOnlyOfARunningPodCannotChange(t *testing.T) {
+	withOpts := func(pv *v1.PersistentVolume, opts ...string) *v1.PersistentVolume {
+		pv.Spec.MountOptions = opts
+		return pv
+	}
+	inline := v1.Volume{Name: "share", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "10.0.0.1", Path: "/export", ReadOnly: true}}}
+	for _, tc := range []struct {
+		name   string
+		vol    v1.Volume
+		pv     *v1.PersistentVolume // ns/data's PV, pv-1
+		actual asw.Volume           // set up for the pod; its name and plugin are filled in
+		want   string               // a problem's substrings, or none
+	}{
+		{name: "claim edited to readOnly", vol: readOnlyClaim("vol", "data", true), pv: localPV("pv-1", "data"),
+			actual: asw.Volume{State: asw.Mounted, Access: asw.ReadWrite},
+			want:   `volume "vol" of running pod ns/web changed from read-write to readOnly (persistentVolumeClaim.readOnly): a pod's volumes cannot change; the read-write mount is kept until the pod is deleted; delete the pod and create it again to have it mounted readOnly`},
+		{name: "claim edited to read-write", vol: readOnlyClaim("vol", "data", false), pv: localPV("pv-1", "data"),
+			actual: asw.Volume{State: asw.Mounted, Access: asw.ReadOnly},
+			want:   `changed from readOnly to read-write (persistentVolumeClaim.readOnly): a pod's volumes cannot change; the readOnly mount is kept until the pod is deleted`},
+		{name: "found mounted writable at start", vol: readOnlyClaim("vol", "data", true), pv: localPV("pv-1", "data"),
+			actual: asw.Volume{State: asw.Uncertain, Reconstructed: true, Access: asw.ReadWrite}, want: "changed from read-write to readOnly"},
+		{name: "found mounted read-only at start", vol: readOnlyClaim("vol", "data", false), pv: localPV("pv-1", "data"),
+			actual: asw.Volume{State: asw.Uncertain, Reconstructed: true, Access: asw.ReadOnly}, want: "changed from readOnly to read-write"},
+		{name: "NFS PV edited to readOnly", vol: readOnlyClaim("vol", "data", false), pv: nfsPV("pv-1", "data", true),
+			actual: asw.Volume{State: asw.Mounted, Access: asw.ReadWrite},
+			want:   "changed from read-write to readOnly (persistentVolumeClaim.readOnly or spec.nfs.readOnly of PersistentVolume pv-1)"},
+		{name: "PV mount options edited to ro", vol: readOnlyClaim("vol", "data", false), pv: withOpts(localPV("pv-1", "data"), "ro"),
+			actual: asw.Volume{State: asw.Mounted, Access: asw.ReadWrite},
+			want:   "changed from read-write to readOnly (persistentVolumeClaim.readOnly or the mount options of PersistentVolume pv-1)"},
+		{name: "inline NFS edited to readOnly", vol: inline, actual: asw.Volume{State: asw.Mounted, Access: asw.ReadWrite},
+			want: `volume "share" of running pod ns/web changed from read-write to readOnly (nfs.readOnly)`},
+		{name: "as set up", vol: readOnlyClaim("vol", "data", true), pv: localPV("pv-1", "data"), actual: asw.Volume{State: asw.Mounted, Access: asw.ReadOnly}},
+		{name: "read-only by the PV's mount options, as set up", vol: readOnlyClaim("vol", "data", false), pv: withOpts(localPV("pv-1", "data"), "ro"),
+			actual: asw.Volume{State: asw.Uncertain, Reconstructed: true, Access: asw.ReadOnly}},
+		{name: "found on disk without a mount", vol: readOnlyClaim("vol", "data", true), pv: localPV("pv-1", "data"),
+			actual: asw.Volume{State: asw.Uncertain, Reconstructed: true}},
+		{name: "published device", vol: readOnlyClaim("vol", "data", true), pv: blockPV(), actual: asw.Volume{State: asw.Mounted, Block: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newSource("manifests", true, testPod("u1", "web", tc.vol))
+			a := tc.actual
+			a.PodUID, a.Name, a.Plugin = "u1", tc.vol.Name, "kubernetes.io/nfs"
+			if tc.pv != nil {
+				claim := boundClaim("data", "pv-1")
+				claim.Spec.VolumeMode = tc.pv.Spec.VolumeMode
+				src.objects = plugintest.Objects{Claims: map[string]*v1.PersistentVolumeClaim{"ns/data": claim}, PVs: map[string]*v1.PersistentVolume{"pv-1": tc.pv}}
+				a.Name = "pv-1"
+				if tc.pv.Spec.Local != nil {
+					a.Plugin = local.Name
+				}
+			}
+			h, actual := withActual(t, src)
+			actual.Set(a)
+			h.p.Populate()
+			got := h.volume(t, "u1", a.Name)
+			switch {
+			case tc.want == "" && (got.Problem != "" || got.Plugin != a.Plugin):
+				t.Fatalf("volume = %+v; want it served by %s, without a problem", got, a.Plugin)
+			case tc.want != "" && (!strings.Contains(got.Problem, tc.want) || got.Plugin != "" || got.Kept):
+				t.Fatalf("volume = %+v; want it kept as set up (no plugin), with a problem saying %q", got, tc.want)
+			case tc.want != "" && tc.vol.PersistentVolumeClaim != nil && (got.SpecName != "vol" || got.Claim != "data" || got.PV != "pv-1"):
+				t.Fatalf("volume = %+v; want it named vol, of claim data and PV pv-1", got)
+			}
+		})
+	}
+}
+
+// The problem is reported once, as other spec problems are, and goes when
+// the spec asks again what was set up.
+func TestReadOnlyChangeReportedOnceAndUndone(t *testing.T) {
+	objects := plugintest.Objects{Claims: map[string]*v1.PersistentVolumeClaim{"ns/data": boundClaim("data", "pv-1")},
+		PVs: map[string]*v1.PersistentVolume{"pv-1": localPV("pv-1", "data")}}
+	src := newSource("manifests", true, testPod("u1", "web", readOnlyClaim("vol", "data", false)))
+	src.objects = objects
+	h, actual := withActual(t, src)
+	rec := &problems{}
+	h.p.cfg.Recorder = rec
+	h.p.Populate()
+	before := h.volume(t, "u1", "pv-1")
+	actual.Set(asw.Volume{PodUID: "u1", Name: "pv-1", Plugin: local.Name, State: asw.Mounted, Access: asw.ReadWrite, Version: before.Version})
+
+	src.setPods(testPod("u1", "web", readOnlyClaim("vol", "data", true)))
+	for range 3 {
+		h.p.Populate()
+	}
+	if rec.count() != 1 || !strings.Contains(rec.msgs[0], "web/vol: volume \"vol\" of running pod ns/web changed from read-write to readOnly") {
+		t.Fatalf("events = %q; want one for the change", rec.msgs)
+	}
+	src.setPods(testPod("u1", "web", readOnlyClaim("vol", "data", false)))
+	h.p.Populate()
+	if v := h.volume(t, "u1", "pv-1"); v.Problem != "" || v.Plugin != local.Name || v.ReadOnly || v.Version != before.Version {
+		t.Fatalf("volume = %+v; want it as before the edit", v)
 	}
 }

@@ -114,7 +114,7 @@ func (p *Populator) withPlugin(d dsw.Volume, plugin volume.Plugin, spec *volume.
 			return d
 		}
 	}
-	d.Plugin, d.Spec = plugin.Name(), spec
+	d.Plugin, d.Spec, d.ReadOnly = plugin.Name(), spec, spec.MountsReadOnly()
 	d.Version, d.Waiting = version(plugin, spec)
 	return d
 }

@@ -106,7 +106,7 @@ func (r *Reconciler) setUp(a action) executor.Op {
 			return err
 		}
 		r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: res.Path, State: asw.Mounted, Block: a.desired.Block,
-			Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: r.swap(a, res.Swap), SubPaths: subPaths})
+			Access: access(a.desired), Version: a.desired.Version, SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: r.swap(a, res.Swap), SubPaths: subPaths})
 		logSubPaths(log, a.desired.SubPaths, subPaths)
 		if subErr != nil {
 			// The volume is set up; the containers whose subPath
@@ -200,7 +200,18 @@ func (r *Reconciler) setUpFailed(a action, dir string, err error) {
 		return
 	}
 	r.cfg.Actual.Set(asw.Volume{PodUID: a.pod, Name: a.volume, Plugin: a.plugin, Dir: dir, Path: dir, State: asw.Uncertain, Block: a.desired.Block,
-		SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: prev.Swap})
+		Access: access(a.desired), SpecName: a.desired.SpecName, PV: a.desired.PV, Swap: prev.Swap})
+}
+
+// access is how a set-up of d mounts it: as d asks, the plugin's options
+// putting readOnly last. A set-up never runs on a mount known to be the
+// other way (plan.setups), and one found without a mount it mounts itself.
+// A published device's access is not a mount's: unknown.
+func access(d dsw.Volume) asw.Access {
+	if d.Block {
+		return asw.AccessUnknown
+	}
+	return asw.AccessOf(d.ReadOnly)
 }
 
 func (r *Reconciler) tearDown(a action) executor.Op {

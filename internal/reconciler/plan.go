@@ -135,7 +135,7 @@ func setups(pods []dsw.Pod, have map[dsw.Key]asw.Volume) []action {
 			a, ok := have[dsw.Key{PodUID: p.UID, Volume: d.Name}]
 			act := action{pod: p.UID, volume: d.Name, plugin: d.Plugin, desired: d, actual: a, podNamespace: p.Namespace, podName: p.Name, podSource: p.Source}
 			switch {
-			case ok && (a.Plugin != d.Plugin || a.Block != d.Block):
+			case ok && (a.Plugin != d.Plugin || a.Block != d.Block || a.ReadOnlyChanged(d.ReadOnly)):
 				continue // the set-up volume is kept until the pod goes
 			case !ok || a.State == asw.Uncertain:
 				act.kind = opSetUp

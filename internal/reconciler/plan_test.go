@@ -14,6 +14,7 @@ import (
 const (
 	cm = "kubernetes.io/configmap"
 	ed = "kubernetes.io/empty-dir"
+	lv = "kubernetes.io/local-volume"
 )
 
 func pod(uid string, vols ...dsw.Volume) dsw.Pod {
@@ -139,6 +140,49 @@ func TestPlanNamesPods(t *testing.T) {
 	want := []string{"teardown gone team/db", "cleanup empty team/old", "cleanup found /", "setup web ns/web"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("plan = %q, want %q", got, want)
+	}
+}
+
+// A volume known to be mounted writable whose spec now asks readOnly, or
+// the reverse, is kept as set up: neither refreshed, nor set up again
+// after a restart, nor torn down. One whose mount is not known (found on
+// disk without one) is set up as its spec asks.
+func TestPlanKeepsTheAccessOfASetUpVolume(t *testing.T) {
+	readOnly := func(version string) dsw.Volume {
+		v := want("v", lv, version)
+		v.ReadOnly = true
+		return v
+	}
+	mounted := func(state asw.State, reconstructed bool, access asw.Access) []asw.Volume {
+		v := have("p", "v", lv, "1", state, reconstructed)
+		v.Access = access
+		return []asw.Volume{v}
+	}
+	for _, tc := range []struct {
+		name string
+		s    snapshot
+		want []string
+	}{
+		{"edited to readOnly: not refreshed",
+			snapshot{desired: []dsw.Pod{pod("p", readOnly("2"))}, actual: mounted(asw.Mounted, false, asw.ReadWrite), populated: true}, []string{}},
+		{"edited to read-write: not refreshed",
+			snapshot{desired: []dsw.Pod{pod("p", want("v", lv, "2"))}, actual: mounted(asw.Mounted, false, asw.ReadOnly), populated: true}, []string{}},
+		{"found mounted writable, now readOnly: not set up again",
+			snapshot{desired: []dsw.Pod{pod("p", readOnly("2"))}, actual: mounted(asw.Uncertain, true, asw.ReadWrite)}, []string{}},
+		{"dead and edited: not set up again",
+			snapshot{desired: []dsw.Pod{pod("p", readOnly("2"))}, actual: mounted(asw.Uncertain, false, asw.ReadWrite), populated: true}, []string{}},
+		{"found mounted as asked: set up again",
+			snapshot{desired: []dsw.Pod{pod("p", readOnly("1"))}, actual: mounted(asw.Uncertain, true, asw.ReadOnly)}, []string{"setup p/v"}},
+		{"found without a mount: set up as asked",
+			snapshot{desired: []dsw.Pod{pod("p", readOnly("1"))}, actual: mounted(asw.Uncertain, true, asw.AccessUnknown)}, []string{"setup p/v"}},
+		{"as set up, new version: refreshed",
+			snapshot{desired: []dsw.Pod{pod("p", readOnly("2"))}, actual: mounted(asw.Mounted, false, asw.ReadOnly), populated: true}, []string{"refresh p/v"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := describe(plan(tc.s)); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("plan = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

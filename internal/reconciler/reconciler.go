@@ -79,6 +79,15 @@ type Config struct {
 	// noswap (mount.NoSwapUnder): volumes found on disk then say whether
 	// they may reach swap. Nil: unknown.
 	MountedNoSwap func(ctx context.Context, dir string) (map[string]bool, error)
+	// MountedReadOnly, when set, reads the mount table once at start and
+	// reports for each of some directories that is a mount point whether
+	// its mount is read-only (mount.ReadOnlyMounts): volumes found on disk
+	// then say how they are mounted (asw.Volume.Access), which a running
+	// pod's volume keeps whatever its spec says since. An error fails the
+	// reconstruction: a set-up of a volume whose mount is not known would
+	// show it as the spec asks. Nil: not known (an agent that mounts
+	// nothing).
+	MountedReadOnly func(ctx context.Context, dirs []string) (map[string]bool, error)
 	// SubPaths, when set, prepares the subPath mounts of the pods'
 	// containers once their volumes are set up, and takes them off before
 	// the volumes are torn down. Nil: none are prepared.

@@ -23,7 +23,8 @@ func TestRunMountsDesiredVolumes(t *testing.T) {
 
 	for _, name := range []string{"a", "b"} {
 		v := h.waitMounted(t, "p1", name, "1")
-		want := asw.Volume{PodUID: "p1", Name: name, Plugin: testPlugin, Dir: h.volumeDir("p1", name), Path: h.volumeDir("p1", name), State: asw.Mounted, Version: "1"}
+		want := asw.Volume{PodUID: "p1", Name: name, Plugin: testPlugin, Dir: h.volumeDir("p1", name), Path: h.volumeDir("p1", name), State: asw.Mounted, Version: "1",
+			Access: asw.ReadWrite}
 		if v != want {
 			t.Errorf("actual = %+v\nwant %+v", v, want)
 		}
@@ -405,7 +406,8 @@ func TestRunFailsWhenTheRootCannotBeScanned(t *testing.T) {
 func TestOperationsSkipStaleSnapshots(t *testing.T) {
 	h := newHarness(t, nil)
 	key := dsw.Key{PodUID: "p1", Volume: "a"}
-	mounted := asw.Volume{PodUID: "p1", Name: "a", Plugin: testPlugin, Dir: h.volumeDir("p1", "a"), Path: h.volumeDir("p1", "a"), State: asw.Mounted, Version: "1"}
+	mounted := asw.Volume{PodUID: "p1", Name: "a", Plugin: testPlugin, Dir: h.volumeDir("p1", "a"), Path: h.volumeDir("p1", "a"), State: asw.Mounted, Version: "1",
+		Access: asw.ReadWrite}
 	setUp := action{kind: opSetUp, pod: "p1", volume: "a", plugin: testPlugin, desired: desiredVolume("a", "1")}
 	tearDown := action{kind: opTearDown, pod: "p1", volume: "a", plugin: testPlugin, actual: mounted}
 	run := func(a action) {

@@ -23,11 +23,16 @@ const mountTableTimeout = 30 * time.Second
 // only after every source has delivered its complete state. Volumes of
 // plugins this agent does not know are left alone. A volume on a tmpfs
 // keeps the options it was mounted with; whether they include noswap is
-// read from the mount table, once for all volumes.
+// read from the mount table, once for all volumes, and so is whether each
+// volume's mount is read-only, which it keeps as long as its pod runs.
 func (r *Reconciler) reconstruct(ctx context.Context) error {
 	pods, found, err := r.cfg.Root.Scan()
 	if err != nil {
 		return fmt.Errorf("reconstruct actual state: %w", err)
+	}
+	readOnly, err := r.mountedReadOnly(ctx, found)
+	if err != nil {
+		return fmt.Errorf("reconstruct actual state: whether the volumes found on disk are mounted read-only: %w", err)
 	}
 	subPaths := 0
 	for _, uid := range pods {
@@ -42,7 +47,7 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 		if has, ok := noSwap[f.Dir]; ok {
 			swap = volume.SwapOf(has)
 		}
-		if r.addFound(f, swap) && swap == volume.SwapAllowed {
+		if r.addFound(f, swap, accessFound(f, readOnly)) && swap == volume.SwapAllowed {
 			swappable++
 		}
 	}
@@ -75,8 +80,39 @@ func (r *Reconciler) mountedNoSwap(ctx context.Context, found int) map[string]bo
 	return noSwap
 }
 
+// mountedReadOnly reads, when there are volume directories on disk,
+// whether the mount on each is read-only. Published devices are left out:
+// their mount says nothing of whether the device can be written.
+func (r *Reconciler) mountedReadOnly(ctx context.Context, found []layout.Found) (map[string]bool, error) {
+	if r.cfg.MountedReadOnly == nil {
+		return nil, nil
+	}
+	var dirs []string
+	for _, f := range found {
+		if !f.Block {
+			dirs = append(dirs, f.Dir)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, mountTableTimeout)
+	defer cancel()
+	return r.cfg.MountedReadOnly(ctx, dirs)
+}
+
+// accessFound is the access of the volume f found on disk, from
+// readOnly by mount point: unknown when it is not a mount point.
+func accessFound(f layout.Found, readOnly map[string]bool) asw.Access {
+	ro, ok := readOnly[f.Dir]
+	if !ok || f.Block {
+		return asw.AccessUnknown
+	}
+	return asw.AccessOf(ro)
+}
+
 // addFound records a volume found on disk, and reports whether it did.
-func (r *Reconciler) addFound(f layout.Found, swap volume.Swap) bool {
+func (r *Reconciler) addFound(f layout.Found, swap volume.Swap, access asw.Access) bool {
 	log := r.log.With(zap.String("podUID", string(f.PodUID)), zap.String("volume", f.Volume), zap.String("plugin", f.Plugin))
 	if _, ok := r.cfg.Plugins.Get(f.Plugin); !ok {
 		log.Warn("leaving volume of an unknown plugin alone", zap.String("dir", f.Dir))
@@ -90,7 +126,8 @@ func (r *Reconciler) addFound(f layout.Found, swap volume.Swap) bool {
 		log.Warn("leaving a published device alone: a volume directory of the same name was found", zap.String("dir", f.Dir), zap.String("kept", prev.Dir))
 		return false
 	}
-	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true, Swap: swap, Block: f.Block})
+	r.cfg.Actual.Set(asw.Volume{PodUID: f.PodUID, Name: f.Volume, Plugin: f.Plugin, Dir: f.Dir, Path: f.Dir, State: asw.Uncertain, Reconstructed: true, Swap: swap, Block: f.Block,
+		Access: access})
 	log.Debug("volume found on disk")
 	return true
 }

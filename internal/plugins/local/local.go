@@ -202,15 +202,16 @@ func (p *Plugin) source(ctx context.Context, pv *v1.PersistentVolume) (string, b
 	return f.path, f.typ == unix.S_IFBLK, nil
 }
 
-// bindOptions are the bind mount's options: ro when the claim volume or
-// the PV asks, and pvOpts. An option a bind mount cannot apply fails the
-// mount rather than being dropped.
+// bindOptions are the bind mount's options: pvOpts, then ro when the
+// claim volume asks, last so that a PV's rw cannot undo it (the last of ro
+// and rw wins; volume.Spec.MountsReadOnly). An option a bind mount cannot
+// apply fails the mount rather than being dropped.
 func bindOptions(spec *volume.Spec, pvOpts []string) []string {
-	opts := []string{"bind"}
+	opts := append([]string{"bind"}, pvOpts...)
 	if spec.ReadOnly() {
 		opts = append(opts, "ro")
 	}
-	return append(opts, pvOpts...)
+	return opts
 }
 
 func fsGroup(spec *volume.Spec) *int64 {

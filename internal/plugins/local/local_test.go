@@ -88,7 +88,7 @@ func TestReadOnlyAndMountOptions(t *testing.T) {
 	p := &local.Plugin{Mounter: mount.System{}}
 	s := pvSpec(src)
 	s.Volume.PersistentVolumeClaim.ReadOnly = true
-	s.PV.Spec.MountOptions = []string{"noexec"}
+	s.PV.Spec.MountOptions = []string{"noexec", "rw"} // the claim's readOnly wins
 	dir := plugintest.VolumeDir(t)
 	if _, err := p.SetUp(ctx, s, dir); err != nil {
 		t.Fatal(err)
