@@ -196,7 +196,7 @@ func (r *genRun) step() string {
 		{6, "mv a pod's file", r.movePod},
 		{6, "create claim", r.createClaim},
 		{5, "delete claim", r.deleteClaim},
-		{0, "flip readOnly", r.flipReadOnly},
+		{4, "flip readOnly", r.flipReadOnly},
 		{4, "SIGTERM restart", func() bool { return r.restart(false) }},
 		{4, "SIGKILL restart", func() bool { return r.restart(true) }},
 		{2, "empty the directory and restart", r.emptyAndRestart},
@@ -394,8 +394,8 @@ func (r *genRun) createClaim() bool {
 		r.write(filepath.Join(v.Path, "marker"), c.token)
 	case c.token != "" && slices.Equal(got, []string{"marker"}):
 		// The same claim back within the reclaim delay: its data.
-		if since := time.Since(c.gone); since > settleDelay+genReclaimDelay+genSlack {
-			r.t.Errorf("claim %s back %v after its removal still has its data: its storage was not deleted", name, since)
+		if r.overdue(c.gone) {
+			r.t.Errorf("claim %s back %v after its removal still has its data: its storage was not deleted", name, time.Since(c.gone))
 		}
 		r.check(filepath.Join(v.Path, "marker"), c.token, "claim "+name+" restored")
 	default:
@@ -442,12 +442,11 @@ func (r *genRun) flipReadOnly() bool {
 	r.a.writeManifest("claim-"+c.name+".yaml", fmt.Sprintf(genClaimFile, c.name, true))
 	waitFor(r.t, 10*time.Second, "the readOnly edit of claim "+c.name+"'s volume reported", func() (bool, string) {
 		p, _ := r.a.pod("default", "use-"+c.name)
-		v := p.volume("store")
-		return v.Error != "" && !p.Ready, fmt.Sprintf("%+v", p)
+		return strings.Contains(p.volume("store").Error, "changed from read-write to readOnly"), fmt.Sprintf("%+v", p)
 	})
 	r.check(filepath.Join(c.path, "marker"), c.token, "claim "+c.name+" after a readOnly edit")
 	r.a.writeManifest("claim-"+c.name+".yaml", fmt.Sprintf(genClaimFile, c.name, false))
-	r.a.waitPod("default", "use-"+c.name, 10*time.Second, ready)
+	r.a.waitPod("default", "use-"+c.name, 10*time.Second, func(p apiPod) bool { return p.Ready && p.volume("store").Error == "" })
 	return true
 }
 
