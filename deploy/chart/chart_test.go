@@ -22,6 +22,8 @@ const (
 	deployFile = "../daemonset.yaml"
 	// serviceAccountFile holds what identity=serviceAccount adds.
 	serviceAccountFile = "../serviceaccount-mode.yaml"
+	// provisionersFile holds what provisioners adds.
+	provisionersFile = "../provisioners.yaml"
 )
 
 // TestDefaultRendering holds the chart's rendering with its default values

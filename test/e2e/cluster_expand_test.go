@@ -32,7 +32,7 @@ func (env *clusterEnv) testLocalEnforcedExpand(t *testing.T) {
 	env.schedulableNode(t, node)
 	a := &provAgent{data: btrfsLocalRoot(t, true), node: node}
 	a.agent = newAgent(t)
-	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
+	a.start("--kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
 	wffc, del := storagev1.VolumeBindingWaitForFirstConsumer, v1.PersistentVolumeReclaimDelete
 	if _, err := env.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "va-local-grow"}, Provisioner: "volume-agent.io/local",

@@ -35,6 +35,8 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalKilledThenClaimDeleted", env.testLocalKilledThenClaimDeleted)
 	t.Run("LocalRootReadOnlyGivesTheClaimBack", env.testLocalReschedule)
 	t.Run("LocalReclaimDeferredBusyAndKilled", env.testLocalReclaimDeferred)
+	t.Run("LocalRecordedStepNeverOverridesLiveFacts", env.testRecordedStepRefused)
+	t.Run("NodeRestrictionPolicy", env.testNodeRestrictionPolicy)
 	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
 	t.Run("NFSSubdirPathPatternSafety", env.testNFSSubdirPatternSafety)
 	// Last: its node stays registered, without an agent, once it is done.
@@ -59,7 +61,7 @@ func (env *clusterEnv) startProvAgents(t *testing.T, env2 []string, nodes ...str
 		a.env = env2
 		// No reclaim delay: these tests check what deletion does
 		// (TestClusterReclaimDelay checks the delay).
-		a.start("--kubeconfig", env.agentKubeconfig, "--node-name", n, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
+		a.start("--kubeconfig", env.nodeKubeconfig(t, n), "--node-name", n, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
 		out = append(out, a)
 	}
 	return out
@@ -413,7 +415,7 @@ func (env *clusterEnv) testLocalReschedule(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
 	env.schedulableNode(t, node)
 	a := newAgent(t)
-	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", data, "--reclaim-delay", "0s")
+	a.start("--kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node, "--provisioners", "local", "--local-path-root", data, "--reclaim-delay", "0s")
 	env.localClass(t, "va-local-resched", v1.PersistentVolumeReclaimDelete, nil)
 
 	claim := env.dynamicClaim(t, ns, "data", "va-local-resched")
