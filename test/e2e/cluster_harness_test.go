@@ -74,6 +74,9 @@ func startClusterValues(t *testing.T, opts controlplane.Options, values map[stri
 // serviceAccountFile is what the service-account mode adds to deployFile.
 const serviceAccountFile = "../../deploy/serviceaccount-mode.yaml"
 
+// provisionersFile is what dynamic provisioning adds to deployFile.
+const provisionersFile = "../../deploy/provisioners.yaml"
+
 // deployObjects decodes every document of deploy/daemonset.yaml.
 func deployObjects(t *testing.T) []*unstructured.Unstructured { return fileObjects(t, deployFile) }
 

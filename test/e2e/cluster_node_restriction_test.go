@@ -190,6 +190,30 @@ func (env *clusterEnv) testNodeRestrictionPolicy(t *testing.T) {
 	if _, err := admin.PersistentVolumes().Get(ctx, "policy-pv-b", metav1.GetOptions{}); err != nil {
 		t.Errorf("node B's PV: %v", err)
 	}
+	env.checkPolicyTypes(t)
+}
+
+// checkPolicyTypes waits until kube-controller-manager has type-checked
+// the installed admission policies against the schemas of the objects
+// they match, and fails on any warning it gives.
+func (env *clusterEnv) checkPolicyTypes(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range []string{"volume-agent-node-persistentvolumes", "volume-agent-node-claims"} {
+		waitFor(t, 60*time.Second, "policy "+name+" type-checked", func() (bool, string) {
+			p, err := env.client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+				return false, fmt.Sprintf("status %+v", p.Status)
+			}
+			for _, w := range p.Status.TypeChecking.ExpressionWarnings {
+				t.Errorf("policy %s: %s: %s", name, w.FieldRef, w.Warning)
+			}
+			return true, ""
+		})
+	}
 }
 
 // podBoundClient returns a client with a token of the agent's
