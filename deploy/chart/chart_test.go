@@ -22,6 +22,8 @@ const (
 	deployFile = "../daemonset.yaml"
 	// serviceAccountFile holds what identity=serviceAccount adds.
 	serviceAccountFile = "../serviceaccount-mode.yaml"
+	// provisionersFile holds what provisioners adds.
+	provisionersFile = "../provisioners.yaml"
 )
 
 // TestDefaultRendering holds the chart's rendering with its default values
@@ -70,6 +72,7 @@ fullnameOverride: storage-agent
 image: {repository: registry.example/volume-agent, tag: v9.9.9, pullPolicy: Always}
 rootDir: /srv/volume-agent
 provisioners: [local, nfs-subdir]
+nodeRestriction: false
 localPathRoot: /srv/volumes
 reclaimDelay: 1h
 metricsAddr: 0.0.0.0:9811

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -17,22 +18,42 @@ func TestValues(t *testing.T) {
 		values string // as in a helm install -f file
 		edit   func(objects)
 	}{{
-		// The RBAC and the mount of the local path root are in the default
-		// rendering already, as in deploy/daemonset.yaml: the flags are
-		// what turning provisioning on adds.
-		name:   "provisioners on: the flags",
+		// What deploy/daemonset.yaml's comments say to do to turn
+		// provisioning on: the flags, the token, deploy/provisioners.yaml.
+		// The mount of the local path root is in the default rendering.
+		name:   "provisioners on: the flags, the token and deploy/provisioners.yaml",
 		values: `provisioners: [local, nfs-subdir]`,
 		edit: func(o objects) {
+			provisionersOn(t)(o)
 			addArgs(o, "--provisioners=local,nfs-subdir", "--local-path-root=/var/lib/volume-agent-local", "--reclaim-delay=10m")
 		},
 	}, {
-		name:   "provisioners with another local path root and reclaim delay",
+		// Without nfs-subdir, no agent may write a PV that names no node.
+		name:   "provisioners with another local path root and reclaim delay, without nfs-subdir",
 		values: "provisioners: [local]\nlocalPathRoot: /srv/volumes\nreclaimDelay: 0s",
 		edit: func(o objects) {
+			provisionersOn(t)(o)
 			addArgs(o, "--provisioners=local", "--local-path-root=/srv/volumes", "--reclaim-delay=0s")
 			named(volumeMounts(o), "local-path-root")["mountPath"] = "/srv/volumes"
 			hostPath(o, "local-path-root")["path"] = "/srv/volumes"
+			policyVariable(o["ValidatingAdmissionPolicy /volume-agent-node-persistentvolumes"], "nfsSubdir")["expression"] = "false"
 		},
+	}, {
+		name:   "provisioners without nodeRestriction: no admission policies",
+		values: "provisioners: [local]\nnodeRestriction: false",
+		edit: func(o objects) {
+			provisionersOn(t)(o)
+			addArgs(o, "--provisioners=local", "--local-path-root=/var/lib/volume-agent-local", "--reclaim-delay=10m")
+			for k := range o {
+				if strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+					delete(o, k)
+				}
+			}
+		},
+	}, {
+		name:   "nodeRestriction alone renders nothing more",
+		values: "nodeRestriction: true",
+		edit:   func(objects) {},
 	}, {
 		name:   "rbac.create=false renders no RBAC",
 		values: `rbac: {create: false}`,
@@ -174,7 +195,7 @@ resources: {requests: {cpu: 50m, memory: 128Mi}, limits: {memory: 1Gi}}`,
 // TestReleaseName: another release name and namespace name every object
 // and reference after them.
 func TestReleaseName(t *testing.T) {
-	got := render(t, Release{Name: "agents", Namespace: "storage"}, nil)
+	got := render(t, Release{Name: "agents", Namespace: "storage"}, readValues(t, "provisioners: [local, nfs-subdir]"))
 	var keys []string
 	for k, o := range got {
 		keys = append(keys, k)
@@ -182,6 +203,12 @@ func TestReleaseName(t *testing.T) {
 			if s["name"] != "agents-volume-agent" || s["namespace"] != "storage" {
 				t.Errorf("%s: subject %v, want the ServiceAccount storage/agents-volume-agent", k, s)
 			}
+		}
+		if o.GetKind() == "ValidatingAdmissionPolicy" && !strings.Contains(show(o.Object["spec"]), "system:serviceaccount:storage:agents-volume-agent'") {
+			t.Errorf("%s: does not match the ServiceAccount storage/agents-volume-agent: %s", k, show(o.Object["spec"]))
+		}
+		if policy, _, _ := unstructured.NestedString(o.Object, "spec", "policyName"); policy != "" && got["ValidatingAdmissionPolicy /"+policy] == nil {
+			t.Errorf("%s: binds the policy %s, which the chart does not render", k, policy)
 		}
 	}
 	slices.Sort(keys)
@@ -196,6 +223,10 @@ func TestReleaseName(t *testing.T) {
 		"RoleBinding storage/agents-volume-agent-leader-election",
 		"RoleBinding storage/agents-volume-agent-storage-capacity",
 		"ServiceAccount storage/agents-volume-agent",
+		"ValidatingAdmissionPolicy /agents-volume-agent-node-claims",
+		"ValidatingAdmissionPolicy /agents-volume-agent-node-persistentvolumes",
+		"ValidatingAdmissionPolicyBinding /agents-volume-agent-node-claims",
+		"ValidatingAdmissionPolicyBinding /agents-volume-agent-node-persistentvolumes",
 	}
 	if !slices.Equal(keys, want) {
 		t.Errorf("objects:\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))
@@ -255,18 +286,40 @@ const kubeletKubeconfigArg = "--kubeconfig=/etc/kubernetes/kubelet.conf"
 
 // serviceAccountMode edits the default rendering as
 // deploy/daemonset.yaml's header says to switch to the service-account
-// mode: the --kubeconfig argument and the kubelet's volumes go, and the
-// objects of deploy/serviceaccount-mode.yaml come.
+// mode: the --kubeconfig argument and the kubelet's volumes go, the
+// ServiceAccount's token is mounted, and the objects of
+// deploy/serviceaccount-mode.yaml come.
 func serviceAccountMode(t *testing.T) func(objects) {
 	return func(o objects) {
 		c := container(o)
 		c["args"] = slices.DeleteFunc(c["args"].([]any), func(a any) bool { return a == kubeletKubeconfigArg })
 		dropVolume(o, "kubelet-kubeconfig")
 		dropVolume(o, "kubelet-credentials")
+		podSpec(o)["automountServiceAccountToken"] = true
 		for k, obj := range fileObjects(t, serviceAccountFile) {
 			o[k] = obj
 		}
 	}
+}
+
+// provisionersOn edits the default rendering as deploy/daemonset.yaml's
+// comments say to turn provisioning on, but for the flags: the
+// ServiceAccount's token is mounted, and the objects of
+// deploy/provisioners.yaml come.
+func provisionersOn(t *testing.T) func(objects) {
+	return func(o objects) {
+		podSpec(o)["automountServiceAccountToken"] = true
+		for k, obj := range fileObjects(t, provisionersFile) {
+			o[k] = obj
+		}
+	}
+}
+
+// policyVariable returns the variable of a ValidatingAdmissionPolicy
+// named name.
+func policyVariable(policy interface{ UnstructuredContent() map[string]any }, name string) map[string]any {
+	spec := policy.UnstructuredContent()["spec"].(map[string]any)
+	return named(spec["variables"].([]any), name)
 }
 
 // dropVolume removes a volume of the DaemonSet and its mount.

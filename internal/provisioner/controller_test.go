@@ -118,6 +118,13 @@ func run(t *testing.T, p Provisioner, node string, objs ...runtime.Object) *fake
 func runWith(t *testing.T, cfg Config, objs ...runtime.Object) (*fake.Clientset, *Controller) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
+	return client, start(t, client, cfg)
+}
+
+// start starts a controller of cfg over client (cfg's Client and Logger
+// set here) until the test ends.
+func start(t *testing.T, client *fake.Clientset, cfg Config) *Controller {
+	t.Helper()
 	cfg.Client, cfg.Logger = client, zap.NewNop()
 	c, err := New(cfg)
 	if err != nil {
@@ -132,7 +139,7 @@ func runWith(t *testing.T, cfg Config, objs ...runtime.Object) (*fake.Clientset,
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return client, c
+	return c
 }
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
@@ -201,11 +208,14 @@ func TestOtherFailuresKeepTheNodeAndRetry(t *testing.T) {
 	}
 }
 
+// releasedPV is a PV Released by the claim ns/released-<name>, which no
+// longer exists.
 func releasedPV(name, by, node string, policy v1.PersistentVolumeReclaimPolicy) *v1.PersistentVolume {
 	return &v1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{AnnProvisionedBy: by}},
 		Spec: v1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: policy, NodeAffinity: affinity(node),
-			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/data/" + name}}},
+			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/data/" + name}},
+			ClaimRef:               &v1.ObjectReference{Namespace: "ns", Name: "released-" + name, UID: types.UID("uid-released-" + name)}},
 		Status: v1.PersistentVolumeStatus{Phase: v1.VolumeReleased},
 	}
 }

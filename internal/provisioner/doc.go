@@ -29,6 +29,17 @@
 //     up (Config.InUse), nor before the step is recorded on the PV; a step
 //     once recorded is finished after any restart, and a Deleting PV is
 //     never given back.
+//   - A recorded step is a request to check, never evidence: anyone
+//     allowed to update PVs can write the annotations. It is acted on only
+//     while the PV's live state permits it (evidence.Step): reclaimed only
+//     while Released (its claim gone by UID) with policy Delete, and
+//     storage aside given back only while the PV is bound to the claim
+//     that released it (volume-agent.io/released-by-uid, recorded with the
+//     first step). The PV and its claim are read again from the API
+//     server, not the cache, before the storage is deleted or given back,
+//     and before the releasing claim is recorded. A step refused is left
+//     as it is; the PV says why (volume-agent.io/reclaim-refused), with a
+//     VolumeReclaimRefused event.
 //   - A claim with a selector or a volumeAttributesClassName is refused
 //     with an event, as the external provisioners refuse it.
 //   - A class's archiveOnDelete is recorded on the PV when it is made

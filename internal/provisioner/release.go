@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/volume-agent/volume-agent/internal/evidence"
 	"github.com/volume-agent/volume-agent/internal/reclaim"
 )
 
@@ -26,6 +27,13 @@ const (
 	// (RFC 3339), unless an operator sets the PV's reclaim policy to
 	// Retain first.
 	AnnDeleteAfter = "volume-agent.io/delete-after"
+	// AnnReleasedBy is the UID of the claim that released the PV,
+	// recorded with the first step: storage aside is given back only
+	// while the PV is bound to that claim.
+	AnnReleasedBy = "volume-agent.io/released-by-uid"
+	// AnnReclaimRefused says why the recorded step is not acted on: the
+	// PV's live state does not permit it (evidence.Step).
+	AnnReclaimRefused = "volume-agent.io/reclaim-refused"
 )
 
 // Event reasons on PVs.
@@ -33,14 +41,17 @@ const (
 	ReasonVolumeFailedDelete = "VolumeFailedDelete"
 	ReasonVolumeMovedAside   = "VolumeMovedAside"
 	ReasonVolumeRestored     = "VolumeRestored"
+	// ReasonVolumeReclaimRefused: a recorded step is not acted on.
+	ReasonVolumeReclaimRefused = "VolumeReclaimRefused"
 )
 
 // syncPV takes the storage of a released PV this controller serves one
 // step further (reclaim.Next): moved aside once no pod on this node has it
 // set up, deleted with the PV once the reclaim delay has passed, or
-// restored when an operator set the reclaim policy to Retain (or cleared
-// the claimRef) while it was aside. Each step is recorded on the PV before
-// it is taken.
+// restored when an operator set the reclaim policy to Retain while it was
+// aside. Each step is recorded on the PV before it is taken, and a
+// recorded step is acted on only as far as the PV's live state permits
+// (evidence.Step); otherwise it is refused, and the PV says why.
 func (c *Controller) syncPV(ctx context.Context, name string) error {
 	pv, err := c.pvs.Get(name)
 	if apierrors.IsNotFound(err) {
@@ -55,14 +66,22 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 	}
 	state, ok, err := c.reclaimState(pv)
 	if !ok || err != nil {
+		if err == nil && state.Step == reclaim.Released && pv.Annotations[AnnReclaimRefused] != "" && c.serves(pv) {
+			err = c.clearRefusal(ctx, pv) // the step refused was removed
+		}
 		return err
+	}
+	verdict := evidence.Step(state.Step, live(pv, c.claimGoneCached(pv)))
+	if verdict.Use == evidence.Refuse {
+		c.setWaiting(name, false)
+		return c.refuse(ctx, pv, state, verdict.Why)
 	}
 	busy := c.cfg.InUse != nil && c.cfg.InUse(pv.Name)
 	c.setWaiting(name, busy)
-	next, action := reclaim.Next(state, reclaim.Facts{Now: time.Now(), Delay: c.cfg.ReclaimDelay, Wanted: keptBack(pv, state),
-		InUse: busy, MovedAside: c.movedAside(name)})
-	if next != state {
-		if pv, err = c.recordStep(ctx, pv, next); err != nil {
+	next, action := reclaim.Next(state, reclaim.Facts{Now: time.Now(), Delay: c.cfg.ReclaimDelay,
+		Wanted: verdict.Use == evidence.GiveBack, InUse: busy, MovedAside: c.movedAside(name)})
+	if next != state || pv.Annotations[AnnReclaimRefused] != "" || (next.Step != reclaim.Released && pv.Annotations[AnnReleasedBy] == "") {
+		if pv, ok, err = c.record(ctx, pv, state, next); !ok || err != nil {
 			return err
 		}
 	}
@@ -78,10 +97,11 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 // reclaimState reads the step recorded on pv, and whether pv is one this
 // controller reclaims: provisioned by it, on this node when it is
 // node-local, not being deleted, and either Released with policy Delete
-// or already on its way (a recorded step). An unknown or damaged record is
-// an error: nothing is done on a guess.
+// or with a step recorded, which evidence.Step then checks against the
+// PV's live state. An unknown or damaged record is an error: nothing is
+// done on a guess.
 func (c *Controller) reclaimState(pv *v1.PersistentVolume) (reclaim.State, bool, error) {
-	if Canonical(pv.Annotations[AnnProvisionedBy]) != c.name || pv.DeletionTimestamp != nil || (c.cfg.Node != "" && !OnNode(pv, c.cfg.Node)) {
+	if !c.serves(pv) {
 		return reclaim.State{}, false, nil
 	}
 	s := reclaim.State{Step: reclaim.Step(pv.Annotations[AnnReclaimStep])}
@@ -99,17 +119,34 @@ func (c *Controller) reclaimState(pv *v1.PersistentVolume) (reclaim.State, bool,
 	return s, released || s.Step != reclaim.Released, nil
 }
 
-// keptBack reports whether an operator wants the storage of pv, aside,
-// back: its reclaim policy is no longer Delete, or it is no longer
-// Released (its claimRef cleared for another claim).
-func keptBack(pv *v1.PersistentVolume, s reclaim.State) bool {
-	return s.Step == reclaim.Aside &&
-		(pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete || pv.Status.Phase != v1.VolumeReleased)
+// serves reports whether pv is this controller's: provisioned by it, on
+// this node when it is node-local, and not being deleted.
+func (c *Controller) serves(pv *v1.PersistentVolume) bool {
+	return Canonical(pv.Annotations[AnnProvisionedBy]) == c.name && pv.DeletionTimestamp == nil && (c.cfg.Node == "" || OnNode(pv, c.cfg.Node))
 }
 
-// recordStep writes step s on pv (no annotations for reclaim.Released) and
-// returns the PV as written. A conflict is an error: the key is retried
-// with the PV as it is now.
+// record writes next on pv, whose recorded state is s, and returns the PV
+// as written. The first step also records the claim that released the PV
+// (and so does any step of a PV recorded without it, by an older agent),
+// once the API server, not the cache, has confirmed that the PV is
+// Released with policy Delete: ok is false, and nothing is written, when
+// it is not.
+func (c *Controller) record(ctx context.Context, pv *v1.PersistentVolume, s, next reclaim.State) (*v1.PersistentVolume, bool, error) {
+	if next.Step != reclaim.Released && pv.Annotations[AnnReleasedBy] == "" {
+		var ok bool
+		var err error
+		if pv, ok, err = c.confirmed(ctx, pv, s, evidence.Reclaim); !ok || err != nil {
+			return nil, false, err
+		}
+	}
+	pv, err := c.recordStep(ctx, pv, next)
+	return pv, err == nil, err
+}
+
+// recordStep writes step s on pv (no annotations for reclaim.Released),
+// with the claim that released pv when none is recorded yet, and returns
+// the PV as written. A conflict is an error: the key is retried with the
+// PV as it is now.
 func (c *Controller) recordStep(ctx context.Context, pv *v1.PersistentVolume, s reclaim.State) (*v1.PersistentVolume, error) {
 	pv = pv.DeepCopy()
 	if pv.Annotations == nil {
@@ -117,6 +154,13 @@ func (c *Controller) recordStep(ctx context.Context, pv *v1.PersistentVolume, s 
 	}
 	delete(pv.Annotations, AnnReclaimStep)
 	delete(pv.Annotations, AnnDeleteAfter)
+	delete(pv.Annotations, AnnReclaimRefused)
+	switch {
+	case s.Step == reclaim.Released:
+		delete(pv.Annotations, AnnReleasedBy)
+	case pv.Annotations[AnnReleasedBy] == "" && pv.Spec.ClaimRef != nil:
+		pv.Annotations[AnnReleasedBy] = string(pv.Spec.ClaimRef.UID)
+	}
 	if s.Step != reclaim.Released {
 		pv.Annotations[AnnReclaimStep] = string(s.Step)
 	}
@@ -146,6 +190,10 @@ func (c *Controller) act(ctx context.Context, pv *v1.PersistentVolume, s reclaim
 		log.Info("released volume moved aside", zap.Time("deleteAfter", s.DeleteAfter))
 		c.queue.AddAfter(key{pv: true, name: pv.Name}, max(time.Until(s.DeleteAfter), 0))
 	case reclaim.Restore:
+		pv, ok, err := c.confirmed(ctx, pv, s, evidence.GiveBack)
+		if !ok || err != nil {
+			return err
+		}
 		if err := c.cfg.Provisioner.Restore(opCtx, pv); err != nil {
 			return fmt.Errorf("restore the storage of PersistentVolume %s: %w", pv.Name, err)
 		}
@@ -156,6 +204,10 @@ func (c *Controller) act(ctx context.Context, pv *v1.PersistentVolume, s reclaim
 		c.event(pv, v1.EventTypeNormal, ReasonVolumeRestored, "storage restored from pending deletion")
 		log.Info("released volume restored")
 	case reclaim.Delete:
+		pv, ok, err := c.confirmed(ctx, pv, s, evidence.Reclaim)
+		if !ok || err != nil {
+			return err
+		}
 		if err := c.cfg.Provisioner.Delete(opCtx, pv); err != nil {
 			c.event(pv, v1.EventTypeWarning, ReasonVolumeFailedDelete, err.Error())
 			return fmt.Errorf("delete the storage of PersistentVolume %s: %w", pv.Name, err)
@@ -260,7 +312,7 @@ func (c *Controller) Pending() []Pending {
 	var out []Pending
 	for _, pv := range pvs {
 		s, ok, err := c.reclaimState(pv)
-		if !ok || err != nil || keptBack(pv, s) {
+		if !ok || err != nil || evidence.Step(s.Step, live(pv, c.claimGoneCached(pv))).Use != evidence.Reclaim {
 			continue
 		}
 		p := Pending{PV: pv.Name, State: s}

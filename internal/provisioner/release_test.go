@@ -3,6 +3,7 @@ package provisioner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func getPV(t *testing.T, client *fake.Clientset, name string) (*v1.PersistentVolume, error) {
@@ -60,11 +64,11 @@ func TestReleasedStorageWaitsForTheDelayAndCanBeRestored(t *testing.T) {
 	}
 }
 
-// A step recorded by an earlier run is finished: Deleting deletes the
-// storage and the PV whatever the policy says now; Aside past its
-// deleteAfter is deleted.
+// A step recorded by an earlier run is finished while the PV is Released
+// with policy Delete: Deleting deletes the storage and the PV; Aside past
+// its deleteAfter is deleted. An unknown step is not acted on.
 func TestRecordedStepsAreFinished(t *testing.T) {
-	deleting := releasedPV("deleting", LocalName, "node-a", v1.PersistentVolumeReclaimRetain)
+	deleting := releasedPV("deleting", LocalName, "node-a", v1.PersistentVolumeReclaimDelete)
 	deleting.Annotations[AnnReclaimStep] = "Deleting"
 	due := releasedPV("due", LocalName, "node-a", v1.PersistentVolumeReclaimDelete)
 	due.Annotations[AnnReclaimStep] = "Aside"
@@ -85,6 +89,110 @@ func TestRecordedStepsAreFinished(t *testing.T) {
 	}
 	if _, err := getPV(t, client, "unknown"); err != nil {
 		t.Errorf("a PV with an unknown step was touched: %v", err)
+	}
+}
+
+// A recorded step never overrides the PV's live state (evidence.Step): a
+// step written on a PV that is Bound, or whose policy is Retain, and
+// storage aside whose PV is now bound to another claim or to none, are
+// left as they are; each PV says why (AnnReclaimRefused) and gets one
+// Warning event.
+func TestRecordedStepsNeverOverrideLiveFacts(t *testing.T) {
+	live := claim("live", "local", LocalName, "node-a")
+	live.Status.Phase = v1.ClaimBound
+	bound := func(name string, policy v1.PersistentVolumeReclaimPolicy, step string) *v1.PersistentVolume {
+		pv := releasedPV(name, LocalName, "node-a", policy)
+		pv.Status.Phase = v1.VolumeBound
+		pv.Spec.ClaimRef = &v1.ObjectReference{Namespace: "ns", Name: "live", UID: live.UID}
+		pv.Annotations[AnnReclaimStep] = step
+		if step == "Aside" {
+			pv.Annotations[AnnDeleteAfter] = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+		}
+		return pv
+	}
+	retained := releasedPV("retained", LocalName, "node-a", v1.PersistentVolumeReclaimRetain)
+	retained.Annotations[AnnReclaimStep] = "Deleting"
+	rebound := bound("rebound", v1.PersistentVolumeReclaimRetain, "Aside")
+	rebound.Annotations[AnnReleasedBy] = "uid-released-rebound"
+	cleared := releasedPV("cleared", LocalName, "node-a", v1.PersistentVolumeReclaimDelete)
+	cleared.Status.Phase, cleared.Spec.ClaimRef = v1.VolumeAvailable, nil
+	cleared.Annotations[AnnReclaimStep] = "Aside"
+	cleared.Annotations[AnnDeleteAfter] = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	cleared.Annotations[AnnReleasedBy] = "uid-released-cleared"
+	pvs := map[string]string{ // name: a part of the reason
+		"bound-delete": "is not Released", "bound-retain": "has a reclaim policy other than Delete",
+		"bound-aside": "the claim that released it is not recorded", "retained": "has a reclaim policy other than Delete",
+		"rebound": "not to the claim that released it (UID uid-released-rebound)", "cleared": "names no claim now",
+	}
+	p := &fakeProvisioner{}
+	client, _ := runWith(t, Config{Provisioner: p, Node: "node-a"}, class("local", LocalName), live,
+		bound("bound-delete", v1.PersistentVolumeReclaimDelete, "Deleting"), bound("bound-retain", v1.PersistentVolumeReclaimRetain, "Deleting"),
+		bound("bound-aside", v1.PersistentVolumeReclaimDelete, "Aside"), retained, rebound, cleared)
+	for name, why := range pvs {
+		eventually(t, name+" refused, and why recorded", func() (bool, string) {
+			pv, err := getPV(t, client, name)
+			return err == nil && strings.Contains(pv.Annotations[AnnReclaimRefused], why), fmt.Sprint(pv.Annotations, err)
+		})
+	}
+	eventually(t, "one event per refused PV", func() (bool, string) {
+		list, err := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		var got []string
+		for _, e := range list.Items {
+			if e.Reason == ReasonVolumeReclaimRefused && e.Type == v1.EventTypeWarning && e.Count <= 1 {
+				got = append(got, e.InvolvedObject.Name)
+			}
+		}
+		return err == nil && len(got) == len(pvs), fmt.Sprint(got, err)
+	})
+	time.Sleep(100 * time.Millisecond)
+	_, deleted := p.calls()
+	aside, restored := p.reclaims()
+	if len(deleted)+len(aside)+len(restored) != 0 {
+		t.Errorf("storage deleted for %v, moved aside for %v, restored for %v; want nothing done", deleted, aside, restored)
+	}
+
+	// The step removed, the reason goes with it.
+	patch := fmt.Sprintf(`{"metadata": {"annotations": {%q: null}}}`, AnnReclaimStep)
+	if _, err := client.CoreV1().PersistentVolumes().Patch(context.Background(), "bound-delete", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reason removed with the step", func() (bool, string) {
+		pv, err := getPV(t, client, "bound-delete")
+		_, refused := pv.Annotations[AnnReclaimRefused]
+		return err == nil && !refused, fmt.Sprint(pv.Annotations, err)
+	})
+}
+
+// Before it deletes, the controller reads the PV again from the API
+// server: a PV whose cached copy is Released with policy Delete, but
+// whose policy is Retain there, is refused, not deleted.
+func TestDeletionIsConfirmedByTheAPIServer(t *testing.T) {
+	stale := releasedPV("stale", LocalName, "node-a", v1.PersistentVolumeReclaimDelete)
+	stale.Annotations[AnnReclaimStep] = "Deleting"
+	stale.Annotations[AnnReleasedBy] = "uid-released-stale"
+	client := fake.NewClientset(stale)
+	var gets atomic.Int32
+	client.PrependReactor("get", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() != "stale" {
+			return false, nil, nil
+		}
+		gets.Add(1)
+		now := stale.DeepCopy()
+		now.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimRetain
+		return true, now, nil
+	})
+	p := &fakeProvisioner{}
+	start(t, client, Config{Provisioner: p, Node: "node-a"})
+	eventually(t, "the deletion refused", func() (bool, string) {
+		obj, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("persistentvolumes"), "", "stale") // not through the reactor
+		if err != nil {
+			return false, err.Error()
+		}
+		ann := obj.(*v1.PersistentVolume).Annotations
+		return strings.Contains(ann[AnnReclaimRefused], "reclaim policy other than Delete"), fmt.Sprint(ann)
+	})
+	if _, deleted := p.calls(); len(deleted) != 0 || gets.Load() == 0 {
+		t.Errorf("storage deleted for %v after %d reads of the PV; want none deleted after a read", deleted, gets.Load())
 	}
 }
 

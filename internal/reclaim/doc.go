@@ -23,8 +23,10 @@
 //     Until then it can be restored: the same claim back (manifest mode), or
 //     an operator's request (cluster mode), moves it back.
 //   - Deleting: the storage is being removed or archived. A volume in this
-//     step is never bound again, and the step is finished whatever happens
-//     meanwhile: its storage may already be half gone.
+//     step is never bound again, and the step is finished once begun: its
+//     storage may already be half gone. Callers act on a recorded step
+//     only while the volume's live state permits it (evidence.Step): a
+//     record anyone could have written is never evidence on its own.
 //
 // Invariants:
 //

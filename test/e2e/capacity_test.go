@@ -291,7 +291,7 @@ func (env *clusterEnv) testLocalEnforced(t *testing.T) {
 	env.schedulableNode(t, node)
 	a := &provAgent{data: imageLocalRoot(t), node: node}
 	a.agent = newAgent(t)
-	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
+	a.start("--kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
 	env.localClass(t, "va-local-sized", v1.PersistentVolumeReclaimDelete, map[string]string{"enforce": "true"})
 	claim := env.dynamicClaim(t, ns, "data", "va-local-sized")
 	pod := env.createPod(t, podOn(node, unscheduledPod(ns, "writer", "data")))

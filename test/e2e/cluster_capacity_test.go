@@ -40,7 +40,7 @@ func TestCapacityScheduling(t *testing.T) {
 		// The chart's Role for CSIStorageCapacity objects is in its own
 		// namespace, where a DaemonSet's $POD_NAMESPACE points.
 		a.env = []string{"POD_NAMESPACE=volume-agent"}
-		a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s")
+		a.start("--kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node, "--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s")
 		agents[node] = a
 	}
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer

@@ -27,11 +27,14 @@ const deployFile = "../../deploy/daemonset.yaml"
 // TestDefaultRendering).
 const chartDir = "../../deploy/chart/volume-agent"
 
-// clusterEnv is a control plane and a kubeconfig for the agent that holds
-// a token of the ServiceAccount the Helm chart makes, bound by the chart's
-// RBAC for identity=serviceAccount (deploy/daemonset.yaml with
-// deploy/serviceaccount-mode.yaml) and nothing more. TestNodeIdentity runs
-// the agent with the default identity, the node's, instead.
+// clusterEnv is a control plane with the chart's objects for
+// identity=serviceAccount and both provisioners (deploy/daemonset.yaml with
+// deploy/serviceaccount-mode.yaml and deploy/provisioners.yaml), and a
+// kubeconfig for the agent that holds a token of the ServiceAccount the
+// chart makes, bound by the chart's RBAC and nothing more. That token is
+// bound to no pod, so the chart's admission policies let it write no
+// PersistentVolume: a provisioning agent gets nodeKubeconfig's instead.
+// TestNodeIdentity runs the agent with the default identity, the node's.
 type clusterEnv struct {
 	cp              *controlplane.ControlPlane
 	client          kubernetes.Interface
@@ -46,9 +49,9 @@ func startClusterWith(t *testing.T, opts controlplane.Options) *clusterEnv {
 	return startClusterValues(t, opts, serviceAccountMode)
 }
 
-// startClusterValues is startClusterWith with the RBAC the chart renders
-// with values (nil: the default, the node identity's, where the
-// ServiceAccount may only provision).
+// startClusterValues is startClusterWith with the objects the chart
+// renders with values (nil: the default, the node identity's, where the
+// ServiceAccount may do nothing).
 func startClusterValues(t *testing.T, opts controlplane.Options, values map[string]any) *clusterEnv {
 	needRoot(t)
 	start := time.Now()
@@ -71,6 +74,9 @@ func startClusterValues(t *testing.T, opts controlplane.Options, values map[stri
 // serviceAccountFile is what the service-account mode adds to deployFile.
 const serviceAccountFile = "../../deploy/serviceaccount-mode.yaml"
 
+// provisionersFile is what dynamic provisioning adds to deployFile.
+const provisionersFile = "../../deploy/provisioners.yaml"
+
 // deployObjects decodes every document of deploy/daemonset.yaml.
 func deployObjects(t *testing.T) []*unstructured.Unstructured { return fileObjects(t, deployFile) }
 
@@ -89,8 +95,37 @@ func fileObjects(t *testing.T, file string) []*unstructured.Unstructured {
 }
 
 // serviceAccountMode are the chart's values for the agent with its
-// ServiceAccount's identity, for clusters without the Node authorizer.
-var serviceAccountMode = map[string]any{"identity": "serviceAccount"}
+// ServiceAccount's identity, for clusters without the Node authorizer,
+// with both provisioners (their RBAC and admission policies).
+var serviceAccountMode = map[string]any{"identity": "serviceAccount", "provisioners": []any{"local", "nfs-subdir"}}
+
+// nodeKubeconfig returns a kubeconfig with a token of the agent's
+// ServiceAccount bound to node's Node object, which must exist. Like the
+// token of an agent's pod on that node (bound to the pod), it names the
+// node (authentication.kubernetes.io/node-name), and the chart's admission
+// policies let it write only that node's PersistentVolumes and claims.
+func (env *clusterEnv) nodeKubeconfig(t *testing.T, node string) string {
+	t.Helper()
+	n, err := env.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Node %s for a node-bound token: %v", node, err)
+	}
+	return env.cp.KubeconfigForToken(t, boundToken(t, env.client, &authenticationv1.BoundObjectReference{
+		Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID,
+	}))
+}
+
+// boundToken requests a token of the agent's ServiceAccount bound to ref.
+func boundToken(t *testing.T, c kubernetes.Interface, ref *authenticationv1.BoundObjectReference) string {
+	t.Helper()
+	exp := int64(3600)
+	tr, err := c.CoreV1().ServiceAccounts("volume-agent").CreateToken(context.Background(), "volume-agent",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp, BoundObjectRef: ref}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for volume-agent/volume-agent bound to %s %s: %v", ref.Kind, ref.Name, err)
+	}
+	return tr.Status.Token
+}
 
 // installObjects are the objects the README's Helm install creates, in the
 // order it creates them: the namespace, labelled by kubectl (the Namespace
@@ -115,15 +150,18 @@ func installObjects(t *testing.T, values map[string]any) []*unstructured.Unstruc
 // resources maps the kinds of deploy/daemonset.yaml and the chart to their
 // resources.
 var resources = map[string]schema.GroupVersionResource{
-	"Namespace":          {Version: "v1", Resource: "namespaces"},
-	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
-	"ResourceQuota":      {Version: "v1", Resource: "resourcequotas"},
-	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
-	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
-	"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
-	"DaemonSet":          {Group: "apps", Version: "v1", Resource: "daemonsets"},
-	"CSIDriver":          {Group: "storage.k8s.io", Version: "v1", Resource: "csidrivers"},
+	"Namespace":                 {Version: "v1", Resource: "namespaces"},
+	"ServiceAccount":            {Version: "v1", Resource: "serviceaccounts"},
+	"ResourceQuota":             {Version: "v1", Resource: "resourcequotas"},
+	"ClusterRole":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Role":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"DaemonSet":                 {Group: "apps", Version: "v1", Resource: "daemonsets"},
+	"CSIDriver":                 {Group: "storage.k8s.io", Version: "v1", Resource: "csidrivers"},
+	"ValidatingAdmissionPolicy": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+	"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1",
+		Resource: "validatingadmissionpolicybindings"},
 }
 
 func resourceFor(t *testing.T, dyn dynamic.Interface, o *unstructured.Unstructured) dynamic.ResourceInterface {

@@ -47,7 +47,7 @@ func (env *clusterEnv) testNFSSubdirFailover(t *testing.T) {
 				t.Errorf("agent exit: %v", err)
 			}
 		})
-		a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "nfs-subdir",
+		a.start("--kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node, "--provisioners", "nfs-subdir",
 			"--leader-election-namespace", "volume-agent", "--reclaim-delay", "0s")
 		agents[node] = a
 	}
@@ -171,7 +171,7 @@ func (env *clusterEnv) testNFSSubdirPatternSafety(t *testing.T) {
 			t.Errorf("agent exit: %v", err)
 		}
 	})
-	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "nfs-subdir",
+	a.start("--kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node, "--provisioners", "nfs-subdir",
 		"--leader-election-namespace", "volume-agent", "--reclaim-delay", "0s")
 	env.leaderIs(t, node)
 	immediate := storagev1.VolumeBindingImmediate

@@ -35,6 +35,8 @@ func TestClusterDynamicProvisioning(t *testing.T) {
 	t.Run("LocalKilledThenClaimDeleted", env.testLocalKilledThenClaimDeleted)
 	t.Run("LocalRootReadOnlyGivesTheClaimBack", env.testLocalReschedule)
 	t.Run("LocalReclaimDeferredBusyAndKilled", env.testLocalReclaimDeferred)
+	t.Run("LocalRecordedStepNeverOverridesLiveFacts", env.testRecordedStepRefused)
+	t.Run("NodeRestrictionPolicy", env.testNodeRestrictionPolicy)
 	t.Run("NFSSubdirLeaderFailover", env.testNFSSubdirFailover)
 	t.Run("NFSSubdirPathPatternSafety", env.testNFSSubdirPatternSafety)
 	// Last: its node stays registered, without an agent, once it is done.
@@ -59,7 +61,7 @@ func (env *clusterEnv) startProvAgents(t *testing.T, env2 []string, nodes ...str
 		a.env = env2
 		// No reclaim delay: these tests check what deletion does
 		// (TestClusterReclaimDelay checks the delay).
-		a.start("--kubeconfig", env.agentKubeconfig, "--node-name", n, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
+		a.start("--kubeconfig", env.nodeKubeconfig(t, n), "--node-name", n, "--provisioners", "local", "--local-path-root", a.data, "--reclaim-delay", "0s")
 		out = append(out, a)
 	}
 	return out
@@ -353,13 +355,12 @@ func (env *clusterEnv) testLocalKilledThenClaimDeleted(t *testing.T) {
 	})
 	a.env = nil
 	a.start(a.extra...)
-	waitFor(t, 30*time.Second, "the directory taken back", func() (bool, string) {
+	// The record goes after the directory (Abandon: Delete, then Commit).
+	waitFor(t, 30*time.Second, "the directory taken back, and its record gone", func() (bool, string) {
 		got := entries(t, a.data)
-		return len(got) == 0, fmt.Sprint(got)
+		left, err := os.ReadDir(records)
+		return len(got) == 0 && err == nil && len(left) == 0, fmt.Sprint(got, left, err)
 	})
-	if got, err := os.ReadDir(records); err != nil || len(got) != 0 {
-		t.Errorf("records left: %v, %v", got, err)
-	}
 	if _, err := env.client.CoreV1().PersistentVolumes().Get(ctx, "pvc-"+string(claim.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("PV of the deleted claim: %v, want not found", err)
 	}
@@ -413,7 +414,7 @@ func (env *clusterEnv) testLocalReschedule(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
 	env.schedulableNode(t, node)
 	a := newAgent(t)
-	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", data, "--reclaim-delay", "0s")
+	a.start("--kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node, "--provisioners", "local", "--local-path-root", data, "--reclaim-delay", "0s")
 	env.localClass(t, "va-local-resched", v1.PersistentVolumeReclaimDelete, nil)
 
 	claim := env.dynamicClaim(t, ns, "data", "va-local-resched")

@@ -32,7 +32,7 @@ func (env *clusterEnv) testLocalReclaimDeferred(t *testing.T) {
 	node := "node-prov-defer"
 	env.schedulableNode(t, node)
 	a := &provAgent{agent: newAgent(t), node: node, data: filepath.Join(t.TempDir(), "local")}
-	a.start("--kubeconfig", env.agentKubeconfig, "--node-name", node, "--provisioners", "local", "--local-path-root", a.data,
+	a.start("--kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node, "--provisioners", "local", "--local-path-root", a.data,
 		"--reclaim-delay", "1h")
 	env.localClass(t, "va-local-defer", v1.PersistentVolumeReclaimDelete, nil)
 	claim := env.dynamicClaim(t, ns, "data", "va-local-defer")

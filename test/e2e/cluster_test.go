@@ -34,16 +34,19 @@ func TestCluster(t *testing.T) {
 }
 
 // testDeployDryRun applies every object of deploy/daemonset.yaml, of
-// deploy/serviceaccount-mode.yaml and of the chart's rendering in both
-// modes with a server-side dry run: the API server validates and admits
-// the DaemonSet of each.
+// deploy/serviceaccount-mode.yaml, of deploy/provisioners.yaml and of the
+// chart's rendering in both modes, and with the local provisioner alone,
+// with a server-side dry run: the API server validates and admits the
+// DaemonSet of each, and compiles the admission policies' expressions.
 func (env *clusterEnv) testDeployDryRun(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(env.cp.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs := append(deployObjects(t), fileObjects(t, serviceAccountFile)...)
+	objs = append(objs, fileObjects(t, provisionersFile)...)
 	objs = append(objs, installObjects(t, nil)...)
+	objs = append(objs, installObjects(t, map[string]any{"provisioners": []any{"local"}})...)
 	for _, o := range append(objs, installObjects(t, serviceAccountMode)...) {
 		_, err := resourceFor(t, dyn, o).Apply(context.Background(), o.GetName(), o,
 			metav1.ApplyOptions{FieldManager: "e2e", DryRun: []string{metav1.DryRunAll}, Force: true})

@@ -102,13 +102,15 @@ func TestNodeIdentity(t *testing.T) {
 	assertNoSecretIn(t, a, "hunter2-cluster")
 }
 
-// TestNodeIdentityProvisioning: with the default deployment's RBAC, the
-// agent mounts with the node's certificate and provisions with the
-// ServiceAccount, which may provision and nothing else: a claim of a
-// volume-agent.io/local class is provisioned on the node the scheduler
-// picks, bound by the PV controller, and mounted.
+// TestNodeIdentityProvisioning: with the default deployment's RBAC and the
+// local provisioner's (deploy/daemonset.yaml with deploy/provisioners.yaml),
+// the agent mounts with the node's certificate and provisions with the
+// ServiceAccount, which may provision and nothing else, under the admission
+// policies that hold it to its node: a claim of a volume-agent.io/local
+// class is provisioned on the node the scheduler picks, bound by the PV
+// controller, and mounted.
 func TestNodeIdentityProvisioning(t *testing.T) {
-	env := startClusterValues(t, controlplane.Options{ControllerManager: true, Scheduler: true}, nil)
+	env := startClusterValues(t, controlplane.Options{ControllerManager: true, Scheduler: true}, map[string]any{"provisioners": []any{"local"}})
 	ctx := context.Background()
 	const ns, node = "node-identity-prov", "node-identity-prov-1"
 	env.cp.CreateNamespace(t, ns)
@@ -116,7 +118,7 @@ func TestNodeIdentityProvisioning(t *testing.T) {
 	creds := env.cp.NodeCredentials(t, node, 0)
 	data := filepath.Join(t.TempDir(), "local")
 	a := newAgent(t)
-	a.start("--kubeconfig", creds.Kubeconfig, "--provisioner-kubeconfig", env.agentKubeconfig, "--node-name", node,
+	a.start("--kubeconfig", creds.Kubeconfig, "--provisioner-kubeconfig", env.nodeKubeconfig(t, node), "--node-name", node,
 		"--provisioners", "local", "--local-path-root", data)
 	env.localClass(t, "va-local", v1.PersistentVolumeReclaimDelete, nil)
 	claim := env.dynamicClaim(t, ns, "data", "va-local")
