@@ -288,7 +288,7 @@ func TestTwoAgentsCannotShareALocalPathRoot(t *testing.T) {
 	dir, _ := e.addClaim("data", "gone")
 	code, out := runFailing(t, "--manifests", t.TempDir(), "--root-dir", t.TempDir(), "--status-addr", freeAddr(t),
 		"--node-name", "node-2", "--provisioners", "local", "--local-path-root", e.data)
-	if code != 1 || !strings.Contains(out, "is in use by another volume-agent") {
+	if code != 1 || !strings.Contains(out, "is in use by process") {
 		t.Errorf("second agent: exit %d, output:\n%s\nwant exit 1 saying the root is in use", code, out)
 	}
 	holds(t, 0, dir, "data")

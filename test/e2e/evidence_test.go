@@ -32,6 +32,7 @@ func TestSecondAgentOnTheSameRootIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary, "--manifests", other, "--root-dir", a.root, "--node-name", "node-1", "--status-addr", freeAddr(t))
+	cmd.Env = append(os.Environ(), "VOLUME_AGENT_TEST_LOCK_WAIT=1s") // not the 15 s it waits for an agent it replaces
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	want := fmt.Sprintf("--root-dir %s is in use by process %d", a.resolvedRoot(), a.cmd.Process.Pid)

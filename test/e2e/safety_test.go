@@ -107,7 +107,10 @@ func TestSymlinkedRootNeverDeletesThroughABindMount(t *testing.T) {
 		intact(fmt.Sprintf("after a restart (crash %v)", crash))
 	}
 
-	// The pod goes: the teardown refuses, before and after a crash.
+	// The pod goes: the teardown refuses, before and after a crash (the
+	// directory lists something else, so the pod found on disk after the
+	// crash is gone, not Held).
+	a.writeManifest("keep.yaml", keepManifest)
 	a.removeManifest("pod.yaml")
 	for _, crash := range []bool{false, true} {
 		waitFor(t, 10*time.Second, "the teardown refused", func() (bool, string) {

@@ -400,10 +400,22 @@ func slowSwapRacer(t *testing.T, dir, target string) (stop func() int) {
 // deleteWhileKilled SIGKILLs the agent, removes the pod's manifest while
 // it is down, starts it again and waits until the pod's directory is
 // gone, with no mount left below the root.
+// keepManifest is an object of no consequence that keeps a manifest
+// directory from being empty.
+const keepManifest = `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: keep}
+data: {k: v}
+`
+
 func deleteWhileKilled(t *testing.T, a *agent, manifest, uid string) {
 	t.Helper()
 	a.kill()
 	a.removeManifest(manifest)
+	// The directory lists something else, as a node's does: an empty one
+	// would be no evidence that the pod is gone (it would be Held).
+	a.writeManifest("keep.yaml", keepManifest)
 	a.start(a.extra...)
 	a.waitPodDirGone(uid)
 	if m := mountsUnder(t, a.resolvedRoot()); len(m) != 0 {
