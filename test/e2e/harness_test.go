@@ -198,7 +198,7 @@ func (a *agent) cleanup() {
 		a.t.Errorf("agent exit: %v", err)
 	}
 	if a.t.Failed() && a.logs != nil {
-		a.t.Logf("agent logs:\n%s", tail(a.logs.String(), 100000))
+		a.t.Logf("agent logs:\n%s", tail(a.logs.String(), 80))
 	}
 	root := a.root
 	if resolved, err := filepath.EvalSymlinks(root); err == nil {
