@@ -48,6 +48,18 @@ func TestPodDirectoryGoesWithItsLastVolume(t *testing.T) {
 	h.desired.MarkPopulated()
 	h.start(t)
 	waitFor(t, "every volume set up", func() bool { return len(h.actual.Volumes()) == 6 })
+	// And no set-up still queued (one planned again before the first
+	// ended skips itself, but holds its volume's key meanwhile).
+	waitFor(t, "no operation queued", func() bool {
+		for _, uid := range pods {
+			for _, v := range []string{"a", "b"} {
+				if h.r.exec.Running(uid + "/" + v) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	for _, uid := range pods {
 		h.desired.DeletePod(types.UID(uid))
 	}

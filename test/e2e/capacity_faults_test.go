@@ -53,13 +53,11 @@ spec:
 type capClaim struct {
 	name string
 	mib  int // the size its manifest asks for
-	// removed: its file is gone. A removal the agent acted on is for
-	// good (the name is not used again: its volume is deleted, never
-	// given back); one it did not see (the file went while it was down)
-	// keeps the claim Bound, until the claim is added back.
+	// removed: its file is gone, for good (the name is not used again:
+	// its volume is deleted, never given back). A removal while the agent
+	// was down counts too, once the agent has started with the directory
+	// listing objects for the settle time (issue 27).
 	removed bool
-	// unseen: the agent said its removal was not seen.
-	unseen bool
 	// pv and fsid, once seen, are its volume's PV and the identity of the
 	// volume's file system (an ext4 image's UUID, a subvolume's ID): a
 	// volume formatted or made again has another.
@@ -139,20 +137,17 @@ func runCapacityFaults(t *testing.T, seed uint64, root, kind string, expand bool
 		switch r.rng.IntN(4) {
 		case 0:
 			r.mark()
-			r.observe()
 			if r.waitForStep(2*time.Second, false) != "" {
 				time.Sleep(time.Duration(r.rng.IntN(100)) * time.Millisecond)
 				r.stats["kills during a step"]++
 			}
 		case 1:
 			r.mark()
-			r.observe()
 			r.add() // a volume to make
 			made = r.waitForStep(2500*time.Millisecond, true)
 		default:
 			time.Sleep(time.Duration(r.rng.IntN(2200)) * time.Millisecond)
 			r.mark()
-			r.observe()
 		}
 		r.countLogs()
 		if made == "" && r.rng.IntN(8) == 0 {
@@ -203,20 +198,11 @@ func (r *capFaultRun) change() {
 	}
 }
 
-// add adds a claim: one whose removal the agent did not see, back, or a
-// new one while fewer than capFaultVolumes hold a volume.
+// add adds a new claim while fewer than capFaultVolumes hold a volume.
 func (r *capFaultRun) add() {
-	for _, c := range r.claims {
-		if c.removed && c.unseen && r.rng.IntN(2) == 0 {
-			c.removed, c.unseen = false, false
-			r.a.writeManifest(c.file(), fmt.Sprintf(capFaultClaim, c.name, c.mib))
-			r.stats["claims added back"]++
-			return
-		}
-	}
 	holding := 0
 	for _, c := range r.claims {
-		if !c.removed || c.unseen {
+		if !c.removed {
 			holding++
 		}
 	}
@@ -241,23 +227,6 @@ func (r *capFaultRun) live() []*capClaim {
 	}
 	return out
 }
-
-// observe notes the removed claims whose removal the agent did not see,
-// as it says so in /v1/claims: they stay Bound until added back. Any other
-// removed claim is released or about to be: its name is never used again.
-func (r *capFaultRun) observe() {
-	for _, cl := range r.a.claims() {
-		for _, c := range r.claims {
-			if c.name == cl.Name && c.removed && strings.Contains(cl.Error, unseenRemoval) {
-				c.unseen = true
-			}
-		}
-	}
-}
-
-// unseenRemoval is what /v1/claims says of a claim removed while the agent
-// was down.
-const unseenRemoval = "absent since start"
 
 // waitForStep waits up to d until the backend records a step under way
 // that it had not when called (a record not ready), or, when made is set,
@@ -389,19 +358,19 @@ func (r *capFaultRun) checkNothingLost() {
 }
 
 // checkEnd: every claim Bound, its pod ready with all its data at the size
-// it asks for, every removed claim deleted (but those whose removal the
-// agent did not see), and under the root exactly the volumes of the Bound
+// it asks for, every removed claim deleted (those removed while the agent
+// was down too), and under the root exactly the volumes of the Bound
 // claims; then, the claims removed, nothing left.
 func (r *capFaultRun) checkEnd() {
 	t := r.t
-	waitFor(t, 60*time.Second, "every pod ready at its size, every removal done or unseen", func() (bool, string) {
+	waitFor(t, 60*time.Second, "every pod ready at its size, every removal done", func() (bool, string) {
 		cls := r.a.claims()
 		for _, c := range r.claims {
 			p, ok := r.a.pod("default", "use-"+c.name)
 			cl := claimOf(cls, c.name)
 			want := fmt.Sprintf("%dMi", c.mib)
 			switch {
-			case c.removed && cl.Name != "" && !strings.Contains(cl.Error, unseenRemoval):
+			case c.removed && cl.Name != "":
 				return false, fmt.Sprintf("removed claim %s: %+v", c.name, cl)
 			case !c.removed && (!ok || !p.Ready || cl.Capacity != want || cl.Error != ""):
 				return false, fmt.Sprintf("use-%s: %+v; claim %+v, want %s", c.name, p, cl, want)
@@ -409,7 +378,6 @@ func (r *capFaultRun) checkEnd() {
 		}
 		return true, ""
 	})
-	r.observe()
 	r.mark() // checks every volume in use through its pod
 	var want []string
 	for _, cl := range r.a.claims() {
@@ -431,38 +399,10 @@ func (r *capFaultRun) checkEnd() {
 	}
 }
 
-// removeAll removes every claim, adding back those whose removal the agent
-// did not see first (as /v1/claims tells the user to), and waits until
-// they are deleted.
+// removeAll removes every claim and waits until they are deleted.
 func (r *capFaultRun) removeAll() {
 	t := r.t
 	for _, c := range r.live() {
-		r.a.removeManifest(c.file())
-		c.removed = true
-	}
-	waitFor(t, 60*time.Second, "every claim deleted, but those whose removal was not seen", func() (bool, string) {
-		cls := r.a.claims()
-		for _, cl := range cls {
-			if !strings.Contains(cl.Error, unseenRemoval) {
-				return false, fmt.Sprintf("claims %+v", cls)
-			}
-		}
-		r.observe()
-		return true, ""
-	})
-	var back []*capClaim
-	for _, c := range r.claims {
-		if c.unseen {
-			c.removed, c.unseen = false, false
-			r.a.writeManifest(c.file(), fmt.Sprintf(capFaultClaim, c.name, c.mib))
-			back = append(back, c)
-		}
-	}
-	for _, c := range back {
-		r.a.waitPod("default", "use-"+c.name, 30*time.Second, ready)
-	}
-	r.mark() // the volumes given back whole
-	for _, c := range back {
 		r.a.removeManifest(c.file())
 		c.removed = true
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,7 +32,10 @@ func TestSecondAgentOnTheSameRootIsRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(other, "other.yaml"), []byte(scratchPod("other")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "--manifests", other, "--root-dir", a.root, "--node-name", "node-1", "--status-addr", freeAddr(t))
+	// Killed after 20 s: an agent that is not refused runs on.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "--manifests", other, "--root-dir", a.root, "--node-name", "node-1", "--status-addr", freeAddr(t))
 	cmd.Env = append(os.Environ(), "VOLUME_AGENT_TEST_LOCK_WAIT=1s") // not the 15 s it waits for an agent it replaces
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
