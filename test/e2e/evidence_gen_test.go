@@ -193,7 +193,7 @@ func (r *genRun) step() string {
 		{12, "delete pod", r.deletePod},
 		{8, "edit pod", r.editPod},
 		{6, "rm; cp a pod's file", r.rewritePod},
-		{6, "mv a pod's file", r.movePod},
+		{6, "mv a pod's file, or a pod between files", r.movePod},
 		{6, "create claim", r.createClaim},
 		{5, "delete claim", r.deleteClaim},
 		{4, "flip readOnly", r.flipReadOnly},
@@ -239,7 +239,8 @@ func (r *genRun) createPod() bool {
 	}
 	o := &genOwner{token: r.token(), name: free[r.rng.IntN(len(free))], eph: r.rng.IntN(2) == 0}
 	o.file = fmt.Sprintf("f%d.yaml", r.next)
-	r.a.writeManifest(o.file, r.podManifest(o))
+	r.pods[o.name] = o
+	r.writeFile(o.file, false)
 	p := r.a.waitPod("default", o.name, 20*time.Second, ready)
 	o.data = p.volume("data").Path
 	if o.eph {
@@ -252,8 +253,33 @@ func (r *genRun) createPod() bool {
 		}
 		r.write(filepath.Join(dir, "marker"), o.token)
 	}
-	r.pods[o.name] = o
 	return true
+}
+
+// fileContent is the content of manifest file f: the documents of the
+// live pods it holds, by name.
+func (r *genRun) fileContent(f string) (string, bool) {
+	var docs []string
+	for _, n := range podNames {
+		if o := r.pods[n]; o != nil && o.file == f {
+			docs = append(docs, r.podManifest(o))
+		}
+	}
+	return strings.Join(docs, "---\n"), len(docs) > 0
+}
+
+// writeFile writes manifest file f as it holds now (renamed into place, or
+// written in place when inPlace); removes it when it holds nothing.
+func (r *genRun) writeFile(f string, inPlace bool) {
+	content, any := r.fileContent(f)
+	switch {
+	case !any:
+		r.a.removeManifest(f)
+	case inPlace:
+		r.write(filepath.Join(r.a.manifests, f), content)
+	default:
+		r.a.writeManifest(f, content)
+	}
 }
 
 func (r *genRun) podManifest(o *genOwner) string {
@@ -284,15 +310,18 @@ func (r *genRun) livePod() *genOwner {
 	return r.pods[names[r.rng.IntN(len(names))]]
 }
 
-// deletePod removes a pod's file and waits until its removal is observed
-// whole: the pod gone from /v1/pods (its volumes torn down), the claim of
-// its ephemeral volume no longer Bound.
+// deletePod removes a pod from its file (the file itself when it held
+// only that pod; else the file rewritten without it, which the agent
+// believes once the file has settled) and waits until its removal is
+// observed whole: the pod gone from /v1/pods (its volumes torn down), the
+// claim of its ephemeral volume no longer Bound.
 func (r *genRun) deletePod() bool {
 	o := r.livePod()
 	if o == nil {
 		return false
 	}
-	r.a.removeManifest(o.file)
+	delete(r.pods, o.name)
+	r.writeFile(o.file, r.rng.IntN(2) == 0)
 	waitFor(r.t, 20*time.Second, "pod "+o.name+" torn down", func() (bool, string) {
 		_, ok := r.a.pod("default", o.name)
 		return !ok, ""
@@ -307,7 +336,6 @@ func (r *genRun) deletePod() bool {
 			return true, ""
 		})
 	}
-	delete(r.pods, o.name)
 	now := time.Now()
 	r.gone = append(r.gone, genGone{what: "emptyDir of " + o.token, paths: []string{o.data}, at: now.Add(-settleDelay - genReclaimDelay)})
 	if o.eph {
@@ -324,11 +352,7 @@ func (r *genRun) editPod() bool {
 		return false
 	}
 	o.edit++
-	if r.rng.IntN(2) == 0 {
-		r.a.writeManifest(o.file, r.podManifest(o))
-	} else {
-		r.write(filepath.Join(r.a.manifests, o.file), r.podManifest(o))
-	}
+	r.writeFile(o.file, r.rng.IntN(2) == 0)
 	return true
 }
 
@@ -339,25 +363,51 @@ func (r *genRun) rewritePod() bool {
 	if o == nil {
 		return false
 	}
+	content, _ := r.fileContent(o.file)
 	r.a.removeManifest(o.file)
-	r.write(filepath.Join(r.a.manifests, o.file), r.podManifest(o))
+	r.write(filepath.Join(r.a.manifests, o.file), content)
 	time.Sleep(settleDelay / 3) // past the quiet period: a wrong teardown would have begun
 	return true
 }
 
-// movePod renames a pod's file: the same pod, whose data stays.
+// movePod renames a pod's file (`mv a.yaml b.yaml`, with the pods it
+// holds), or moves the pod into another pod's file, the new content
+// written before the old file loses it, in either order: the same pods,
+// whose data stays.
 func (r *genRun) movePod() bool {
 	o := r.livePod()
 	if o == nil {
 		return false
 	}
-	r.next++
-	to := fmt.Sprintf("f%d.yaml", r.next)
-	if err := os.Rename(filepath.Join(r.a.manifests, o.file), filepath.Join(r.a.manifests, to)); err != nil {
-		r.t.Fatal(err)
+	from := o.file
+	var into []string
+	for _, p := range r.pods {
+		if p.file != from && !slices.Contains(into, p.file) {
+			into = append(into, p.file)
+		}
 	}
-	o.file = to
-	time.Sleep(settleDelay / 3)
+	slices.Sort(into)
+	if len(into) == 0 || r.rng.IntN(2) == 0 {
+		r.next++
+		to := fmt.Sprintf("f%d.yaml", r.next)
+		if err := os.Rename(filepath.Join(r.a.manifests, from), filepath.Join(r.a.manifests, to)); err != nil {
+			r.t.Fatal(err)
+		}
+		for _, p := range r.pods {
+			if p.file == from {
+				p.file = to
+			}
+		}
+	} else {
+		o.file = into[r.rng.IntN(len(into))]
+		first, second := o.file, from
+		if r.rng.IntN(2) == 0 {
+			first, second = second, first
+		}
+		r.writeFile(first, false)
+		r.writeFile(second, false)
+	}
+	time.Sleep(settleDelay + settleDelay/3) // past the settle time: a wrong teardown would have begun
 	return true
 }
 

@@ -90,9 +90,11 @@ func TestNodeIdentity(t *testing.T) {
 	// TokenRequest and events.
 	second := env.createPod(t, nodeIdentityPod(ns, "second", node))
 	a.waitReady(string(second.UID), 30*time.Second)
-	if n := len(podEvents(t, env.client, second, "SuccessfulMountVolume")); n == 0 {
-		t.Error("no SuccessfulMountVolume event on the pod created after the rotation")
-	}
+	// Events are sent in the background, and the first after the API
+	// server's restart may wait for the broadcaster's retry.
+	waitFor(t, 20*time.Second, "a SuccessfulMountVolume event on the pod created after the rotation", func() (bool, string) {
+		return len(podEvents(t, env.client, second, "SuccessfulMountVolume")) > 0, ""
+	})
 	// The claim and its PV were read by GET: a node may not list them.
 	for _, kind := range []string{"persistentVolumeClaim", "persistentVolume"} {
 		if n := len(a.logLines(t, byGetLog, map[string]string{"resource": kind})); n != 1 {
