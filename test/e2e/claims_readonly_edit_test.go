@@ -81,11 +81,9 @@ func TestClaimReadOnlyEditOfARunningPod(t *testing.T) {
 // shown Mounted without an error.
 func (a *agent) neverShownAsAsked(what string, edited map[string]string) {
 	a.t.Helper()
-	var since time.Time
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	a.untilSettled(what, "the edited volumes to be shown kept", func(all []apiPod) bool {
 		pods := map[string]apiPod{}
-		for _, p := range a.pods() {
+		for _, p := range all {
 			pods[p.Namespace+"/"+p.Name] = p
 		}
 		settled := true
@@ -96,19 +94,8 @@ func (a *agent) neverShownAsAsked(what string, edited map[string]string) {
 			}
 			settled = settled && keptError(v.Error, change) && (v.State == "Mounted" || v.State == "Failed")
 		}
-		switch {
-		case !settled:
-			since = time.Time{}
-		case since.IsZero():
-			since = time.Now()
-		case time.Since(since) > 2*time.Second:
-			return
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("(%s) timed out waiting for the edited volumes to be shown kept; last: %+v", what, pods)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return settled
+	})
 }
 
 // keptError reports whether msg says that volume store changed as change

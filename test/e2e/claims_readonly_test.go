@@ -145,11 +145,9 @@ func conflictError(msg, claim string) bool {
 // ever shown with a path on a writable mount.
 func (a *agent) neverWritable(what string, readOnly map[string][]string, settled func(map[string]apiPod) bool) {
 	a.t.Helper()
-	var since time.Time
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	a.untilSettled(what, "the pods to settle", func(all []apiPod) bool {
 		pods := map[string]apiPod{}
-		for _, p := range a.pods() {
+		for _, p := range all {
 			if p.Namespace == "default" {
 				pods[p.Name] = p
 			}
@@ -161,8 +159,21 @@ func (a *agent) neverWritable(what string, readOnly map[string][]string, settled
 				}
 			}
 		}
+		return settled(pods)
+	})
+}
+
+// untilSettled polls /v1/pods, hands every answer to check (which fails
+// the test on what must never be seen) and returns once check has said
+// settled for 2 s in a row; it fails after 15 s, waiting for waitingFor.
+func (a *agent) untilSettled(what, waitingFor string, check func([]apiPod) bool) {
+	a.t.Helper()
+	var since time.Time
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pods := a.pods()
 		switch {
-		case !settled(pods):
+		case !check(pods):
 			since = time.Time{}
 		case since.IsZero():
 			since = time.Now()
@@ -170,7 +181,7 @@ func (a *agent) neverWritable(what string, readOnly map[string][]string, settled
 			return
 		}
 		if time.Now().After(deadline) {
-			a.t.Fatalf("(%s) timed out waiting for the pods to settle; last: %+v", what, pods)
+			a.t.Fatalf("(%s) timed out waiting for %s; last: %+v", what, waitingFor, pods)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

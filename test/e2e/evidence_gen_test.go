@@ -455,7 +455,8 @@ func (r *genRun) createClaim() bool {
 	return true
 }
 
-func (r *genRun) deleteClaim() bool {
+// liveClaim picks a live claim, or nil.
+func (r *genRun) liveClaim() *genClaim {
 	var live []*genClaim
 	for _, n := range claimNames {
 		if c := r.claims[n]; c != nil && c.live {
@@ -463,9 +464,16 @@ func (r *genRun) deleteClaim() bool {
 		}
 	}
 	if len(live) == 0 {
+		return nil
+	}
+	return live[r.rng.IntN(len(live))]
+}
+
+func (r *genRun) deleteClaim() bool {
+	c := r.liveClaim()
+	if c == nil {
 		return false
 	}
-	c := live[r.rng.IntN(len(live))]
 	r.a.removeManifest("claim-" + c.name + ".yaml")
 	waitFor(r.t, 20*time.Second, "pod use-"+c.name+" torn down", func() (bool, string) {
 		_, ok := r.a.pod("default", "use-"+c.name)
@@ -479,16 +487,10 @@ func (r *genRun) deleteClaim() bool {
 // again: a running pod's volumes cannot change, so the volume is kept as
 // it is, says so, and keeps its data.
 func (r *genRun) flipReadOnly() bool {
-	var live []*genClaim
-	for _, n := range claimNames {
-		if c := r.claims[n]; c != nil && c.live {
-			live = append(live, c)
-		}
-	}
-	if len(live) == 0 {
+	c := r.liveClaim()
+	if c == nil {
 		return false
 	}
-	c := live[r.rng.IntN(len(live))]
 	r.a.writeManifest("claim-"+c.name+".yaml", fmt.Sprintf(genClaimFile, c.name, true))
 	waitFor(r.t, 10*time.Second, "the readOnly edit of claim "+c.name+"'s volume reported", func() (bool, string) {
 		p, _ := r.a.pod("default", "use-"+c.name)

@@ -198,14 +198,7 @@ func (env *clusterEnv) boundLocalClaim(t *testing.T, ns, claim, pvName, node, di
 // another Node.
 func checkNodeRights(t *testing.T, env *clusterEnv, kubeconfig, ns string) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clientFor(t, kubeconfig)
 	ctx := context.Background()
 	if _, err := c.CoreV1().Secrets("kube-system").Get(ctx, "unrelated", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("node identity get of an unrelated secret: %v, want forbidden", err)
