@@ -252,6 +252,22 @@ func (env *clusterEnv) testDeleteAndOtherNode(t *testing.T) {
 	if m := mountsUnder(t, a.root); len(m) > 0 {
 		t.Errorf("still mounted: %v", m)
 	}
+
+	// Deleted while the agent is down: at the next start the API server,
+	// authoritative, says it is gone; the agent's manifest directory,
+	// empty, says nothing about the API server's pods (issue 27).
+	again := clusterAppPod(ns, node)
+	again.Name, again.Spec.Volumes = "again", again.Spec.Volumes[2:3]
+	pod = env.createPod(t, again)
+	a.waitReady(string(pod.UID), 30*time.Second)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.client.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	a.start(a.extra...)
+	a.waitPodDirGone(string(pod.UID))
 }
 
 func (env *clusterEnv) testMissingConfigMap(t *testing.T) {
