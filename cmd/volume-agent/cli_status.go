@@ -120,6 +120,9 @@ func writeTable(env cmdEnv, pods []status.Pod, wide bool) {
 	for _, p := range pods {
 		for _, v := range volumeRows(p) {
 			text := cmp.Or(v.Error, v.Warning)
+			if p.State == status.Held {
+				text = cmp.Or(text, p.Reason) // why it is kept as it is
+			}
 			msg := cut(text, maxErrorWidth)
 			if wide {
 				msg = strings.Join(strings.Fields(text), " ") // one line, whole

@@ -282,3 +282,15 @@ func TestAge(t *testing.T) {
 		t.Errorf("age without since = %q, want -", got)
 	}
 }
+
+// TestStatusShowsWhyAPodIsHeld: a pod found on disk whose removal does
+// not count yet shows its reason on each of its volumes' rows.
+func TestStatusShowsWhyAPodIsHeld(t *testing.T) {
+	body := []byte(`{"pods":[{"uid":"u1","namespace":"default","name":"web","state":"Held",` +
+		`"reason":"found on disk at start and not in its source; kept as it is, because its removal does not count yet: the manifests list nothing",` +
+		`"volumes":[{"name":"data","plugin":"kubernetes.io/empty-dir","path":"/root/pods/u1/volumes/kubernetes.io~empty-dir/data","state":"Held"}]}]}`)
+	out := runCmd(recordedAt, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, body), "-o", "wide")
+	if out.code != exitOK || !strings.Contains(out.stdout, "Held") || !strings.Contains(out.stdout, "the manifests list nothing") {
+		t.Fatalf("exit %d, stdout:\n%s\nwant the volume Held with its pod's reason", out.code, out.stdout)
+	}
+}
