@@ -60,11 +60,11 @@ func (m madeClaims) sorted() []madeClaim {
 // ephemeral volume of a pod that is not terminated, unless a claim of that
 // name exists (made, or in the source: as the ephemeral volume controller,
 // the binder never replaces a claim, and the populator refuses one the pod
-// does not own). A made claim is forgotten once its pod is not in w and it
-// has no Bound record nor one of a provisioning under way: released
-// (reclaimed as its class says), or never bound. A pod missing from the source at start therefore keeps its claim
-// Bound, as any claim missing at start. Pure: prev and recs are not
-// modified.
+// does not own). A made claim is forgotten once it is released (reclaimed
+// as its class says), even when a pod of its pod's UID is listed again, or
+// once its pod is not in w and it has no record (never bound); a Bound
+// one stays until its release (madeRemovalPending). Pure: prev and recs
+// are not modified.
 func makeClaims(w world, prev madeClaims, recs records) (madeClaims, map[string]string) {
 	next := maps.Clone(prev)
 	if next == nil {
@@ -75,7 +75,12 @@ func makeClaims(w world, prev madeClaims, recs records) (madeClaims, map[string]
 		pods[pod.UID] = true
 	}
 	for key, m := range prev {
-		if r, ok := recs.of(keyOf(m.Claim)); !pods[m.PodUID] && (!ok || r.Phase == PhaseReleased) {
+		// A released claim is over, even when a pod of its pod's UID is
+		// listed again (a pod that reuses the name of one whose removal
+		// counted): that pod gets a claim of its own, made below with a
+		// new nonce, never this one's storage.
+		r, ok := recs.of(keyOf(m.Claim))
+		if (ok && r.Phase == PhaseReleased) || (!ok && !pods[m.PodUID]) {
 			delete(next, key)
 		}
 	}

@@ -170,8 +170,9 @@ func TestMakeClaims(t *testing.T) {
 		prev   madeClaims
 		recs   records
 		want   []string // the made claims' names
+		newUID bool     // web-scratch is made anew, with another nonce
 	}{
-		{name: "a running pod's volume", pods: []*v1.Pod{pod}, want: []string{"web-scratch"}},
+		{name: "a running pod's volume", pods: []*v1.Pod{pod}, want: []string{"web-scratch"}, newUID: true},
 		{name: "a terminated pod gets none", pods: []*v1.Pod{terminated}},
 		{name: "a terminated pod keeps its claim", pods: []*v1.Pod{terminated}, prev: have, want: []string{"web-scratch"}},
 		{name: "a claim of the source of that name", pods: []*v1.Pod{pod}, claims: []*v1.PersistentVolumeClaim{newClaim("web-scratch", "1Gi")}},
@@ -179,11 +180,13 @@ func TestMakeClaims(t *testing.T) {
 		{name: "pod gone, claim bound: kept", prev: have, recs: bound, want: []string{"web-scratch"}},
 		{name: "pod gone, claim being provisioned: kept", prev: have, recs: provisioning, want: []string{"web-scratch"}},
 		{name: "pod gone, claim released: forgotten", prev: have, recs: released},
+		{name: "a pod of the same UID back once the claim was released: a new claim", pods: []*v1.Pod{pod}, prev: have, recs: released,
+			want: []string{"web-scratch"}, newUID: true},
 		{name: "pod gone, claim never bound: forgotten", prev: have},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			next, refused := makeClaims(world{pods: tt.pods, claims: tt.claims, newNonce: func() string { return "n1" }}, tt.prev, tt.recs)
+			next, refused := makeClaims(world{pods: tt.pods, claims: tt.claims, newNonce: func() string { return "n2" }}, tt.prev, tt.recs)
 			var got []string
 			for _, m := range next.sorted() {
 				got = append(got, m.Claim.Name)
@@ -191,7 +194,11 @@ func TestMakeClaims(t *testing.T) {
 			if !slices.Equal(got, tt.want) || len(refused) != 0 {
 				t.Fatalf("made %v, refused %v; want %v", got, refused, tt.want)
 			}
-			if m, ok := next["default/web-scratch"]; ok && (m.Claim.Labels["app"] != "web" || m.Claim.UID != made.UID) {
+			m, ok := next["default/web-scratch"]
+			switch {
+			case ok && tt.newUID && (m.Nonce != "n2" || m.Claim.UID != madeUID(pod.UID, "scratch", "n2")):
+				t.Errorf("made claim %+v (nonce %q); want a new one, of nonce n2", m.Claim, m.Nonce)
+			case ok && !tt.newUID && (m.Claim.Labels["app"] != "web" || m.Claim.UID != made.UID):
 				t.Errorf("made claim %+v; want the first one, unchanged", m.Claim)
 			}
 		})
