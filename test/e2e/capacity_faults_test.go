@@ -91,13 +91,7 @@ type capFaultRun struct {
 // image, loop device, qgroup, mount or record); and once the claims are
 // removed, nothing at all is left. VOLUME_AGENT_FAULT_SEED replays a run.
 func TestCapacityFaultInjection(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(faultSeedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s=%q: %v", faultSeedEnv, s, err)
-		}
-	}
+	seed := envUint(t, faultSeedEnv, uint64(time.Now().UnixNano()))
 	t.Logf("capacity fault injection seed %d (replay with %s=%d)", seed, faultSeedEnv, seed)
 	t.Run("btrfs", func(t *testing.T) {
 		root := btrfsLocalRoot(t, true)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +82,7 @@ type claimFaultRun struct {
 // storage; nothing outside the volumes changed. VOLUME_AGENT_FAULT_SEED
 // replays a run.
 func TestClaimFaultInjection(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(faultSeedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s=%q: %v", faultSeedEnv, s, err)
-		}
-	}
+	seed := envUint(t, faultSeedEnv, uint64(time.Now().UnixNano()))
 	t.Logf("claim fault injection seed %d (replay with %s=%d)", seed, faultSeedEnv, seed)
 	e := newProvEnv(t)
 	r := &claimFaultRun{t: t, e: e, rng: rand.New(rand.NewPCG(seed, seed^0xc1a1)), stats: map[string]int{},

@@ -140,20 +140,8 @@ type genRun struct {
 // longer than the settle time plus the reclaim delay is gone, and that
 // nothing outside the agent's directories changed.
 func TestEvidenceRules(t *testing.T) {
-	seed := rand.Uint64()
-	if v := os.Getenv(evidenceSeedEnv); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("$%s: %v", evidenceSeedEnv, err)
-		}
-	}
-	steps := 300
-	if v := os.Getenv(evidenceStepsEnv); v != "" {
-		var err error
-		if steps, err = strconv.Atoi(v); err != nil {
-			t.Fatalf("$%s: %v", evidenceStepsEnv, err)
-		}
-	}
+	seed := envUint(t, evidenceSeedEnv, rand.Uint64())
+	steps := int(envUint(t, evidenceStepsEnv, 300))
 	t.Logf("seed %d (replay with %s=%d), %d steps", seed, evidenceSeedEnv, seed, steps)
 	r := &genRun{t: t, a: newAgent(t), rng: rand.New(rand.NewPCG(seed, 27)), data: filepath.Join(t.TempDir(), "local"),
 		canary: t.TempDir(), pods: map[string]*genOwner{}, claims: map[string]*genClaim{}, stats: map[string]int{}}

@@ -53,10 +53,25 @@ func TestSecondAgentOnTheSameRootIsRefused(t *testing.T) {
 // nothing it finds on disk: the pods stay, Held, with their data, after a
 // SIGTERM and after a SIGKILL; the manifest back, the pod is Active with
 // its data. Only a directory that lists objects, for the settle time, is
-// evidence that a pod it lacks is gone.
+// evidence that a pod it lacks is gone. The root is reached through a
+// symlink, and a bind mount of the same file system sits in the volume.
 func TestEmptyManifestDirectoryAtStartTearsDownNothing(t *testing.T) {
 	a := newAgent(t)
+	base := symlinkedRoot(t, a)
 	p, marker := startScratch(a, "web")
+	src, nested := filepath.Join(base, "precious"), filepath.Join(p.volume("scratch").Path, "mnt")
+	for _, dir := range []string{src, nested} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(src, "a"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", src, nested).CombinedOutput(); err != nil {
+		t.Fatalf("bind mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", nested).Run() })
 	for _, crash := range []bool{false, true} {
 		if crash {
 			a.kill()
@@ -75,6 +90,10 @@ func TestEmptyManifestDirectoryAtStartTearsDownNothing(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second) // well past the settle time: a wrong teardown would have run
 		checkFile(t, marker, "web")
+		checkFile(t, filepath.Join(src, "a"), "keep")
+		if !isMountPoint(t, nested) {
+			t.Fatalf("crash %v: the bind mount inside the held pod's volume is gone", crash)
+		}
 		if strings.Contains(a.logs.String(), "volume torn down") {
 			t.Fatalf("crash %v: a volume was torn down:\n%s", crash, tail(a.logs.String(), 30))
 		}
@@ -91,6 +110,9 @@ func TestEmptyManifestDirectoryAtStartTearsDownNothing(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := exec.Command("umount", nested).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v: %s", err, out)
+	}
 	a.removeManifest("web.yaml")
 	a.writeManifest("other.yaml", scratchPod("other"))
 	a.start()
@@ -98,6 +120,7 @@ func TestEmptyManifestDirectoryAtStartTearsDownNothing(t *testing.T) {
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Fatalf("the marker of the removed pod: %v", err)
 	}
+	checkFile(t, filepath.Join(src, "a"), "keep")
 }
 
 // startEphemeral starts a with the class of ephemeralClassManifest and pod

@@ -19,6 +19,21 @@ import (
 // run printed.
 const faultSeedEnv = "VOLUME_AGENT_FAULT_SEED"
 
+// envUint is the unsigned number in $name, or def when it is unset: the
+// seed that replays a random run, the length of a longer one.
+func envUint(t *testing.T, name string, def uint64) uint64 {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, s, err)
+	}
+	return n
+}
+
 // minKills is how many times the agent is SIGKILLed in one run.
 const minKills = 55
 
@@ -123,13 +138,7 @@ type faultRun struct {
 // ..data link dangles, and the data in hostPath and emptyDir volumes is
 // intact.
 func TestFaultInjection(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(faultSeedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s=%q: %v", faultSeedEnv, s, err)
-		}
-	}
+	seed := envUint(t, faultSeedEnv, uint64(time.Now().UnixNano()))
 	t.Logf("fault injection seed %d (replay with %s=%d)", seed, faultSeedEnv, seed)
 	a := newAgent(t)
 	r := &faultRun{t: t, a: a, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
