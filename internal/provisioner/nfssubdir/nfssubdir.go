@@ -111,7 +111,8 @@ func (p *Provisioner) Name() string { return provisioner.NFSSubdirName }
 // Provision implements provisioner.Provisioner: it creates the claim's
 // subdirectory of the class's export (mode 0777, as the export's clients
 // run as any user), or finds the one an earlier call made, or reuses one
-// that was there already and that nothing claims. It refuses a
+// that was there already and that nothing claims: a pathPattern's only
+// while it is empty (see the package doc). It refuses a
 // subdirectory that is, holds or is inside the directory of another PV of
 // req.PVs, or that is being provisioned for another PV (its marker says
 // so). With req.Tentative, a directory it makes is marked for req.PVName
@@ -141,12 +142,22 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	if req.Tentative {
 		owner = req.PVName
 	}
+	create := storagedir.CreateMarked
+	if c.pattern != "" && !isOwn(existing(req), req.PVName, c.export, rel) {
+		create = storagedir.CreateMarkedEmpty
+	}
 	var made bool
 	err = p.bounded(ctx, func(context.Context) error {
 		var err error
-		_, made, err = storagedir.CreateMarked(base, rel, 0o777, owner)
+		_, made, err = create(base, rel, 0o777, owner)
 		return err
 	})
+	if errors.Is(err, storagedir.ErrNotEmpty) {
+		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: pathPattern %q for claim %s/%s gives %q in export %s (from %s): %w; "+
+			"the agent never hands out what is there already. Change %s so that the path is one that does not exist yet, "+
+			"or have the export's administrator move that directory's content away (or serve it with a static PersistentVolume)",
+			c.name, c.pattern, req.Claim.Namespace, req.Claim.Name, rel, c.export, patternSources(c.pattern), err, patternSources(c.pattern))
+	}
 	if err != nil {
 		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: create %q in export %s: %w", c.name, rel, c.export, err)
 	}
@@ -165,9 +176,10 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	}, nil
 }
 
-// Delete implements provisioner.Provisioner: it archives or removes the
-// subdirectory pv records, aside or in place, after checking that pv is one this provisioner
-// made and points exactly there.
+// Delete implements provisioner.Provisioner: it archives (into
+// storagedir.ArchiveDir, named by archiveName) or removes the subdirectory
+// pv records, aside or in place, after checking that pv is one this
+// provisioner made and points exactly there.
 func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
 	t, err := parseTarget(pv)
 	if err != nil {
@@ -197,11 +209,11 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	var to string
 	err = p.bounded(ctx, func(context.Context) error {
 		var err error
-		to, err = storagedir.ArchiveVolume(base, t.rel, aside)
+		to, err = storagedir.ArchiveInto(base, t.rel, aside, archiveName(pv))
 		return err
 	})
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, storagedir.ErrGone) || errors.Is(err, fs.ErrNotExist):
 		log.Info("subdirectory to archive is gone already")
 	case err != nil:
 		return fmt.Errorf("PersistentVolume %s: archive %q in export %s: %w", pv.Name, t.rel, t.export, err)
