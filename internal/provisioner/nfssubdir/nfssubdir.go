@@ -138,28 +138,9 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: %q in export %s: PersistentVolume %s uses %s:%s: a volume never shares, holds or is inside another's directory",
 			c.name, rel, c.export, other.Name, other.Spec.NFS.Server, other.Spec.NFS.Path)
 	}
-	owner := ""
-	if req.Tentative {
-		owner = req.PVName
-	}
-	create := storagedir.CreateMarked
-	if c.pattern != "" && !isOwn(existing(req), req.PVName, c.export, rel) {
-		create = storagedir.CreateMarkedEmpty
-	}
-	var made bool
-	err = p.bounded(ctx, func(context.Context) error {
-		var err error
-		_, made, err = create(base, rel, 0o777, owner)
-		return err
-	})
-	if errors.Is(err, storagedir.ErrNotEmpty) {
-		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: pathPattern %q for claim %s/%s gives %q in export %s (from %s): %w; "+
-			"the agent never hands out what is there already. Change %s so that the path is one that does not exist yet, "+
-			"or have the export's administrator move that directory's content away (or serve it with a static PersistentVolume)",
-			c.name, c.pattern, req.Claim.Namespace, req.Claim.Name, rel, c.export, patternSources(c.pattern), err, patternSources(c.pattern))
-	}
+	made, err := p.take(ctx, base, c, req, rel)
 	if err != nil {
-		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: create %q in export %s: %w", c.name, rel, c.export, err)
+		return provisioner.Volume{}, err
 	}
 	fields := []zap.Field{zap.String("pv", req.PVName), zap.String("export", c.export.String()), zap.String("path", rel)}
 	if req.Tentative {
@@ -174,6 +155,39 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 			AnnSubdir:                      rel,
 		},
 	}, nil
+}
+
+// take creates or takes the directory rel of c's export, mounted at base,
+// for req, and reports whether it carries req's marker (made for it). A
+// pattern's directory that is there already is taken only while it holds
+// nothing, unless it is req's (its marker, or its PV in req.PVs): a
+// claim's author must never be handed what someone else left there.
+func (p *Provisioner) take(ctx context.Context, base string, c class, req provisioner.Request, rel string) (bool, error) {
+	owner := ""
+	if req.Tentative {
+		owner = req.PVName
+	}
+	create := storagedir.CreateMarked
+	if c.pattern != "" && !isOwn(existing(req), req.PVName, c.export, rel) {
+		create = storagedir.CreateMarkedEmpty
+	}
+	var made bool
+	err := p.bounded(ctx, func(context.Context) error {
+		var err error
+		_, made, err = create(base, rel, 0o777, owner)
+		return err
+	})
+	if errors.Is(err, storagedir.ErrNotEmpty) {
+		from := patternSources(c.pattern)
+		return false, fmt.Errorf("StorageClass %s: pathPattern %q for claim %s/%s gives %q in export %s (from %s): %w; "+
+			"nothing that is there already is handed to a claim. To provision, change %s to a path that does not exist yet, "+
+			"or have the export's administrator move that directory's content away (existing data is given to a claim with a static PersistentVolume)",
+			c.name, c.pattern, req.Claim.Namespace, req.Claim.Name, rel, c.export, from, err, from)
+	}
+	if err != nil {
+		return false, fmt.Errorf("StorageClass %s: create %q in export %s: %w", c.name, rel, c.export, err)
+	}
+	return made, nil
 }
 
 // Delete implements provisioner.Provisioner: it archives (into

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestArchiveIntoMovesToTheArchiveDirectory(t *testing.T) {
@@ -103,5 +105,32 @@ func TestArchiveIntoRefusesBadNames(t *testing.T) {
 		if _, err := ArchiveInto(base, "claim", AsideRel("claim", "pv"), name); err == nil {
 			t.Errorf("ArchiveInto as %q succeeded", name)
 		}
+	}
+}
+
+// TestArchiveIntoWithoutRenameNoReplace: on NFS, which refuses
+// RENAME_NOREPLACE, the reservation fallback works from the volume's
+// directory into ArchiveDir and overwrites no archive.
+func TestArchiveIntoWithoutRenameNoReplace(t *testing.T) {
+	withRenameat2(t, func(olddirfd int, oldpath string, newdirfd int, newpath string, flags uint) error {
+		if flags&unix.RENAME_NOREPLACE != 0 {
+			return unix.EINVAL
+		}
+		return unix.Renameat2(olddirfd, oldpath, newdirfd, newpath, flags)
+	})
+	base := t.TempDir()
+	mustMkdir(t, filepath.Join(base, ArchiveDir, "archived-ns-claim-pv"))
+	mustWrite(t, filepath.Join(base, ArchiveDir, "archived-ns-claim-pv", "earlier"))
+	dir, err := Create(base, "ns/claim", 0o777)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(dir, "data"))
+	got, err := ArchiveInto(base, "ns/claim", AsideRel("ns/claim", "pv"), "ns-claim-pv")
+	if err != nil || got != filepath.Join(base, ArchiveDir, "archived-ns-claim-pv-2") {
+		t.Fatalf("ArchiveInto = %q, %v; want archived-ns-claim-pv-2", got, err)
+	}
+	if !exists(filepath.Join(got, "data")) || !exists(filepath.Join(base, ArchiveDir, "archived-ns-claim-pv", "earlier")) || exists(dir) {
+		t.Errorf("after ArchiveInto the tree is %v", tree(t, base))
 	}
 }
