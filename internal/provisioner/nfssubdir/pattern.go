@@ -158,10 +158,11 @@ func subdir(c class, req provisioner.Request) (string, error) {
 	return rel, nil
 }
 
-// patternSources says, for an error, what of the claim pattern draws on:
-// `annotation "dir"`, `label "app"`, "the claim's namespace", "the claim's
-// name", in the pattern's order; "the StorageClass's pathPattern" when it
-// draws on nothing of the claim's.
+// patternSources says, for an error, what of the claim pattern draws on,
+// in the pattern's order: `the claim's annotation "dir"`, `the claim's
+// label "app"`, "the claim's namespace", "the claim's name", joined by
+// "and"; "the StorageClass's pathPattern" when it draws on nothing of the
+// claim's.
 func patternSources(pattern string) string {
 	terms, err := parsePattern(pattern)
 	if err != nil {
