@@ -67,6 +67,9 @@ type Provisioner struct {
 	// paths is held per server from the check that a directory is free to
 	// the marker that takes it, and while a marker is given up.
 	paths serverLocks
+	// recent are the volumes this process provisioned that the callers'
+	// lists of PVs (Request.PVs) have not shown yet.
+	recent recentVolumes
 }
 
 var (
@@ -134,7 +137,11 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	}
 	unlock := p.paths.lock(c.export.server)
 	defer unlock()
-	if other := overlapping(existing(req), req.PVName, c.export, rel); other != nil {
+	if other := overlapping(p.recent.with(existing(req)), req.PVName, c.export, rel); other != nil {
+		if other.Annotations[annRecent] != "" {
+			return provisioner.Volume{}, fmt.Errorf("StorageClass %s: %q in export %s: %s:%s is being provisioned for %s (its PersistentVolume is not recorded yet): a volume never shares, holds or is inside another's directory",
+				c.name, rel, c.export, other.Spec.NFS.Server, other.Spec.NFS.Path, other.Name)
+		}
 		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: %q in export %s: PersistentVolume %s uses %s:%s: a volume never shares, holds or is inside another's directory",
 			c.name, rel, c.export, other.Name, other.Spec.NFS.Server, other.Spec.NFS.Path)
 	}
@@ -147,8 +154,10 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 		fields = append(fields, zap.Bool("made", made)) // false: it was there before
 	}
 	p.log.Info("subdirectory provisioned", fields...)
+	src := &v1.NFSVolumeSource{Server: c.export.server, Path: path.Join(c.export.path, rel)}
+	p.recent.add(req.PVName, src)
 	return provisioner.Volume{
-		Source: v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: c.export.server, Path: path.Join(c.export.path, rel)}},
+		Source: v1.PersistentVolumeSource{NFS: src},
 		Annotations: map[string]string{
 			provisioner.AnnArchiveOnDelete: strconv.FormatBool(c.archive),
 			AnnExport:                      c.export.String(),
@@ -194,7 +203,7 @@ func (p *Provisioner) take(ctx context.Context, base string, c class, req provis
 // storagedir.ArchiveDir, named by archiveName) or removes the subdirectory
 // pv records, aside or in place, after checking that pv is one this
 // provisioner made and points exactly there.
-func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) (err error) {
 	t, err := parseTarget(pv)
 	if err != nil {
 		return fmt.Errorf("PersistentVolume %s: %w (nothing deleted)", pv.Name, err)
@@ -206,6 +215,11 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	}
 	log := p.log.With(zap.String("pv", pv.Name), zap.String("export", t.export.String()), zap.String("path", t.rel))
+	defer func() {
+		if err == nil {
+			p.recent.forget(pv.Name)
+		}
+	}()
 	aside := storagedir.AsideRel(t.rel, pv.Name)
 	if err := p.bounded(ctx, func(ctx context.Context) error { return storagedir.NotMounted(ctx, p.mounter, base, t.rel, aside) }); err != nil {
 		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)

@@ -232,3 +232,43 @@ func TestDeleteOfArchivedByAnOlderVersion(t *testing.T) {
 		t.Errorf("Delete of a volume gone with its archive = %v, want success", err)
 	}
 }
+
+// TestNestedPatternsBeforeTheirPVsAreKnown: two claims whose patterns nest
+// (tenant-a, then tenant-a/db) are provisioned one after the other before
+// the caller lists the first one's PV (manifest mode's binder starts the
+// provisionings of one pass together, and lists none of them): the second
+// is refused, so that the first claim's pods never see the second's data.
+// The other order is refused too (the directory is not empty), and once
+// the first volume's storage is deleted the second may be made.
+func TestNestedPatternsBeforeTheirPVsAreKnown(t *testing.T) {
+	for _, tc := range []struct{ first, second string }{{"tenant-a", "tenant-a/db"}, {"tenant-a/db", "tenant-a"}} {
+		t.Run(strings.ReplaceAll(tc.first, "/", "_")+"_then_"+strings.ReplaceAll(tc.second, "/", "_"), func(t *testing.T) {
+			f := &fakeExports{files: t.TempDir()}
+			p, _ := newProvisioner(t, f)
+			params := map[string]string{"server": "s", "path": "/e", "pathPattern": "${.PVC.annotations.dir}"}
+			provision := func(c *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
+				req := request(class(params), c) // no PVs: the caller lists none
+				vol, err := p.Provision(context.Background(), req)
+				if err != nil {
+					return nil, err
+				}
+				return provisioner.NewPV(req, provisioner.NFSSubdirName, vol), nil
+			}
+			first, err := provision(tenantClaim("ns", "first", "u-first", tc.first))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := provision(tenantClaim("ns", "second", "u-second", tc.second)); err == nil {
+				t.Fatalf("%s was provisioned while %s's volume, made a moment before, nests with it", tc.second, tc.first)
+			} else if !strings.Contains(err.Error(), first.Name) && !strings.Contains(err.Error(), "holds") {
+				t.Errorf("the refusal names neither %s nor what the directory holds: %v", first.Name, err)
+			}
+			if err := p.Delete(context.Background(), first); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := provision(tenantClaim("ns", "second", "u-second", tc.second)); err != nil {
+				t.Errorf("after %s's storage was deleted, %s is still refused: %v", tc.first, tc.second, err)
+			}
+		})
+	}
+}
