@@ -21,8 +21,9 @@
 // (unlike the upstream nfs-subdir provisioner): Provision refuses a path
 // that is, holds or is inside the nfs source of another PV the caller
 // lists (Request.PVs: same server, a path below the export's; a PV of the
-// whole export counts not), or a directory being provisioned for another
-// PV (its storagedir marker), and a pattern's path with a component
+// whole export counts not) or that this process made a moment ago and no
+// list shows yet (recentVolumes), or a directory being provisioned for
+// another PV (its storagedir marker), and a pattern's path with a component
 // starting with "archived-" or ".". Checking and taking a directory happen
 // under one lock per server. A pattern's directory that is there already
 // is taken only when it is empty, is marked for the claim's PV, or is the
