@@ -133,6 +133,7 @@ func provisioningWhy(w world, name, class string) string {
 // leaves nothing); one whose provisioner this agent does not run waits.
 func (o *outcome) provisionRecorded(w world) {
 	claims, used := w.claimSet(), usedClaims(w.pods, w.claims)
+	var known func() []*v1.PersistentVolume
 	for _, r := range o.recs.sorted() {
 		if r.Phase != phaseProvisioning {
 			continue
@@ -142,11 +143,29 @@ func (o *outcome) provisionRecorded(w world) {
 		case w.ops.failed[r.PV] != "" && !w.ops.running[r.PV] && (!claims[k] || !used[k.String()]):
 			o.drop(r, "provisioning dropped: it failed, and no pod uses its claim")
 		case w.provisioners[provisioner.Canonical(p.Provisioner)]:
+			if known == nil {
+				known = o.knownPVs(w)
+			}
 			o.provisions = append(o.provisions, provisionOp{provisioner: provisioner.Canonical(p.Provisioner), req: provisioner.Request{
-				Claim: p.Claim, Class: p.Class, PVName: r.PV, SelectedNode: w.node.Name,
+				Claim: p.Claim, Class: p.Class, PVName: r.PV, SelectedNode: w.node.Name, PVs: known,
 			}})
 		}
 	}
+}
+
+// knownPVs lists the PersistentVolumes that exist as far as this pass
+// knows: those of the source and those the binder provisioned (recorded,
+// with those just made), so that a provisioner whose storage could meet
+// another PV's (nfs-subdir's pathPattern) refuses a volume that would,
+// in manifest mode as in cluster mode.
+func (o *outcome) knownPVs(w world) func() []*v1.PersistentVolume {
+	pvs := slices.Clone(w.pvs)
+	for _, r := range o.recs.sorted() {
+		if r.Provisioned != nil {
+			pvs = append(pvs, r.Provisioned)
+		}
+	}
+	return func() []*v1.PersistentVolume { return pvs }
 }
 
 // provision decides for claim c, which no PersistentVolume fits (why): if

@@ -316,3 +316,31 @@ func withProvisioners(w world, names ...string) world {
 	}
 	return w
 }
+
+// A provisioning is told the PersistentVolumes the binder knows: those of
+// the source and those it provisioned, the one just made among them, so
+// that nfs-subdir refuses a pathPattern that nests with one of them.
+func TestProvisionListsKnownPVs(t *testing.T) {
+	fast := newClass("fast")
+	first := newClaim("first", "1Gi", claimUID("u0"), claimClass("fast"))
+	second := newClaim("data", "1Gi", claimUID("u1"), claimClass("fast"))
+	made := provisionedPV(first, fast)
+	static := newPV("pv-static", "1Gi", pvClass("other"))
+	w := withOps(provWorld(true, []*v1.PersistentVolumeClaim{first, second}, []*v1.PersistentVolume{static}, fast),
+		opsState{made: map[string]*v1.PersistentVolume{made.Name: made}})
+	w.pods = []*v1.Pod{podUsing("web", "data"), podUsing("db", "first")}
+	prev := records{"pvc-u1": {Namespace: "default", Name: "data", UID: "u1", PV: "pvc-u1", Phase: phaseProvisioning,
+		Provisioning: &provisionIntent{Provisioner: testProvisioner, Claim: second, Class: fast}}}
+	o := plan(w, prev)
+	if len(o.provisions) != 1 || o.provisions[0].req.PVs == nil {
+		t.Fatalf("provisions %+v, want pvc-u1's, with the PersistentVolumes known", o.provisions)
+	}
+	var names []string
+	for _, pv := range o.provisions[0].req.PVs() {
+		names = append(names, pv.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"pv-static", made.Name}; !slices.Equal(names, want) {
+		t.Errorf("the provisioning is told %v, want %v", names, want)
+	}
+}

@@ -80,7 +80,8 @@ type Request struct {
 	// PVs, when set, lists the PersistentVolumes that exist now, as the
 	// caller knows them (with those it created a moment ago). A provisioner
 	// whose storage could overlap another PV's (nfs-subdir's pathPattern)
-	// refuses a volume that would. Manifest mode's binder leaves it nil.
+	// refuses a volume that would. Manifest mode's binder lists its source's
+	// and those it provisioned (recorded).
 	PVs func() []*v1.PersistentVolume
 	// Tentative says that the caller creates the PV only after it has read
 	// the claim again, and then tells a Settler how it went: Commit once

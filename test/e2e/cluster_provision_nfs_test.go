@@ -102,10 +102,10 @@ func (env *clusterEnv) testNFSSubdirFailover(t *testing.T) {
 	// Archive on delete, by the new leader.
 	env.deletePodAndClaim(t, ns, "", "first")
 	env.waitPVGone(t, pv.Name)
-	checkFile(t, filepath.Join(export, "archived-"+dir, "written"), "by app")
+	checkFile(t, filepath.Join(export, ".archived", "archived-"+dir, "written"), "by app")
 	got := entries(t, export)
-	if slices.Contains(got, dir) {
-		t.Errorf("the export still holds %s after archiving: %v", dir, got)
+	if slices.Contains(got, dir) || slices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, "archived-") }) {
+		t.Errorf("the export holds %v after archiving, want neither %s nor an archive beside the volumes", got, dir)
 	}
 }
 
@@ -153,8 +153,17 @@ func (env *clusterEnv) waitBound(t *testing.T, claim *v1.PersistentVolumeClaim) 
 //     data stays.
 //   - A claim whose label names archived-x is refused; nothing is made.
 //   - A claim whose directory holds the data of an earlier claim (Retain,
-//     its PV deleted by hand) is deleted while it is provisioned: the data
-//     stays, an event says why, and no PV is left.
+//     its PV deleted by hand) is refused with an event naming the
+//     directory and the label; the data stays.
+//   - A claim whose directory was made empty by hand is deleted while it
+//     is provisioned: the directory stays, an event says why, and no PV
+//     is left.
+//   - The archive case: of a class whose pathPattern is an annotation and
+//     that archives on delete, claim db (dir tenant-a/db) writes a file and
+//     is deleted, so its directory is archived; claim grab of another
+//     namespace (dir tenant-a) then gets tenant-a empty, and its pod sees
+//     nothing of db's archive, which is in .archived. A directory holding
+//     an archive an older version made next to its volume is refused.
 func (env *clusterEnv) testNFSSubdirPatternSafety(t *testing.T) {
 	ctx := context.Background()
 	ns := "prov-nfs-pattern"
@@ -204,7 +213,7 @@ func (env *clusterEnv) testNFSSubdirPatternSafety(t *testing.T) {
 		}
 	})
 
-	t.Run("ClaimDeletedWhileProvisioningKeepsOthersData", func(t *testing.T) {
+	t.Run("LeftoverDataIsRefused", func(t *testing.T) {
 		// An earlier claim's data, in a directory no PV references any more.
 		old := env.patternClaim(t, ns, "old", "legacy")
 		oldPV := env.waitBound(t, old)
@@ -215,7 +224,17 @@ func (env *clusterEnv) testNFSSubdirPatternSafety(t *testing.T) {
 		}
 		env.waitPVGone(t, oldPV.Name)
 
-		late := env.patternClaim(t, ns, "late", "legacy")
+		taker := env.patternClaim(t, ns, "taker", "legacy")
+		env.waitRefused(t, taker, `"legacy" in export 127.0.0.1:/ (from the claim's label "dir")`)
+		env.waitRefused(t, taker, "taken only while it is empty")
+		checkFile(t, filepath.Join(export, "legacy", "data"), "old's")
+	})
+
+	t.Run("ClaimDeletedWhileProvisioningKeepsAPreparedDirectory", func(t *testing.T) {
+		if err := os.Mkdir(filepath.Join(export, "prepared"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		late := env.patternClaim(t, ns, "late", "prepared")
 		waitLog(t, a, 60*time.Second, "pausing between storage and PV", ns+"/late")
 		env.deletePodAndClaim(t, ns, "", "late")
 		waitLog(t, a, 30*time.Second, "claim deleted while provisioning", ns+"/late")
@@ -227,11 +246,92 @@ func (env *clusterEnv) testNFSSubdirPatternSafety(t *testing.T) {
 			t.Errorf("no ProvisioningAbandoned event on %s says its directory was there before", late.Name)
 		}
 		time.Sleep(time.Second) // a removal, or a PV created late, would show now
-		checkFile(t, filepath.Join(export, "legacy", "data"), "old's")
+		if st, err := os.Stat(filepath.Join(export, "prepared")); err != nil || !st.IsDir() {
+			t.Errorf("the prepared directory: %v, want it kept", err)
+		}
 		if _, err := env.client.CoreV1().PersistentVolumes().Get(ctx, "pvc-"+string(late.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("PV of the deleted claim: %v, want not found", err)
 		}
 	})
+
+	t.Run("ArchiveParentGetsNothingOfTheArchive", func(t *testing.T) {
+		env.testNFSSubdirArchiveParent(t, a, node, export, srv)
+	})
+}
+
+// testNFSSubdirArchiveParent is the archive case of
+// testNFSSubdirPatternSafety, with its agent a of node, export and server.
+func (env *clusterEnv) testNFSSubdirArchiveParent(t *testing.T, a *agent, node, export string, srv *nfstest.Server) {
+	ctx := context.Background()
+	immediate := storagev1.VolumeBindingImmediate
+	if _, err := env.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "va-nfs-archive"}, Provisioner: "volume-agent.io/nfs-subdir",
+		VolumeBindingMode: &immediate, ReclaimPolicy: ptr.To(v1.PersistentVolumeReclaimDelete),
+		Parameters:   map[string]string{"server": "127.0.0.1", "path": "/", "pathPattern": "${.PVC.annotations.dir}", "archiveOnDelete": "true"},
+		MountOptions: strings.Split(srv.MountOptions("soft", "timeo=10", "retrans=1"), ","),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	victim, attacker := "prov-nfs-tenant-a", "prov-nfs-tenant-b"
+	env.cp.CreateNamespace(t, victim)
+	env.cp.CreateNamespace(t, attacker)
+
+	db := env.annotatedClaim(t, victim, "db", "va-nfs-archive", "tenant-a/db")
+	dbPV := env.waitBound(t, db)
+	writeFile(t, filepath.Join(export, "tenant-a", "db", "secret"), "tenant-a's")
+	env.deletePodAndClaim(t, victim, "", "db")
+	env.waitPVGone(t, dbPV.Name)
+	archive := filepath.Join(export, ".archived", "archived-"+victim+"-db-"+dbPV.Name)
+	checkFile(t, filepath.Join(archive, "secret"), "tenant-a's")
+
+	grab := env.annotatedClaim(t, attacker, "grab", "va-nfs-archive", "tenant-a")
+	grabPV := env.waitBound(t, grab)
+	if grabPV.Spec.NFS == nil || grabPV.Spec.NFS.Path != "/tenant-a" {
+		t.Fatalf("grab's PV source %+v, want nfs 127.0.0.1:/tenant-a", grabPV.Spec.PersistentVolumeSource)
+	}
+	pod := unscheduledPod(attacker, "grabber", "grab")
+	pod.Spec.NodeName = node
+	pod = env.createPod(t, pod)
+	v := a.waitReady(string(pod.UID), 60*time.Second).volume("store")
+	seen, err := os.ReadDir(a.ns.Path(v.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 0 {
+		var names []string
+		for _, e := range seen {
+			names = append(names, e.Name())
+		}
+		t.Errorf("grab's pod sees %v in tenant-a, want nothing of db's archive", names)
+	}
+	checkFile(t, filepath.Join(archive, "secret"), "tenant-a's")
+
+	// An archive an older version made beside its volume: its directory is
+	// refused, and the archive stays.
+	if err := os.MkdirAll(filepath.Join(export, "tenant-c", "archived-db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(export, "tenant-c", "archived-db", "secret"), "tenant-c's")
+	grab2 := env.annotatedClaim(t, attacker, "grab2", "va-nfs-archive", "tenant-c")
+	env.waitRefused(t, grab2, `holds "archived-db"`)
+	checkFile(t, filepath.Join(export, "tenant-c", "archived-db", "secret"), "tenant-c's")
+}
+
+// annotatedClaim creates a ReadWriteMany claim of class with the
+// annotation dir.
+func (env *clusterEnv) annotatedClaim(t *testing.T, ns, name, class, dir string) *v1.PersistentVolumeClaim {
+	c, err := env.client.CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), &v1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"dir": dir}},
+		Spec: v1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To(class),
+			AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
+			Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // leaderIs waits for node's agent to hold the nfs-subdir Lease.

@@ -65,8 +65,12 @@ func TestDeleteArchives(t *testing.T) {
 	if err := p.Delete(context.Background(), pv); err != nil {
 		t.Fatal(err)
 	}
-	if got := tree(t, files); !slices.Equal(got, []string{"team", "team/archived-data", "team/archived-data/data"}) {
-		t.Fatalf("export holds %q after Delete, want the subdirectory archived with its file", got)
+	archive := ".archived/archived-team-data-" + pv.Name
+	if got := tree(t, files); !slices.Equal(got, []string{".archived", archive, archive + "/data", "team"}) {
+		t.Fatalf("export holds %q after Delete, want the subdirectory archived with its file in .archived", got)
+	}
+	if info, err := os.Stat(filepath.Join(files, ".archived")); err != nil || info.Mode().Perm() != 0o700 {
+		t.Errorf(".archived: %v, %v; want mode 0700", info, err)
 	}
 	if err := p.Delete(context.Background(), pv); err != nil {
 		t.Fatalf("archive of a subdirectory gone already = %v, want success", err)

@@ -21,11 +21,24 @@
 // (unlike the upstream nfs-subdir provisioner): Provision refuses a path
 // that is, holds or is inside the nfs source of another PV the caller
 // lists (Request.PVs: same server, a path below the export's; a PV of the
-// whole export counts not), or a directory being provisioned for another
-// PV (its storagedir marker), and a pattern's path with a component
+// whole export counts not) or that this process made a moment ago and no
+// list shows yet (recentVolumes), or a directory being provisioned for
+// another PV (its storagedir marker), and a pattern's path with a component
 // starting with "archived-" or ".". Checking and taking a directory happen
-// under one lock per server. A directory no PV uses and nobody marked is
-// reused as it is, with its content.
+// under one lock per server. A pattern's directory that is there already
+// is taken only when it is empty, is marked for the claim's PV, or is the
+// claim's PV's own (listed in Request.PVs): one that holds anything else —
+// an older version's archive, a volume moved aside, a deleted PV's data —
+// is refused (storagedir.CreateMarkedEmpty), so a claim's author can never
+// be handed what someone else left there. The default name ends in the PV
+// name, which no one else has: it is reused as it is.
+//
+// Delete with archiveOnDelete moves the subdirectory into the export's
+// top-level storagedir.ArchiveDir (".archived", mode 0700) as
+// archived-<namespace>-<claim>-<PV name>: a dot-name no pattern may name,
+// so an archive is never inside a directory a claim can be given. Older
+// versions archived next to the volume (archived-<last component>); those
+// archives stay where they are, and the rule above refuses their parent.
 //
 // Storage made for a claim deleted before its PV exists is taken back with
 // Abandon, never Delete: only a directory this provisioning made (a

@@ -67,6 +67,9 @@ type Provisioner struct {
 	// paths is held per server from the check that a directory is free to
 	// the marker that takes it, and while a marker is given up.
 	paths serverLocks
+	// recent are the volumes this process provisioned that the callers'
+	// lists of PVs (Request.PVs) have not shown yet.
+	recent recentVolumes
 }
 
 var (
@@ -111,7 +114,8 @@ func (p *Provisioner) Name() string { return provisioner.NFSSubdirName }
 // Provision implements provisioner.Provisioner: it creates the claim's
 // subdirectory of the class's export (mode 0777, as the export's clients
 // run as any user), or finds the one an earlier call made, or reuses one
-// that was there already and that nothing claims. It refuses a
+// that was there already and that nothing claims: a pathPattern's only
+// while it is empty (see the package doc). It refuses a
 // subdirectory that is, holds or is inside the directory of another PV of
 // req.PVs, or that is being provisioned for another PV (its marker says
 // so). With req.Tentative, a directory it makes is marked for req.PVName
@@ -133,30 +137,27 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	}
 	unlock := p.paths.lock(c.export.server)
 	defer unlock()
-	if other := overlapping(existing(req), req.PVName, c.export, rel); other != nil {
+	if other := overlapping(p.recent.with(existing(req)), req.PVName, c.export, rel); other != nil {
+		if other.Annotations[annRecent] != "" {
+			return provisioner.Volume{}, fmt.Errorf("StorageClass %s: %q in export %s: %s:%s is being provisioned for %s (its PersistentVolume is not recorded yet): a volume never shares, holds or is inside another's directory",
+				c.name, rel, c.export, other.Spec.NFS.Server, other.Spec.NFS.Path, other.Name)
+		}
 		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: %q in export %s: PersistentVolume %s uses %s:%s: a volume never shares, holds or is inside another's directory",
 			c.name, rel, c.export, other.Name, other.Spec.NFS.Server, other.Spec.NFS.Path)
 	}
-	owner := ""
-	if req.Tentative {
-		owner = req.PVName
-	}
-	var made bool
-	err = p.bounded(ctx, func(context.Context) error {
-		var err error
-		_, made, err = storagedir.CreateMarked(base, rel, 0o777, owner)
-		return err
-	})
+	made, err := p.take(ctx, base, c, req, rel)
 	if err != nil {
-		return provisioner.Volume{}, fmt.Errorf("StorageClass %s: create %q in export %s: %w", c.name, rel, c.export, err)
+		return provisioner.Volume{}, err
 	}
 	fields := []zap.Field{zap.String("pv", req.PVName), zap.String("export", c.export.String()), zap.String("path", rel)}
 	if req.Tentative {
 		fields = append(fields, zap.Bool("made", made)) // false: it was there before
 	}
 	p.log.Info("subdirectory provisioned", fields...)
+	src := &v1.NFSVolumeSource{Server: c.export.server, Path: path.Join(c.export.path, rel)}
+	p.recent.add(req.PVName, src)
 	return provisioner.Volume{
-		Source: v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: c.export.server, Path: path.Join(c.export.path, rel)}},
+		Source: v1.PersistentVolumeSource{NFS: src},
 		Annotations: map[string]string{
 			provisioner.AnnArchiveOnDelete: strconv.FormatBool(c.archive),
 			AnnExport:                      c.export.String(),
@@ -165,10 +166,44 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	}, nil
 }
 
-// Delete implements provisioner.Provisioner: it archives or removes the
-// subdirectory pv records, aside or in place, after checking that pv is one this provisioner
-// made and points exactly there.
-func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error {
+// take creates or takes the directory rel of c's export, mounted at base,
+// for req, and reports whether it carries req's marker (made for it). A
+// pattern's directory that is there already is taken only while it holds
+// nothing, unless it is req's (its marker, or its PV in req.PVs): a
+// claim's author must never be handed what someone else left there.
+func (p *Provisioner) take(ctx context.Context, base string, c class, req provisioner.Request, rel string) (bool, error) {
+	owner := ""
+	if req.Tentative {
+		owner = req.PVName
+	}
+	create := storagedir.CreateMarked
+	if c.pattern != "" && !isOwn(existing(req), req.PVName, c.export, rel) {
+		create = storagedir.CreateMarkedEmpty
+	}
+	var made bool
+	err := p.bounded(ctx, func(context.Context) error {
+		var err error
+		_, made, err = create(base, rel, 0o777, owner)
+		return err
+	})
+	if errors.Is(err, storagedir.ErrNotEmpty) {
+		from := patternSources(c.pattern)
+		return false, fmt.Errorf("StorageClass %s: pathPattern %q for claim %s/%s gives %q in export %s (from %s): %w; "+
+			"nothing that is there already is handed to a claim. To provision, change %s to a path that does not exist yet, "+
+			"or have the export's administrator move that directory's content away (existing data is given to a claim with a static PersistentVolume)",
+			c.name, c.pattern, req.Claim.Namespace, req.Claim.Name, rel, c.export, from, err, from)
+	}
+	if err != nil {
+		return false, fmt.Errorf("StorageClass %s: create %q in export %s: %w", c.name, rel, c.export, err)
+	}
+	return made, nil
+}
+
+// Delete implements provisioner.Provisioner: it archives (into
+// storagedir.ArchiveDir, named by archiveName) or removes the subdirectory
+// pv records, aside or in place, after checking that pv is one this
+// provisioner made and points exactly there.
+func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) (err error) {
 	t, err := parseTarget(pv)
 	if err != nil {
 		return fmt.Errorf("PersistentVolume %s: %w (nothing deleted)", pv.Name, err)
@@ -180,6 +215,11 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	}
 	log := p.log.With(zap.String("pv", pv.Name), zap.String("export", t.export.String()), zap.String("path", t.rel))
+	defer func() {
+		if err == nil {
+			p.recent.forget(pv.Name)
+		}
+	}()
 	aside := storagedir.AsideRel(t.rel, pv.Name)
 	if err := p.bounded(ctx, func(ctx context.Context) error { return storagedir.NotMounted(ctx, p.mounter, base, t.rel, aside) }); err != nil {
 		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
@@ -197,11 +237,11 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 	var to string
 	err = p.bounded(ctx, func(context.Context) error {
 		var err error
-		to, err = storagedir.ArchiveVolume(base, t.rel, aside)
+		to, err = storagedir.ArchiveInto(base, t.rel, aside, archiveName(pv))
 		return err
 	})
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, storagedir.ErrGone) || errors.Is(err, fs.ErrNotExist):
 		log.Info("subdirectory to archive is gone already")
 	case err != nil:
 		return fmt.Errorf("PersistentVolume %s: archive %q in export %s: %w", pv.Name, t.rel, t.export, err)

@@ -37,6 +37,20 @@ func overlapping(pvs []*v1.PersistentVolume, self string, e export, rel string) 
 	return found
 }
 
+// isOwn reports whether pvs lists the PV named self with an nfs source
+// that is exactly the directory rel of export e: a Provision that runs
+// again for a claim whose PV exists already (its informer lagging) finds
+// the volume it made, whatever the pods wrote in it since.
+func isOwn(pvs []*v1.PersistentVolume, self string, e export, rel string) bool {
+	for _, pv := range pvs {
+		src := pv.Spec.NFS
+		if pv.Name == self && src != nil && strings.EqualFold(src.Server, e.server) && path.Clean(src.Path) == path.Join(e.path, rel) {
+			return true
+		}
+	}
+	return false
+}
+
 // below reports whether p is strictly below dir; both are absolute and
 // clean.
 func below(p, dir string) bool {

@@ -3,6 +3,7 @@ package nfssubdir
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -155,4 +156,35 @@ func subdir(c class, req provisioner.Request) (string, error) {
 		return "", fmt.Errorf("StorageClass %s: parameter pathPattern %q for claim %s/%s: %w", c.name, c.pattern, req.Claim.Namespace, req.Claim.Name, err)
 	}
 	return rel, nil
+}
+
+// patternSources says, for an error, what of the claim pattern draws on,
+// in the pattern's order: `the claim's annotation "dir"`, `the claim's
+// label "app"`, "the claim's namespace", "the claim's name", joined by
+// "and"; "the StorageClass's pathPattern" when it draws on nothing of the
+// claim's.
+func patternSources(pattern string) string {
+	terms, err := parsePattern(pattern)
+	if err != nil {
+		return "the StorageClass's pathPattern"
+	}
+	var sources []string
+	for _, t := range terms {
+		var s string
+		switch t.ref {
+		case "":
+			continue
+		case "namespace", "name":
+			s = "the claim's " + t.ref
+		default:
+			s = fmt.Sprintf("the claim's %s %q", strings.TrimSuffix(t.ref, "s"), t.key)
+		}
+		if !slices.Contains(sources, s) {
+			sources = append(sources, s)
+		}
+	}
+	if len(sources) == 0 {
+		return "the StorageClass's pathPattern"
+	}
+	return strings.Join(sources, " and ")
 }

@@ -39,7 +39,7 @@ func (p *Provisioner) Commit(ctx context.Context, pv *v1.PersistentVolume) error
 // req.PVs uses it, holds it or is inside it. Anything else is kept: a
 // directory that was there before holds someone's data, and so does one
 // written to since it was made.
-func (p *Provisioner) Abandon(ctx context.Context, req provisioner.Request, pv *v1.PersistentVolume) (string, error) {
+func (p *Provisioner) Abandon(ctx context.Context, req provisioner.Request, pv *v1.PersistentVolume) (kept string, err error) {
 	t, err := parseTarget(pv)
 	if err != nil {
 		return "", fmt.Errorf("PersistentVolume %s: %w (nothing deleted)", pv.Name, err)
@@ -53,7 +53,12 @@ func (p *Provisioner) Abandon(ctx context.Context, req provisioner.Request, pv *
 	unlock := p.paths.lock(t.export.server)
 	defer unlock()
 	log := p.log.With(zap.String("pv", pv.Name), zap.String("export", t.export.String()), zap.String("path", t.rel))
-	if other := overlapping(existing(req), pv.Name, t.export, t.rel); other != nil {
+	defer func() {
+		if err == nil {
+			p.recent.forget(pv.Name) // its PV will never exist
+		}
+	}()
+	if other := overlapping(p.recent.with(existing(req)), pv.Name, t.export, t.rel); other != nil {
 		err := p.bounded(ctx, func(context.Context) error { return storagedir.Unmark(base, t.rel, pv.Name) })
 		if err != nil {
 			return "", fmt.Errorf("PersistentVolume %s: %q in export %s: %w", pv.Name, t.rel, t.export, err)

@@ -3,6 +3,7 @@ package nfssubdir
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -54,4 +55,26 @@ func parseTarget(pv *v1.PersistentVolume) (target, error) {
 		return target{}, fmt.Errorf("spec.mountOptions: %w", err)
 	}
 	return t, nil
+}
+
+// maxArchiveName bounds the name archiveName gives, below the 255 bytes of
+// a directory entry, with room for ArchiveInto's "archived-" and "-<n>".
+const maxArchiveName = 200
+
+// archiveName is the name pv's subdirectory is archived under (in
+// storagedir.ArchiveDir, as archived-<name>): <namespace>-<claim>-<PV
+// name>, as the upstream provisioner names a claim's directory, so that an
+// archive says whose volume it was whatever path the pattern gave it; the
+// PV name alone when pv names no claim or the name would be too long. The
+// PV name, unique, keeps two archives apart.
+func archiveName(pv *v1.PersistentVolume) string {
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.Namespace == "" || ref.Name == "" || strings.Contains(ref.Namespace+ref.Name, "/") {
+		return pv.Name
+	}
+	name := ref.Namespace + "-" + ref.Name + "-" + pv.Name
+	if len(name) > maxArchiveName || storagedir.ValidRel(name) != nil {
+		return pv.Name
+	}
+	return name
 }

@@ -129,9 +129,15 @@ var renameat2 = unix.Renameat2
 // ENOSYS. Retrying the flag on such a file system would fail forever, and
 // the PV would never be deleted.
 func renameNoReplace(dirfd int, old, new string) error {
-	err := renameat2(dirfd, old, dirfd, new, unix.RENAME_NOREPLACE)
+	return renameNoReplaceAt(dirfd, old, dirfd, new)
+}
+
+// renameNoReplaceAt is renameNoReplace from one directory to another (of
+// the same file system).
+func renameNoReplaceAt(olddirfd int, old string, newdirfd int, new string) error {
+	err := renameat2(olddirfd, old, newdirfd, new, unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		return renameOverReservation(dirfd, old, new)
+		return renameOverReservation(olddirfd, old, newdirfd, new)
 	}
 	return err
 }
@@ -141,12 +147,12 @@ func renameNoReplace(dirfd int, old, new string) error {
 // with mkdir, which fails with EEXIST when new exists, then renames old
 // over the empty reservation (rename(2) replaces an empty directory).
 // The reservation is removed when the rename fails.
-func renameOverReservation(dirfd int, old, new string) error {
-	if err := unix.Mkdirat(dirfd, new, 0o700); err != nil {
+func renameOverReservation(olddirfd int, old string, newdirfd int, new string) error {
+	if err := unix.Mkdirat(newdirfd, new, 0o700); err != nil {
 		return err
 	}
-	if err := unix.Renameat(dirfd, old, dirfd, new); err != nil {
-		_ = unix.Unlinkat(dirfd, new, unix.AT_REMOVEDIR) // best effort: the rename's error is what matters
+	if err := unix.Renameat(olddirfd, old, newdirfd, new); err != nil {
+		_ = unix.Unlinkat(newdirfd, new, unix.AT_REMOVEDIR) // best effort: the rename's error is what matters
 		return err
 	}
 	return nil

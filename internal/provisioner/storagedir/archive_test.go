@@ -110,17 +110,17 @@ func TestRenameOverReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	if err := renameOverReservation(fd, "old", "taken"); !errors.Is(err, unix.EEXIST) {
+	if err := renameOverReservation(fd, "old", fd, "taken"); !errors.Is(err, unix.EEXIST) {
 		t.Fatalf("rename onto an existing directory = %v, want EEXIST", err)
 	}
-	if err := renameOverReservation(fd, "old", "new"); err != nil {
+	if err := renameOverReservation(fd, "old", fd, "new"); err != nil {
 		t.Fatal(err)
 	}
 	if !exists(filepath.Join(base, "new/data")) || exists(filepath.Join(base, "old")) || !exists(filepath.Join(base, "taken/data")) {
 		t.Errorf("after the renames the tree is %v", tree(t, base))
 	}
 	// A failed rename leaves no reservation behind.
-	if err := renameOverReservation(fd, "missing", "reserved"); !errors.Is(err, unix.ENOENT) {
+	if err := renameOverReservation(fd, "missing", fd, "reserved"); !errors.Is(err, unix.ENOENT) {
 		t.Fatalf("rename of a missing directory = %v, want ENOENT", err)
 	}
 	if exists(filepath.Join(base, "reserved")) {

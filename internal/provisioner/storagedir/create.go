@@ -30,6 +30,9 @@ type creation struct {
 	marked bool   // CreateMarked: markers are written and checked
 	owner  string // whom a last directory this call makes is marked for
 	mine   bool   // set when the last directory carries owner's marker
+	// emptyOnly (CreateMarkedEmpty): an existing last directory not
+	// marked for owner is taken only while it holds nothing.
+	emptyOnly bool
 }
 
 func (c *creation) create(base, rel string) (string, error) {

@@ -25,5 +25,9 @@
 //     directory marked for someone else. RemoveMarked removes a directory
 //     only while that marker names the caller's owner and is all it holds
 //     (unlink, then rmdir): a directory that existed before, or holds
-//     anything written since, is never removed by it.
+//     anything written since, is never removed by it. CreateMarkedEmpty
+//     takes a directory not marked for its owner only while it is empty.
+//   - ArchiveInto moves a volume into the top-level ArchiveDir, a
+//     dot-name, so that an archive never lies in a directory that can be
+//     handed out as a volume.
 package storagedir

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -75,6 +76,25 @@ func CreateMarked(base, rel string, mode os.FileMode, owner string) (string, boo
 	return path, c.mine, err
 }
 
+// ErrNotEmpty says that CreateMarkedEmpty found the directory there
+// already, not marked for its owner, and holding something.
+var ErrNotEmpty = errors.New("a directory that was not made for this volume is taken only while it is empty")
+
+// CreateMarkedEmpty is CreateMarked for a directory whose name someone
+// other than the export's owner chose (a claim's labels or annotations
+// through a pathPattern), who must never be handed what is there already:
+// an existing last directory that does not carry owner's marker is taken
+// only while it holds nothing, or nothing but a marker naming no one (a
+// crash cut its writing short). Otherwise it fails without changing
+// anything, with an error wrapping ErrNotEmpty that names one entry it
+// holds. Only the last directory's content is looked at: the directories
+// above it are never handed out.
+func CreateMarkedEmpty(base, rel string, mode os.FileMode, owner string) (string, bool, error) {
+	c := creation{mode: mode, marked: true, owner: owner, emptyOnly: true}
+	path, err := c.create(base, rel)
+	return path, c.mine, err
+}
+
 // mark writes owner's marker in the last directory when this call made
 // it, and checks the marker of any directory it did not make. fd is the
 // directory, path its name for errors.
@@ -89,10 +109,12 @@ func (c *creation) mark(fd int, path string, created, last bool) error {
 		c.mine = true
 		return nil
 	}
-	owner, _, err := readMarker(fd)
+	owner, present, err := readMarker(fd)
 	switch {
 	case err != nil:
 		return pathError("read marker", filepath.Join(path, MarkerName), err)
+	case owner == "" && last && c.emptyOnly:
+		return checkEmpty(fd, path, present)
 	case owner == "":
 		return nil
 	case last && owner == c.owner:
@@ -102,6 +124,28 @@ func (c *creation) mark(fd int, path string, created, last bool) error {
 		return fmt.Errorf("%s is being provisioned for %s (its %s says so): refusing to share it", path, owner, MarkerName)
 	}
 	return fmt.Errorf("%s is being provisioned for %s (its %s says so): refusing to make a directory inside it", path, owner, MarkerName)
+}
+
+// checkEmpty fails, wrapping ErrNotEmpty, when the directory fd holds an
+// entry; a marker is no entry when marked (it names no one). Only the first
+// two entries are read, however many there are. path is for errors.
+func checkEmpty(fd int, path string, marked bool) error {
+	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return pathError("open", path, err)
+	}
+	f := os.NewFile(uintptr(dup), path)
+	defer f.Close()
+	names, err := f.Readdirnames(2)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	for _, name := range names {
+		if name != MarkerName || !marked {
+			return fmt.Errorf("%s exists and holds %q: %w", path, name, ErrNotEmpty)
+		}
+	}
+	return nil
 }
 
 // Unmark removes the marker of base/rel when it names owner, or names no

@@ -1,8 +1,10 @@
 package storagedir
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -228,5 +230,86 @@ func TestRemoveMarkedRefusesSymlinks(t *testing.T) {
 	}
 	if after := tree(t, outside); len(after) != len(before) {
 		t.Errorf("RemoveMarked through a symlink changed %v to %v", before, after)
+	}
+}
+
+// TestCreateMarkedEmpty: a directory that is there already is taken only
+// when it is the owner's, or holds nothing anybody could read.
+func TestCreateMarkedEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		before  func(t *testing.T, dir string) // dir is base/ns/claim
+		mine    bool
+		wantErr string // "" for taken
+	}{
+		{name: "missing: made and marked", mine: true},
+		{name: "empty, unmarked", before: func(t *testing.T, dir string) { mustMkdir(t, dir) }},
+		{name: "a marker naming no one alone", before: func(t *testing.T, dir string) {
+			mustMkdir(t, dir)
+			mustWrite(t, filepath.Join(dir, MarkerName))
+			if err := os.Truncate(filepath.Join(dir, MarkerName), 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "the owner's, with data", mine: true, before: func(t *testing.T, dir string) {
+			mustMkdir(t, dir)
+			if err := os.WriteFile(filepath.Join(dir, MarkerName), []byte("pvc-1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, filepath.Join(dir, "data"))
+		}},
+		{name: "a file", before: func(t *testing.T, dir string) {
+			mustMkdir(t, dir)
+			mustWrite(t, filepath.Join(dir, "data"))
+		}, wantErr: `holds "data"`},
+		{name: "an archive of an older version", before: func(t *testing.T, dir string) {
+			mustMkdir(t, filepath.Join(dir, "archived-db"))
+			mustWrite(t, filepath.Join(dir, "archived-db", "secret"))
+		}, wantErr: `holds "archived-db"`},
+		{name: "a volume moved aside", before: func(t *testing.T, dir string) {
+			mustMkdir(t, filepath.Join(dir, AsidePrefix+"pvc-2"))
+		}, wantErr: `holds "` + AsidePrefix + `pvc-2"`},
+		{name: "a dot-file", before: func(t *testing.T, dir string) {
+			mustMkdir(t, dir)
+			mustWrite(t, filepath.Join(dir, ".hidden"))
+		}, wantErr: `holds ".hidden"`},
+		{name: "a marker naming no one and a file", before: func(t *testing.T, dir string) {
+			mustMkdir(t, dir)
+			if err := os.WriteFile(filepath.Join(dir, MarkerName), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, filepath.Join(dir, "data"))
+		}, wantErr: `holds "data"`},
+		{name: "another volume's marker", before: func(t *testing.T, dir string) {
+			mustMkdir(t, dir)
+			if err := os.WriteFile(filepath.Join(dir, MarkerName), []byte("pvc-2\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "being provisioned for pvc-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			dir := filepath.Join(base, "ns", "claim")
+			if tc.before != nil {
+				tc.before(t, dir)
+			}
+			before := tree(t, base)
+			got, mine, err := CreateMarkedEmpty(base, "ns/claim", 0o777, "pvc-1")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), dir) {
+					t.Fatalf("CreateMarkedEmpty = %v, want an error naming %s and saying %q", err, dir, tc.wantErr)
+				}
+				if strings.HasPrefix(tc.wantErr, "holds") && !errors.Is(err, ErrNotEmpty) {
+					t.Errorf("error %v does not wrap ErrNotEmpty", err)
+				}
+				if after := tree(t, base); !reflect.DeepEqual(after, before) {
+					t.Errorf("a refusal changed the tree: %v, was %v", after, before)
+				}
+				return
+			}
+			if err != nil || got != dir || mine != tc.mine {
+				t.Fatalf("CreateMarkedEmpty = %q, %v, %v; want %s, mine %v", got, mine, err, dir, tc.mine)
+			}
+		})
 	}
 }
