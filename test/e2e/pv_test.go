@@ -330,7 +330,7 @@ func TestLocalPVFSGroupStaysInTheVolume(t *testing.T) {
 	if after := fmt.Sprint(ownersUnder(t, outside)); after != before {
 		t.Errorf("outside the volume:\n%s\nwas\n%s", after, before)
 	}
-	if !strings.Contains(a.logs.String(), "fsGroup not given to files with hard links outside the volume") {
+	if !strings.Contains(a.logs.String(), "fsGroup not given to files with more than one hard link") {
 		t.Error("no warning about the file linked outside the volume")
 	}
 }

@@ -13,7 +13,8 @@
 // A writable volume of a pod with an fsGroup is given to the group. The pod
 // may change the volume while that runs, so the walk (setOwnership) never
 // acts on a path: it must never follow a symlink, cross a mount, or change
-// a file that has a hard link outside the volume.
+// a file that has a hard link outside the volume (so it changes no file
+// with more than one link).
 package local
 
 import (
@@ -156,8 +157,8 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string, o
 			return res, fmt.Errorf("give fsGroup %d the volume: %w", *g, err)
 		}
 		if linked > 0 && p.Logger != nil {
-			p.Logger.Warn("fsGroup not given to files with hard links outside the volume", zap.String("pod", spec.Pod.Namespace+"/"+spec.Pod.Name),
-				zap.String("volume", spec.Volume.Name), zap.Int64("fsGroup", *g), zap.Int("files", linked))
+			p.Logger.Warn("fsGroup not given to files with more than one hard link", zap.String("pod", spec.Pod.Namespace+"/"+spec.Pod.Name),
+				zap.String("volume", spec.Volume.Name), zap.Int64("fsGroup", *g), zap.Int("entries", linked))
 		}
 	}
 	return volume.Result{Path: dir}, nil
