@@ -63,6 +63,8 @@ const (
 //     outside does not give the pod that file. A file with more than one
 //     link is never changed, wherever its links are: no count the walk
 //     can make tells them apart. It returns how many entries were left so.
+//     A volume that is a whole file system (wholeFileSystem) has no links
+//     outside it: there every file is changed, as the kubelet does.
 //   - It keeps at most three descriptors open (the directory it is in,
 //     an entry, a subdirectory opened to go down), however deep the tree.
 //
@@ -84,7 +86,12 @@ func setOwnership(ctx context.Context, dir string, gid int64, policy v1.PodFSGro
 		unix.Close(top)
 		return 0, nil
 	}
-	w := &walker{ctx: ctx, gid: int(gid), mnt: st.Mnt_id, report: report, start: time.Now(), next: progressEvery,
+	whole, err := wholeFileSystem(top, st)
+	if err != nil {
+		unix.Close(top)
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	w := &walker{ctx: ctx, gid: int(gid), mnt: st.Mnt_id, whole: whole, report: report, start: time.Now(), next: progressEvery,
 		buf: make([]byte, 32<<10), linkBuf: make([]byte, unix.PathMax)}
 	if report != nil {
 		defer func() {
@@ -115,6 +122,7 @@ type walker struct {
 	ctx         context.Context
 	gid         int
 	mnt         uint64 // the volume's mount ID
+	whole       bool   // the volume is a whole file system: every link is in it
 	report      func(int, time.Duration, bool)
 	start       time.Time
 	next        time.Duration // elapsed time of the next report
@@ -245,6 +253,9 @@ func hook(step string, dirfd int, name string) {
 // outside from then on. A file with more links is never changed: the walk
 // cannot tell where the others are (it counts them, for a warning).
 func (w *walker) changeFile(dirfd int, name string, fd int, st unix.Statx_t) error {
+	if w.whole {
+		return w.change(fd, st)
+	}
 	if st.Nlink > 1 {
 		w.multiLinked++
 		return nil
@@ -291,6 +302,27 @@ func (w *walker) changeFileBelow(dirfd int, name string, was unix.Statx_t) error
 		return err
 	}
 	return w.change(fd, st)
+}
+
+// wholeFileSystem reports whether the directory fd (st) is the root of its
+// file system, ext2/3/4 (root inode 2), or of a btrfs subvolume (inode 256;
+// btrfs refuses a link across subvolumes): then every link of every file
+// below it is below it too, and no file there can have a link outside the
+// volume. A provisioned volume (a btrfs subvolume, an ext4 image) and a
+// PV of a whole disk are such. Other file systems are not asked: their
+// root inode is not fixed.
+func wholeFileSystem(fd int, st unix.Statx_t) (bool, error) {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return false, err
+	}
+	switch fs.Type {
+	case unix.EXT4_SUPER_MAGIC:
+		return st.Ino == 2, nil
+	case unix.BTRFS_SUPER_MAGIC:
+		return st.Ino == 256, nil
+	}
+	return false, nil
 }
 
 // deletedSuffix ends the kernel's name of a file opened through a link

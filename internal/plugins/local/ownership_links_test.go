@@ -2,6 +2,7 @@ package local
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 )
 
 // linkRun is a volume and, outside it, a root-only file that a pod holds
@@ -202,4 +205,74 @@ func TestOwnershipLinkGoneBeforeTheCheck(t *testing.T) {
 			checkSameOwners(t, before, owners(t, r.outside))
 		})
 	}
+}
+
+// TestOwnershipWholeFileSystem: a volume that is a whole file system (an
+// ext4 root, a btrfs subvolume) has no link outside it: its files with
+// several links are changed, as the kubelet does. A directory below the
+// root of the same file system is not a whole file system: there they are
+// left alone.
+func TestOwnershipWholeFileSystem(t *testing.T) {
+	for _, fsType := range []string{"ext4", "btrfs"} {
+		t.Run(fsType, func(t *testing.T) {
+			m := mountNewFS(t, fsType)
+			vol := m
+			if fsType == "btrfs" {
+				vol = filepath.Join(m, "subvolume")
+				if out, err := exec.Command("btrfs", "subvolume", "create", vol).CombinedOutput(); err != nil {
+					t.Fatalf("btrfs subvolume create: %v: %s", err, out)
+				}
+			}
+			for _, d := range []string{vol, filepath.Join(vol, "below")} {
+				mkdir(t, filepath.Join(d, "sub"), 0o755)
+				writeMode(t, filepath.Join(d, "a"), 0o600)
+				if err := os.Link(filepath.Join(d, "a"), filepath.Join(d, "sub", "a2")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			below := filepath.Join(vol, "below")
+			skipped, err := setOwnership(t.Context(), below, testGID, v1.FSGroupChangeAlways, nil)
+			if err != nil || skipped != 2 {
+				t.Errorf("walk of a directory below the root: %d entries left alone, %v; want 2", skipped, err)
+			}
+			if gid, mode := linkOf(t, filepath.Join(below, "a")); gid != 0 || mode != 0o600 {
+				t.Errorf("below the root, a file with two links: gid %d mode %04o; want it left alone", gid, mode)
+			}
+			skipped, err = setOwnership(t.Context(), vol, testGID+1, v1.FSGroupChangeAlways, nil)
+			if err != nil || skipped != 0 {
+				t.Errorf("walk of the whole file system: %d entries left alone, %v; want none", skipped, err)
+			}
+			for _, f := range []string{"a", "sub/a2", "below/a"} {
+				if gid, mode := linkOf(t, filepath.Join(vol, f)); gid != testGID+1 || mode != 0o660 {
+					t.Errorf("%s: gid %d mode %04o; want %d 0660", f, gid, mode, testGID+1)
+				}
+			}
+		})
+	}
+}
+
+// mountNewFS makes a file system of fsType on a sparse image of its own,
+// mounts it for the test and returns where.
+func mountNewFS(t *testing.T, fsType string) string {
+	t.Helper()
+	plugintest.NeedRoot(t, "attaches a loop device and mounts it")
+	if _, err := exec.LookPath("mkfs." + fsType); err != nil {
+		t.Skipf("no mkfs.%s", fsType)
+	}
+	img := filepath.Join(t.TempDir(), "fs.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 256<<20); err != nil { // btrfs wants more than 109 MiB
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs."+fsType, "-q", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.%s: %v: %s", fsType, err, out)
+	}
+	m := t.TempDir()
+	if out, err := exec.Command("mount", "-o", "loop", img, m).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() { plugintest.UnmountAll(t, m) })
+	return m
 }
