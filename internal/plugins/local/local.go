@@ -278,7 +278,7 @@ func (p *Plugin) open(ctx context.Context, pv *v1.PersistentVolume) (opened, err
 	case errors.Is(err, os.ErrNotExist):
 		return opened{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s does not exist on this node", pv.Name, lp)
 	case errors.Is(err, hostroot.ErrNotOwned):
-		return opened{}, fmt.Errorf("PersistentVolume %s: spec.local.path is refused: %w; make each directory on the path, and each holding a symlink on it, root's and writable only by root (chown root, chmod go-w), or move the volume", pv.Name, err)
+		return opened{}, refused(pv, err)
 	case err != nil:
 		return opened{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	case src.typ != unix.S_IFDIR && src.typ != unix.S_IFBLK:
@@ -286,6 +286,12 @@ func (p *Plugin) open(ctx context.Context, pv *v1.PersistentVolume) (opened, err
 		return opened{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s is neither a directory nor a block device", pv.Name, lp)
 	}
 	return src, nil
+}
+
+// refused is the error of a PV whose path a user other than root can
+// change (hostroot.ErrNotOwned, in err).
+func refused(pv *v1.PersistentVolume, err error) error {
+	return fmt.Errorf("PersistentVolume %s: spec.local.path is refused: %w; make each directory on the path, and each holding a symlink on it, root's and writable only by root (chown root, chmod go-w), or move the volume", pv.Name, err)
 }
 
 // openGlobal opens the global mount of a device, the agent's own

@@ -168,3 +168,31 @@ func TestLocalPVPathSwapRace(t *testing.T) {
 }
 
 func closeFd(fd int) { _ = unix.Close(fd) }
+
+// TestRawBlockPathAUserCanChangeIsRefused: a PV of volumeMode Block whose
+// path goes through a directory a user owns (here a symlink to a loop
+// device, which the user could point at any device) is refused, and
+// nothing is published.
+func TestRawBlockPathAUserCanChangeIsRefused(t *testing.T) {
+	plugintest.NeedRoot(t, "attaches a loop device")
+	dev := plugintest.LoopDevice(t)
+	base := t.TempDir()
+	user := filepath.Join(base, "user")
+	for _, err := range []error{os.Chmod(base, 0o755), os.Mkdir(user, 0o755), os.Symlink(dev, filepath.Join(user, "dev")), os.Chown(user, 1000, 1000)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := localSpec(filepath.Join(user, "dev"))
+	block := v1.PersistentVolumeBlock
+	s.PV.Spec.VolumeMode = &block
+	p := &Plugin{Mounter: mount.System{}}
+	published := filepath.Join(t.TempDir(), "pv-1")
+	_, err := p.MapDevice(t.Context(), s, published)
+	if err == nil || !strings.Contains(err.Error(), "spec.local.path is refused") || !strings.Contains(err.Error(), user+" belongs to uid 1000") {
+		t.Fatalf("MapDevice = %v; want a refusal naming %s", err, user)
+	}
+	if _, err := os.Lstat(published); !os.IsNotExist(err) {
+		t.Errorf("something was published at %s: %v", published, err)
+	}
+}
