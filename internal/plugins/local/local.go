@@ -1,8 +1,10 @@
 // Package local implements local PersistentVolumes (spec.local): storage
 // on this node — a directory, or a block device with a file system, or a
 // raw block device (volumeMode Block) — that a claim binds a pod to. The
-// PV's required node affinity must match this node. A directory is
-// bind-mounted into the pod's volume directory; a block device is mounted
+// PV's required node affinity must match this node. The PV's path is
+// opened once, through directories only root can change, and used by its
+// descriptor from then on (see open). A directory is bind-mounted into the
+// pod's volume directory from that descriptor; a block device is mounted
 // once per PV under <root>/plugins/kubernetes.io/local-volume/mounts/<pv>
 // and bind-mounted into each pod that uses it; a raw block device is
 // published for each pod that uses it (block.go).

@@ -66,7 +66,8 @@ const (
 //     A volume that is a whole file system (wholeFileSystem) has no links
 //     outside it: there every file is changed, as the kubelet does.
 //   - It keeps at most three descriptors open (the directory it is in,
-//     an entry, a subdirectory opened to go down), however deep the tree.
+//     an entry, a subdirectory opened to go down), however deep the tree;
+//     the check of a file deeper than PATH_MAX takes two more for a moment.
 //
 // dir must be an absolute path without symlinks. The walk stops when ctx
 // ends. report, when not nil, is called every progressEvery while the
