@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -330,9 +331,68 @@ func TestLocalPVFSGroupStaysInTheVolume(t *testing.T) {
 	if after := fmt.Sprint(ownersUnder(t, outside)); after != before {
 		t.Errorf("outside the volume:\n%s\nwas\n%s", after, before)
 	}
-	if !strings.Contains(a.logs.String(), "fsGroup not given to files with hard links outside the volume") {
+	if !strings.Contains(a.logs.String(), "fsGroup not given to files with more than one hard link") {
 		t.Error("no warning about the file linked outside the volume")
 	}
+}
+
+// TestLocalPVPathAUserCanChangeIsRefused: a local PV whose directory is
+// held by a directory a user owns (uid 1000), who could swap it for a
+// symlink to any directory of the node, is refused, the volume's error
+// naming the PV, the path and that directory, while the user swaps it for
+// a symlink to a root-only directory and back; nothing is mounted in the
+// pod. Once the directory is root's, the next retry mounts the PV.
+func TestLocalPVPathAUserCanChangeIsRefused(t *testing.T) {
+	a := newAgent(t)
+	base := t.TempDir()
+	user, other := filepath.Join(base, "user"), filepath.Join(base, "other")
+	vol := filepath.Join(user, "vol")
+	plugintest.WriteFile(t, filepath.Join(vol, "label"), "vol")
+	plugintest.WriteFile(t, filepath.Join(other, "secret"), "root only")
+	for _, err := range []error{os.Chmod(base, 0o755), os.Chmod(other, 0o700), os.Chown(user, 1000, 1000)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the user's swaps
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, err := range []error{os.Rename(vol, vol+".away"), os.Symlink(other, vol), os.Remove(vol), os.Rename(vol+".away", vol)} {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	a.writeManifest("pv.yaml", fmt.Sprintf(localPV, "pv-1", "1Gi", vol))
+	a.writeManifest("claim.yaml", dataClaim)
+	a.writeManifest("pod.yaml", fmt.Sprintf(claimPod, "db"))
+	a.start()
+	p := a.waitPod("default", "db", 20*time.Second, func(p apiPod) bool {
+		return strings.Contains(p.volume("store").Error, "spec.local.path is refused")
+	})
+	close(stop)
+	<-done
+	if e := p.volume("store").Error; !strings.Contains(e, "PersistentVolume pv-1") || !strings.Contains(e, user+" belongs to uid 1000") {
+		t.Errorf("volume error %q; want it to name the PV and %s", e, user)
+	}
+	dir := filepath.Join(a.resolvedRoot(), "pods", p.UID, "volumes", "kubernetes.io~local-volume", "pv-1")
+	if _, err := os.Stat(filepath.Join(dir, "secret")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the pod's volume directory shows the other directory: %v", err)
+	}
+	if err := os.Chown(user, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	p = a.waitPod("default", "db", 60*time.Second, ready)
+	checkFile(t, filepath.Join(p.volume("store").Path, "label"), "vol")
 }
 
 // ownersUnder maps every entry at and below dir to its mode and group.

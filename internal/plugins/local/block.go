@@ -27,8 +27,9 @@ import (
 // is needed: a local device is not attached or staged, and each pod's bind
 // mount is all there is to count.
 //
-// The device node is opened (O_PATH) once, resolved inside the host root,
-// checked to be a block device, and bind-mounted from that descriptor, so
+// The device node is opened (O_PATH) once, resolved inside the host root
+// through directories only root can change (hostroot.OpenOwned), checked
+// to be a block device, and bind-mounted from that descriptor, so
 // the node swapped between the check and the mount is never the one
 // published. The file it is mounted on is opened and created without
 // following a symlink. Teardown unmounts it and removes the file the agent
@@ -57,7 +58,7 @@ func (p *Plugin) MapDevice(ctx context.Context, spec *volume.Spec, path string) 
 	if !volume.Block(pv) {
 		return volume.Result{}, fmt.Errorf("PersistentVolume %s has volumeMode Filesystem: it is mounted, not published as a device", pv.Name)
 	}
-	dev, err := mount.Bounded(ctx, func() (device, error) { return p.openDevice(pv) })
+	dev, err := boundedOpen(ctx, func() (device, error) { return p.openDevice(pv) }, func(d device) { unix.Close(d.fd) })
 	if err != nil {
 		return volume.Result{}, err
 	}
@@ -77,9 +78,12 @@ func (p *Plugin) openDevice(pv *v1.PersistentVolume) (device, error) {
 		return device{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	}
 	defer r.Close()
-	fd, err := r.OpenPath(lp, unix.O_PATH)
+	fd, err := r.OpenOwned(lp)
 	if errors.Is(err, os.ErrNotExist) {
 		return device{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s does not exist on this node", pv.Name, lp)
+	}
+	if errors.Is(err, hostroot.ErrNotOwned) {
+		return device{}, refused(pv, err)
 	}
 	if err != nil {
 		return device{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)

@@ -1,8 +1,10 @@
 // Package local implements local PersistentVolumes (spec.local): storage
 // on this node — a directory, or a block device with a file system, or a
 // raw block device (volumeMode Block) — that a claim binds a pod to. The
-// PV's required node affinity must match this node. A directory is
-// bind-mounted into the pod's volume directory; a block device is mounted
+// PV's required node affinity must match this node. The PV's path is
+// opened once, through directories only root can change, and used by its
+// descriptor from then on (see open). A directory is bind-mounted into the
+// pod's volume directory from that descriptor; a block device is mounted
 // once per PV under <root>/plugins/kubernetes.io/local-volume/mounts/<pv>
 // and bind-mounted into each pod that uses it; a raw block device is
 // published for each pod that uses it (block.go).
@@ -13,7 +15,8 @@
 // A writable volume of a pod with an fsGroup is given to the group. The pod
 // may change the volume while that runs, so the walk (setOwnership) never
 // acts on a path: it must never follow a symlink, cross a mount, or change
-// a file that has a hard link outside the volume.
+// a file that has a hard link outside the volume (so it changes no file
+// with more than one link).
 package local
 
 import (
@@ -108,33 +111,53 @@ func (p *Plugin) node(n *v1.Node) *v1.Node {
 
 // SetUp bind-mounts the PV's directory, or its device's file system, into
 // dir, read-only when asked, and gives the pod's fsGroup the volume when it
-// is writable.
+// is writable. The directory is mounted from the descriptor that was opened
+// and checked (see open), never by its path again.
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volume.Result, error) {
 	if volume.Block(spec.PV) {
 		return volume.Result{}, fmt.Errorf("PersistentVolume %s has volumeMode Block: its device is published (MapDevice), not mounted", spec.PV.Name)
 	}
-	src, isDevice, err := p.source(ctx, spec.PV)
+	src, err := p.open(ctx, spec.PV)
 	if err != nil {
 		return volume.Result{}, err
 	}
-	if !isDevice {
+	defer unix.Close(src.fd)
+	if testHookOpened != nil {
+		testHookOpened()
+	}
+	if src.typ == unix.S_IFDIR {
 		return p.bind(ctx, spec, src, dir, bindOptions(spec, volume.MountOptions(spec.PV)))
 	}
 	if p.Devices == nil {
 		return volume.Result{}, fmt.Errorf("PersistentVolume %s: %s is a block device, and this agent does not mount devices", spec.PV.Name, spec.PV.Spec.Local.Path)
 	}
+	// mkfs and mount(8) take a path: the one the device was found at, every
+	// directory of which only root can change (open checked them).
+	device, err := os.Readlink(fdPath(src.fd))
+	if err != nil {
+		return volume.Result{}, fmt.Errorf("PersistentVolume %s: name the device opened at %s: %w", spec.PV.Name, spec.PV.Spec.Local.Path, err)
+	}
 	var res volume.Result
-	err = p.Devices.With(ctx, spec.PV, src, func(global string) (err error) {
+	err = p.Devices.With(ctx, spec.PV, device, func(global string) error {
+		g, err := openGlobal(global)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(g.fd)
 		// The global mount took the PV's options; the bind repeats those it
 		// can apply (a file system option such as discard it cannot).
-		res, err = p.bind(ctx, spec, global, dir, bindOptions(spec, mount.PerMountOptions(volume.MountOptions(spec.PV))))
+		res, err = p.bind(ctx, spec, g, dir, bindOptions(spec, mount.PerMountOptions(volume.MountOptions(spec.PV))))
 		return err
 	})
 	return res, err
 }
 
+// testHookOpened, when set (by tests), is called between the opening of
+// the PV's path and its mount.
+var testHookOpened func()
+
 // bind bind-mounts src into dir with opts.
-func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string, opts []string) (res volume.Result, retErr error) {
+func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src opened, dir string, opts []string) (res volume.Result, retErr error) {
 	created, err := mount.MakeDir(dir, 0o750)
 	if err != nil {
 		return res, err
@@ -145,8 +168,7 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string, o
 			p.rollback(ctx, dir, created, mounted)
 		}
 	}()
-	m := mount.Mount{Type: "none", Source: src, Options: opts}
-	if mounted, err = mount.EnsureMounted(ctx, p.Mounter, m, dir); err != nil {
+	if mounted, err = p.mountFrom(ctx, spec.PV, src, dir, opts); err != nil {
 		return res, err
 	}
 	if g := fsGroup(spec); g != nil && !spec.ReadOnly() && mount.Privileged(p.Mounter) {
@@ -156,11 +178,51 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src, dir string, o
 			return res, fmt.Errorf("give fsGroup %d the volume: %w", *g, err)
 		}
 		if linked > 0 && p.Logger != nil {
-			p.Logger.Warn("fsGroup not given to files with hard links outside the volume", zap.String("pod", spec.Pod.Namespace+"/"+spec.Pod.Name),
-				zap.String("volume", spec.Volume.Name), zap.Int64("fsGroup", *g), zap.Int("files", linked))
+			p.Logger.Warn("fsGroup not given to files with more than one hard link", zap.String("pod", spec.Pod.Namespace+"/"+spec.Pod.Name),
+				zap.String("volume", spec.Volume.Name), zap.Int64("fsGroup", *g), zap.Int("entries", linked))
 		}
 	}
 	return volume.Result{Path: dir}, nil
+}
+
+// mountFrom bind-mounts what src refers to on dir, through the kernel's
+// link to the opened file (/proc/self/fd), unless dir is a mount that
+// shows it already (a restart never mounts twice); a mount on dir that
+// shows anything else is taken off first. The new mount is checked to
+// show src. It reports whether it mounted (a failed mount may have
+// happened: the caller unmounts).
+func (p *Plugin) mountFrom(ctx context.Context, pv *v1.PersistentVolume, src opened, dir string, opts []string) (bool, error) {
+	id, mounted, err := mount.MountRoot(ctx, dir)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("check mount point %s: %w", dir, err)
+	case mounted && id == src.id:
+		return false, nil
+	case mounted:
+		if err := p.Mounter.Unmount(ctx, dir); err != nil {
+			return false, fmt.Errorf("PersistentVolume %s: the mount at %s shows another directory than spec.local.path %s, and taking it off failed: %w", pv.Name, dir, pv.Spec.Local.Path, err)
+		}
+	}
+	// The mount runs on with its own copy of the descriptor, closed when
+	// the call returns: a call abandoned at ctx's end must never find the
+	// descriptor's number given to another file.
+	fd, err := unix.FcntlInt(uintptr(src.fd), unix.F_DUPFD_CLOEXEC, 0) //nolint:gosec // G115: a descriptor is non-negative
+	if err != nil {
+		return false, err
+	}
+	m := mount.Mount{Type: "none", Source: fdPath(fd), Options: opts}
+	_, err = mount.Bounded(ctx, func() (struct{}, error) {
+		defer unix.Close(fd)
+		return struct{}{}, p.Mounter.Mount(context.WithoutCancel(ctx), m, dir)
+	})
+	if err != nil {
+		return true, err
+	}
+	id, mounted, err = mount.MountRoot(ctx, dir)
+	if err == nil && (!mounted || id != src.id) {
+		err = fmt.Errorf("PersistentVolume %s: the mount at %s does not show the directory opened at spec.local.path %s", pv.Name, dir, pv.Spec.Local.Path)
+	}
+	return true, err
 }
 
 // rollback undoes what a failed SetUp did; it never removes data.
@@ -175,31 +237,106 @@ func (p *Plugin) rollback(ctx context.Context, dir string, created, mounted bool
 	}
 }
 
-// source resolves the PV's host path inside the host root and returns the
-// path the agent mounts from, and whether it is a block device.
-func (p *Plugin) source(ctx context.Context, pv *v1.PersistentVolume) (string, bool, error) {
-	type found struct {
-		path string
-		typ  uint32
+// opened is a file the agent opened (O_PATH) and checked, to mount from.
+type opened struct {
+	fd  int
+	typ uint32 // unix.S_IFMT bits
+	id  mount.FileID
+}
+
+func openedOf(fd int) (opened, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return opened{}, err
 	}
-	f, err := mount.Bounded(ctx, func() (found, error) {
+	return opened{fd: fd, typ: st.Mode & unix.S_IFMT, id: mount.FileID{Dev: st.Dev, Ino: st.Ino}}, nil
+}
+
+// open opens the PV's host path inside the host root, a directory or a
+// block device. Symlinks on the path are followed, once, as on the host
+// (e.g. /mnt/disks -> /data), but only where no user other than root can
+// change them or the directories holding them (hostroot.OpenOwned): such a
+// user could otherwise point the path anywhere, before a check as well as
+// after it.
+func (p *Plugin) open(ctx context.Context, pv *v1.PersistentVolume) (opened, error) {
+	lp := pv.Spec.Local.Path
+	src, err := boundedOpen(ctx, func() (opened, error) {
 		r, err := hostroot.Open(p.HostRoot)
 		if err != nil {
-			return found{}, err
+			return opened{}, err
 		}
 		defer r.Close()
-		real, typ, err := r.Resolve(pv.Spec.Local.Path)
-		return found{real, typ}, err
-	})
+		fd, err := r.OpenOwned(lp)
+		if err != nil {
+			return opened{}, err
+		}
+		o, err := openedOf(fd)
+		if err != nil {
+			unix.Close(fd)
+		}
+		return o, err
+	}, func(o opened) { unix.Close(o.fd) })
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", false, fmt.Errorf("PersistentVolume %s: spec.local.path %s does not exist on this node", pv.Name, pv.Spec.Local.Path)
+		return opened{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s does not exist on this node", pv.Name, lp)
+	case errors.Is(err, hostroot.ErrNotOwned):
+		return opened{}, refused(pv, err)
 	case err != nil:
-		return "", false, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
-	case f.typ != unix.S_IFDIR && f.typ != unix.S_IFBLK:
-		return "", false, fmt.Errorf("PersistentVolume %s: spec.local.path %s is neither a directory nor a block device", pv.Name, pv.Spec.Local.Path)
+		return opened{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+	case src.typ != unix.S_IFDIR && src.typ != unix.S_IFBLK:
+		unix.Close(src.fd)
+		return opened{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s is neither a directory nor a block device", pv.Name, lp)
 	}
-	return f.path, f.typ == unix.S_IFBLK, nil
+	return src, nil
+}
+
+// refused is the error of a PV whose path a user other than root can
+// change (hostroot.ErrNotOwned, in err).
+func refused(pv *v1.PersistentVolume, err error) error {
+	return fmt.Errorf("PersistentVolume %s: spec.local.path is refused: %w; make each directory on the path, and each holding a symlink on it, root's and writable only by root (chown root, chmod go-w), or move the volume", pv.Name, err)
+}
+
+// openGlobal opens the global mount of a device, the agent's own
+// directory, to bind-mount from.
+func openGlobal(global string) (opened, error) {
+	fd, err := openDir(global)
+	if err != nil {
+		return opened{}, err
+	}
+	o, err := openedOf(fd)
+	if err != nil {
+		unix.Close(fd)
+		return opened{}, fmt.Errorf("stat %s: %w", global, err)
+	}
+	return o, nil
+}
+
+// boundedOpen is mount.Bounded for a call that opens something: when the
+// caller has given up before the call returns, what it opened is closed
+// (by release) rather than left open for ever.
+func boundedOpen[T any](ctx context.Context, open func() (T, error), release func(T)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result) // unbuffered: a send happens only to a caller still there
+	go func() {
+		v, err := open()
+		select {
+		case ch <- result{v, err}:
+		case <-ctx.Done():
+			if err == nil {
+				release(v)
+			}
+		}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("gave up waiting for storage: %w", ctx.Err())
+	}
 }
 
 // bindOptions are the bind mount's options: pvOpts, then ro when the

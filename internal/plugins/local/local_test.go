@@ -206,9 +206,10 @@ func TestFSGroupLeavesFilesLinkedOutside(t *testing.T) {
 	if err := syscall.Stat(outside, &st); err != nil || st.Gid == 4321 || st.Mode&0o777 != 0o600 {
 		t.Errorf("a file linked into the volume was changed: gid %d mode %o", st.Gid, st.Mode&0o777)
 	}
-	warned := logs.FilterMessage("fsGroup not given to files with hard links outside the volume").All()
-	if len(warned) != 1 || warned[0].Level != zap.WarnLevel || warned[0].ContextMap()["files"] != int64(1) {
-		t.Errorf("warnings = %+v; want one naming 1 file", warned)
+	warned := logs.FilterMessage("fsGroup not given to files with more than one hard link").All()
+	if len(warned) != 1 || warned[0].Level != zap.WarnLevel || warned[0].ContextMap()["entries"] != int64(1) ||
+		warned[0].ContextMap()["pod"] != "ns/web" || warned[0].ContextMap()["volume"] != "data" {
+		t.Errorf("warnings = %+v; want one naming pod ns/web, volume data and 1 entry", warned)
 	}
 }
 

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,17 +57,23 @@ const (
 //     it. A symlink gets the group itself and is never followed or
 //     chmodded; a mount point below dir, found by mount ID (a bind mount
 //     of the same file system has the same device), is left alone.
-//   - A file with more than one link is changed only once the walk has
-//     found all its links in the volume: a hard link to a file outside
-//     does not give the pod that file. It returns how many were left so.
+//   - A file (anything but a directory) is changed only when the volume
+//     holds its one link, which is proven against a pod that links and
+//     unlinks as the walk goes (see changeFile): a hard link to a file
+//     outside does not give the pod that file. A file with more than one
+//     link is never changed, wherever its links are: no count the walk
+//     can make tells them apart. It returns how many entries were left so.
+//     A volume that is a whole file system (wholeFileSystem) has no links
+//     outside it: there every file is changed, as the kubelet does.
 //   - It keeps at most three descriptors open (the directory it is in,
-//     an entry, a subdirectory opened to go down), however deep the tree.
+//     an entry, a subdirectory opened to go down), however deep the tree;
+//     the check of a file deeper than PATH_MAX takes two more for a moment.
 //
 // dir must be an absolute path without symlinks. The walk stops when ctx
 // ends. report, when not nil, is called every progressEvery while the
 // walk runs, and once at its end if it ran that long, with the entries
 // visited so far.
-func setOwnership(ctx context.Context, dir string, gid int64, policy v1.PodFSGroupChangePolicy, report func(entries int, elapsed time.Duration, done bool)) (linkedOutside int, err error) {
+func setOwnership(ctx context.Context, dir string, gid int64, policy v1.PodFSGroupChangePolicy, report func(entries int, elapsed time.Duration, done bool)) (multiLinked int, err error) {
 	top, err := openat2(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, unix.RESOLVE_NO_SYMLINKS)
 	if err != nil {
 		return 0, fmt.Errorf("open %s: %w", dir, err)
@@ -80,8 +87,13 @@ func setOwnership(ctx context.Context, dir string, gid int64, policy v1.PodFSGro
 		unix.Close(top)
 		return 0, nil
 	}
-	w := &walker{ctx: ctx, gid: int(gid), mnt: st.Mnt_id, report: report, start: time.Now(), next: progressEvery,
-		links: map[uint64]uint32{}, buf: make([]byte, 32<<10)}
+	whole, err := wholeFileSystem(top, st)
+	if err != nil {
+		unix.Close(top)
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	w := &walker{ctx: ctx, gid: int(gid), mnt: st.Mnt_id, whole: whole, report: report, start: time.Now(), next: progressEvery,
+		buf: make([]byte, 32<<10), linkBuf: make([]byte, unix.PathMax)}
 	if report != nil {
 		defer func() {
 			if elapsed := time.Since(w.start); elapsed >= progressEvery {
@@ -92,7 +104,7 @@ func setOwnership(ctx context.Context, dir string, gid int64, policy v1.PodFSGro
 	if err := w.run(top, st); err != nil {
 		return 0, fmt.Errorf("in %s: %w", dir, err)
 	}
-	return len(w.links), nil
+	return w.multiLinked, nil
 }
 
 // ownedBy reports whether the volume's top directory already belongs to
@@ -108,17 +120,17 @@ func ownedBy(st unix.Statx_t, gid int64) bool {
 // directory it came from. What each directory still has to visit is kept
 // as names, read once when the walk enters it.
 type walker struct {
-	ctx     context.Context
-	gid     int
-	mnt     uint64 // the volume's mount ID
-	report  func(int, time.Duration, bool)
-	start   time.Time
-	next    time.Duration // elapsed time of the next report
-	entries int
-	// links counts, by inode, the links found so far of files with more
-	// than one that have not been changed yet.
-	links map[uint64]uint32
-	buf   []byte // for readNames
+	ctx         context.Context
+	gid         int
+	mnt         uint64 // the volume's mount ID
+	whole       bool   // the volume is a whole file system: every link is in it
+	report      func(int, time.Duration, bool)
+	start       time.Time
+	next        time.Duration // elapsed time of the next report
+	entries     int
+	multiLinked int    // entries left alone: files with more than one link
+	linkBuf     []byte // for stillLinked
+	buf         []byte // for readNames
 }
 
 // level is a directory the walk is in.
@@ -193,6 +205,7 @@ func (w *walker) visit(dirfd int, name string) (int, unix.Statx_t, error) {
 		return -1, unix.Statx_t{}, fmt.Errorf("open: %w", err)
 	}
 	defer unix.Close(fd)
+	hook("opened", dirfd, name)
 	st, err := statFd(fd)
 	switch {
 	case err != nil:
@@ -201,10 +214,8 @@ func (w *walker) visit(dirfd int, name string) (int, unix.Statx_t, error) {
 		return -1, st, nil // another mount, should RESOLVE_NO_XDEV have let one through
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if st.Nlink > 1 && !w.lastLink(st.Ino, st.Nlink) {
-			return -1, st, nil
-		}
-		return -1, st, w.change(fd, st)
+		hook("stated", dirfd, name)
+		return -1, st, w.changeFile(dirfd, name, fd, st)
 	}
 	if err := w.change(fd, st); err != nil {
 		return -1, st, err
@@ -216,15 +227,119 @@ func (w *walker) visit(dirfd int, name string) (int, unix.Statx_t, error) {
 	return child, st, nil
 }
 
-// lastLink counts one more link of the file ino found in the volume and
-// reports whether the walk has now found all nlink of them.
-func (w *walker) lastLink(ino uint64, nlink uint32) bool {
-	w.links[ino]++
-	if w.links[ino] < nlink {
-		return false
+// testHook, when set (by tests), is called at each step of a visit: an
+// entry "opened", a file (not a directory) "stated".
+var testHook func(step string, dirfd int, name string)
+
+func hook(step string, dirfd int, name string) {
+	if testHook != nil {
+		testHook(step, dirfd, name)
 	}
-	delete(w.links, ino)
-	return true
+}
+
+// changeFile changes what fd (st), opened as the entry name of dirfd,
+// refers to, a file or anything else but a directory, only when the
+// volume holds its one and only link. The pod can link and unlink as the
+// walk goes, so no count of names nor any second look at a name can tell
+// that no other link exists: between any look and the change, links come
+// and go. Two facts do not move:
+//
+//   - the pod makes links only inside the volume (link(2) never crosses
+//     a mount), so once a file has no link outside it never gets one;
+//   - the link fd was opened through (its dentry), once unlinked, is
+//     never linked again: a new link of the same name is another dentry.
+//
+// So a file whose link count was 1 at the stat, and whose own link still
+// exists after it, had then its one link in the volume, and has none
+// outside from then on. A file with more links is never changed: the walk
+// cannot tell where the others are (it counts them, for a warning).
+func (w *walker) changeFile(dirfd int, name string, fd int, st unix.Statx_t) error {
+	if w.whole {
+		return w.change(fd, st)
+	}
+	if st.Nlink > 1 {
+		w.multiLinked++
+		return nil
+	}
+	linked, err := stillLinked(fd, w.linkBuf)
+	if errors.Is(err, unix.ENAMETOOLONG) {
+		return w.changeFileBelow(dirfd, name, st)
+	}
+	if err != nil || !linked {
+		return err // unlinked since it was opened: no longer in the volume
+	}
+	return w.change(fd, st)
+}
+
+// changeFileBelow is changeFile for a file whose path is too long for the
+// kernel to name (more than PATH_MAX): it opens the entry again in a
+// detached copy of the mount whose root is its directory, where its path
+// is "/name", and checks and changes what it opened there. The copy holds
+// no other mount and is gone when closed.
+func (w *walker) changeFileBelow(dirfd int, name string, was unix.Statx_t) error {
+	tree, err := unix.OpenTree(dirfd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("copy the mount of a deep directory: %w", err)
+	}
+	defer unix.Close(tree)
+	fd, err := openEntry(tree, name)
+	if errors.Is(err, unix.ENOENT) {
+		return nil // gone meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("open again: %w", err)
+	}
+	defer unix.Close(fd)
+	st, err := statFd(fd)
+	if err != nil || st.Ino != was.Ino || st.Mode&unix.S_IFMT != was.Mode&unix.S_IFMT {
+		return err // another file under that name now: the pod's own
+	}
+	if st.Nlink > 1 {
+		w.multiLinked++
+		return nil
+	}
+	linked, err := stillLinked(fd, w.linkBuf)
+	if err != nil || !linked {
+		return err
+	}
+	return w.change(fd, st)
+}
+
+// wholeFileSystem reports whether the directory fd (st) is the root of its
+// file system, ext2/3/4 (root inode 2), or of a btrfs subvolume (inode 256;
+// btrfs refuses a link across subvolumes): then every link of every file
+// below it is below it too, and no file there can have a link outside the
+// volume. A provisioned volume (a btrfs subvolume, an ext4 image) and a
+// PV of a whole disk are such. Other file systems are not asked: their
+// root inode is not fixed.
+func wholeFileSystem(fd int, st unix.Statx_t) (bool, error) {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return false, err
+	}
+	switch fs.Type {
+	case unix.EXT4_SUPER_MAGIC:
+		return st.Ino == 2, nil
+	case unix.BTRFS_SUPER_MAGIC:
+		return st.Ino == 256, nil
+	}
+	return false, nil
+}
+
+// deletedSuffix ends the kernel's name of a file opened through a link
+// that has since been removed (/proc/self/fd, d_path(3)).
+const deletedSuffix = " (deleted)"
+
+// stillLinked reports whether the link fd was opened through still exists,
+// from the kernel's name for fd. A file whose own name ends with the
+// suffix reads as unlinked: it is left alone, which is safe. buf holds
+// PATH_MAX bytes; a longer name fails with ENAMETOOLONG.
+func stillLinked(fd int, buf []byte) (bool, error) {
+	n, err := unix.Readlink(fdPath(fd), buf)
+	if err != nil {
+		return false, fmt.Errorf("read the name of an opened file: %w", err)
+	}
+	return !bytes.HasSuffix(buf[:n], []byte(deletedSuffix)), nil
 }
 
 // change gives what fd refers to (st) the group, and the modes unless it
