@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -85,26 +84,6 @@ func (r Root) FileType(p string) (uint32, error) {
 		return 0, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
 	return st.Mode & unix.S_IFMT, nil
-}
-
-// Resolve resolves the host path p, following symlinks inside the root,
-// and returns the path under which the agent reaches what it names, with
-// its type bits (unix.S_IFMT).
-func (r Root) Resolve(p string) (string, uint32, error) {
-	fd, err := r.OpenPath(p, unix.O_PATH)
-	if err != nil {
-		return "", 0, err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return "", 0, &fs.PathError{Op: "stat", Path: p, Err: err}
-	}
-	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
-	if err != nil {
-		return "", 0, fmt.Errorf("resolve %s: %w", p, err)
-	}
-	return real, st.Mode & unix.S_IFMT, nil
 }
 
 // MkdirAll creates the missing directories of the host path p with mode
