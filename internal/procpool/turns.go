@@ -8,9 +8,11 @@ import (
 
 // waitTurn waits until the request may use a child, until ctx ends, and
 // returns its turn. A request gets a turn at once while fewer than size
-// hold one; past that, only when every holder has held its turn for
-// busyAfter (their children are slow: hung storage, most likely) and
-// fewer than maxChildren hold one. Requests wait in order of arrival.
+// hold one; past that, once every holder has held its turn for busyAfter
+// (their children are slow: hung storage, most likely), the requests
+// waiting get extra turns, up to maxChildren in all. Requests wait in
+// order of arrival. So a request waits for a child at most busyAfter
+// while fewer than maxChildren are busy, whatever they are stuck on.
 // While maxStuck abandoned children are stuck in the kernel, it refuses
 // at once.
 func (p *Pool) waitTurn(ctx context.Context) (uint64, error) {
@@ -51,19 +53,23 @@ func (p *Pool) waitTurn(ctx context.Context) (uint64, error) {
 
 // mayTurnLocked reports whether one more request may hold a turn now.
 func (p *Pool) mayTurnLocked(now time.Time) bool {
-	n := len(p.turns)
-	if n < p.size {
-		return true
-	}
-	if n >= p.maxChildren {
-		return false
+	return len(p.turns) < p.limitLocked(now)
+}
+
+// limitLocked is how many turns there may be now: size, or maxChildren
+// while every turn has been held for busyAfter. Those all grow old
+// together, so a burst of requests behind hung ones gets its extra
+// children at once, not one per busyAfter.
+func (p *Pool) limitLocked(now time.Time) int {
+	if len(p.turns) < p.size {
+		return p.size
 	}
 	for _, since := range p.turns {
 		if now.Sub(since) < p.busyAfter {
-			return false
+			return p.size
 		}
 	}
-	return true
+	return p.maxChildren
 }
 
 // turnLocked gives a turn.
@@ -84,7 +90,8 @@ func (p *Pool) giveBack(turn uint64) {
 // grantLocked gives turns to the oldest requests waiting, as many as may
 // have one now, and arms the timer for the next extra one.
 func (p *Pool) grantLocked(now time.Time) {
-	for len(p.waiting) > 0 && !p.closed && p.mayTurnLocked(now) {
+	limit := p.limitLocked(now)
+	for len(p.waiting) > 0 && !p.closed && len(p.turns) < limit {
 		w := p.waiting[0]
 		p.waiting[0] = nil
 		p.waiting = p.waiting[1:]
