@@ -33,7 +33,7 @@ type child struct {
 	// sock is the agent's end of the child's descriptor 3, on which it
 	// passes descriptors (Config.PassFiles); -1 without.
 	sock int
-	id   uint32        // the number of the last request sent
+	id   uint32 // the number of the last request sent
 	// usedAt is when the child last answered, while it is idle.
 	usedAt time.Time
 }
@@ -156,7 +156,7 @@ func startProcess(command []string, stderr *os.File, passFiles bool) (_ *child, 
 		if err != nil {
 			return nil, err
 		}
-		defer childEnd.Close() // the child has its copy
+		defer func() { _ = childEnd.Close() }() // the child has its copy
 		defer func() {
 			if retErr != nil {
 				_ = syscall.Close(agentEnd)

@@ -85,7 +85,7 @@ func ServeFiles(r io.Reader, w io.Writer, sock *os.File, handle func(req []byte)
 		if fd < 0 {
 			return answer
 		}
-		defer syscall.Close(fd)
+		defer func() { _ = syscall.Close(fd) }()
 		var buf [4]byte
 		binary.BigEndian.PutUint32(buf[:], id)
 		if err := syscall.Sendmsg(int(sock.Fd()), buf[:], syscall.UnixRights(fd), nil, 0); err != nil {

@@ -40,7 +40,7 @@ func runChild() int {
 			if string(req) != "file?" {
 				return pid(req), -1
 			}
-			fd, err := syscall.Open("/", 0x200000 /* O_PATH */|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+			fd, err := syscall.Open("/", 0x200000 /* O_PATH */ |syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 			if err != nil {
 				return []byte(err.Error()), -1
 			}

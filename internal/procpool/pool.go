@@ -100,8 +100,8 @@ type Config struct {
 // limits are a pool's bounds, from its Config.
 type limits struct {
 	size, maxChildren, maxStuck int
-	busyAfter, requestTimeout  time.Duration
-	idleTime                   time.Duration
+	busyAfter, requestTimeout   time.Duration
+	idleTime                    time.Duration
 }
 
 // Pool is a pool of long-lived child processes (see the package comment).
@@ -137,8 +137,8 @@ type Pool struct {
 	// abandoned counts the children killed because a request's deadline
 	// passed; unreaped the killed children not gone yet (stuck in the
 	// kernel, on hung storage); refused the requests refused because
-	// maxStuck were unreaped; started the children started. For Stats.
-	abandoned, unreaped, refused, started atomic.Int64
+	// maxStuck were unreaped. For Stats.
+	abandoned, unreaped, refused atomic.Int64
 }
 
 // waiter is a request waiting for a turn: granted is closed once it has
