@@ -124,7 +124,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		metrics.Terminating(worlds), metrics.VolumeStats(a.usage), metrics.HostPathCheckers(checkers.Stats))
 	a.reconciler = reconciler.New(reconciler.Config{Desired: a.desired, Actual: a.actual, Plugins: registry,
 		Root: layout.Root(root), Logger: log, Observer: m, Recorder: cluster.recorder(), OnRecovered: a.recovered,
-		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter), MountedReadOnly: mountedReadOnly(mounter), SubPaths: subPaths(layout.Root(root), o.hostRoot, mounter)})
+		CheckPeriod: o.checkPeriod, MountedNoSwap: mountedNoSwap(mounter), MountedReadOnly: mountedReadOnly(mounter), SubPaths: subPaths(layout.Root(root), o.hostRoot, mounter, checkers)})
 	lns, err := listen(o)
 	if err != nil {
 		return err
@@ -317,13 +317,13 @@ func chooseMounter(o options, log *zap.Logger) (mount.Mounter, error) {
 	return mount.System{}, nil
 }
 
-// subPaths is the preparer of the pods' subPath mounts; none without
-// mounts (--unprivileged).
-func subPaths(root layout.Root, hostRoot string, mounter mount.Mounter) reconciler.SubPaths {
+// subPaths is the preparer of the pods' subPath mounts, which opens them
+// in the checker processes; none without mounts (--unprivileged).
+func subPaths(root layout.Root, hostRoot string, mounter mount.Mounter, checkers subpath.Files) reconciler.SubPaths {
 	if !mount.Privileged(mounter) {
 		return nil
 	}
-	return subpath.Preparer{Root: root, Mounter: mounter, HostRoot: hostRoot}
+	return subpath.Preparer{Root: root, Mounter: mounter, HostRoot: hostRoot, Opener: &subpath.Opener{Files: checkers}}
 }
 
 // mountedReadOnly is how the reconciler learns at start whether the mount
@@ -336,11 +336,33 @@ func mountedReadOnly(mounter mount.Mounter) func(context.Context, []string) (map
 	return mount.ReadOnlyMounts
 }
 
-// hostPathCheckers is the pool of processes that check host paths: this
-// binary again, as hostpath.ServerArg; none runs before the first check.
+// hostPathCheckers is the pool of processes that check host paths and
+// open subPaths (passing the descriptors back): this binary again, as
+// hostpath.ServerArg; none runs before the first check. The pool's bounds
+// are procpool's defaults: 2 children kept, up to 16 while every one has
+// worked on a request for a second, each request abandoned after 5 s, and
+// no new request while 32 abandoned children are stuck.
 // They do not share the agent's standard error: a child stuck on hung
 // storage would hold it open, and whoever reads the agent's output (a
 // container runtime, a test) would wait for the child, not the agent.
 func hostPathCheckers(log *zap.Logger) (*procpool.Pool, error) {
-	return procpool.New(procpool.Config{Command: []string{selfExe, hostpath.ServerArg}, Logger: log.Named("checkers")})
+	return procpool.New(procpool.Config{Command: []string{selfExe, hostpath.ServerArg}, PassFiles: true, Logger: log.Named("checkers")})
+}
+
+// runCheckers is a checker process's main (hostpath.ServerArg): it answers
+// host path checks and subPath opens, passing the opened descriptors on
+// procpool.FilesFD, until the agent closes its end of the pipe.
+func runCheckers() int {
+	sock := os.NewFile(procpool.FilesFD, "files")
+	err := procpool.ServeFiles(os.Stdin, os.Stdout, sock, func(req []byte) ([]byte, int) {
+		if subpath.IsOpenRequest(req) {
+			return subpath.AnswerOpen(req)
+		}
+		return hostpath.Answer(req), -1
+	}, subpath.FailedOpen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", hostpath.ServerArg, err)
+		return 2
+	}
+	return 0
 }

@@ -24,7 +24,7 @@ func main() {
 		os.Exit(hostpath.RunChecker(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == hostpath.ServerArg {
-		os.Exit(hostpath.RunServer(os.Stdin, os.Stdout))
+		os.Exit(runCheckers())
 	}
 	if code, ok := runSubcommand(os.Args[1:], stdEnv()); ok {
 		os.Exit(code) // status, claims, wait, version, help: see cli.go

@@ -140,14 +140,18 @@ func TestHostPathCheckers(t *testing.T) {
 	want := map[string]float64{
 		"volume_agent_host_path_checkers_abandoned_total{}": 0,
 		"volume_agent_host_path_checkers_unreaped{}":        0,
+		"volume_agent_host_path_checkers_unreaped_max{}":    0,
+		"volume_agent_host_path_checkers_refused_total{}":   0,
 	}
 	if got := gather(t, reg); !reflect.DeepEqual(got, want) {
 		t.Fatalf("gathered %v\nwant %v", got, want)
 	}
 	// Read at every scrape: a check hangs and its child is abandoned.
-	st = procpool.Stats{Abandoned: 3, Unreaped: 1}
+	st = procpool.Stats{Abandoned: 3, Unreaped: 1, Refused: 2, MaxStuck: 32}
 	want["volume_agent_host_path_checkers_abandoned_total{}"] = 3
 	want["volume_agent_host_path_checkers_unreaped{}"] = 1
+	want["volume_agent_host_path_checkers_unreaped_max{}"] = 32
+	want["volume_agent_host_path_checkers_refused_total{}"] = 2
 	if got := gather(t, reg); !reflect.DeepEqual(got, want) {
 		t.Fatalf("gathered %v\nwant %v", got, want)
 	}

@@ -2,6 +2,7 @@ package procpool
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,27 +30,44 @@ type child struct {
 	in   *os.File      // the write end of the child's standard input
 	out  *os.File      // the read end of the child's standard output
 	rd   *bufio.Reader // reads out
-	id   uint32        // the number of the last request sent
+	// sock is the agent's end of the child's descriptor 3, on which it
+	// passes descriptors (Config.PassFiles); -1 without.
+	sock int
+	id   uint32 // the number of the last request sent
 	// usedAt is when the child last answered, while it is idle.
 	usedAt time.Time
 }
 
 func newChild(proc process, in, out *os.File) *child {
-	return &child{proc: proc, in: in, out: out, rd: bufio.NewReader(out)}
+	return &child{proc: proc, in: in, out: out, rd: bufio.NewReader(out), sock: -1}
 }
 
 // errNoAnswer is the cause of the error of a request whose context ended
 // before the child answered.
-var errNoAnswer = errors.New("no answer before the deadline")
+var errNoAnswer = ErrNoAnswer
 
 // errNotSent is the cause of the error of a request that no child read:
 // the child had exited before it was sent.
 var errNotSent = errors.New("child process gone before the request was sent")
 
-// exchange sends req and reads the answer, giving up when ctx ends. The
+// exchange sends req and reads the answer, and the descriptor passed with
+// it if the child has a socket for them, giving up when ctx ends. The
 // pipes are in the Go runtime's poller: a deadline, set from ctx's
 // deadline and moved to now when ctx is cancelled, wakes the read up.
-func (c *child) exchange(ctx context.Context, req []byte) ([]byte, error) {
+func (c *child) exchange(ctx context.Context, req []byte) ([]byte, *os.File, error) {
+	answer, err := c.send(ctx, req)
+	if err != nil || c.sock < 0 {
+		return answer, nil, err
+	}
+	f, err := c.receiveFile()
+	if err != nil {
+		return nil, nil, err
+	}
+	return answer, f, nil
+}
+
+// send sends req and reads the answer, giving up when ctx ends.
+func (c *child) send(ctx context.Context, req []byte) ([]byte, error) {
 	deadline, _ := ctx.Deadline() // the zero time clears an earlier deadline
 	if err := c.setDeadline(deadline); err != nil {
 		return nil, err
@@ -91,8 +109,8 @@ func (c *child) setDeadline(t time.Time) error {
 // failed names the error of a failed send or read: the context's when it
 // ended, else what the pipe said (the child died, or sent garbage).
 func (c *child) failed(ctx context.Context, what string, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("child process %d: %w: %w", c.proc.Pid(), errNoAnswer, ctx.Err())
+	if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) { // the pipe's deadline may pass a moment before ctx's
+		return fmt.Errorf("child process %d: %w: %w", c.proc.Pid(), errNoAnswer, cmp.Or(ctx.Err(), context.DeadlineExceeded))
 	}
 	return fmt.Errorf("%s of child process %d: %w", what, c.proc.Pid(), err)
 }
@@ -102,13 +120,17 @@ func (c *child) failed(ctx context.Context, what string, err error) error {
 func (c *child) kill() {
 	_ = c.in.Close()
 	_ = c.out.Close()
+	if c.sock >= 0 {
+		_ = syscall.Close(c.sock)
+		c.sock = -1
+	}
 	_ = c.proc.Kill()
 }
 
 // startProcess starts a child running command, its standard input and
 // output connected to pipes and its standard error to stderr (nil:
 // /dev/null).
-func startProcess(command []string, stderr *os.File) (_ *child, retErr error) {
+func startProcess(command []string, stderr *os.File, passFiles bool) (_ *child, retErr error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -128,6 +150,21 @@ func startProcess(command []string, stderr *os.File) (_ *child, retErr error) {
 	}()
 	cmd := exec.Command(command[0], command[1:]...) //nolint:gosec // G204: the agent's own binary, from its Config
 	cmd.Stdin, cmd.Stdout = inR, outW
+	sock := -1
+	if passFiles {
+		agentEnd, childEnd, err := socketPair()
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = childEnd.Close() }() // the child has its copy
+		defer func() {
+			if retErr != nil {
+				_ = syscall.Close(agentEnd)
+			}
+		}()
+		cmd.ExtraFiles = []*os.File{childEnd}
+		sock = agentEnd
+	}
 	if stderr != nil {
 		cmd.Stderr = stderr // an *os.File: no copying goroutine for Wait to wait for
 	}
@@ -141,7 +178,9 @@ func startProcess(command []string, stderr *os.File) (_ *child, retErr error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start child process: %w", err)
 	}
-	return newChild(cmdProcess{cmd}, inW, outR), nil
+	c := newChild(cmdProcess{cmd}, inW, outR)
+	c.sock = sock
+	return c, nil
 }
 
 // cmdProcess is a child started by exec.

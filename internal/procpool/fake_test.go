@@ -38,7 +38,7 @@ func (f *fakeChildren) unhang() { f.once.Do(func() { close(f.unhung) }) }
 
 // pool returns a pool of size children of f.
 func (f *fakeChildren) pool(size int) *Pool {
-	p := newPool(size, time.Hour, zap.NewNop(), f.start)
+	p := newPool(fixed(size, time.Hour), zap.NewNop(), f.start)
 	f.t.Cleanup(p.Close)
 	return p
 }
@@ -100,6 +100,12 @@ type fakeProc struct {
 func (p *fakeProc) Kill() error { return p.stdin.Close() }
 func (p *fakeProc) Wait() error { <-p.exited; return nil }
 func (p *fakeProc) Pid() int    { return p.pid }
+
+// fixed returns the limits of a pool of size children, no extra one, idle
+// for idle at most, whose requests have no deadline but their context's.
+func fixed(size int, idle time.Duration) limits {
+	return limits{size: size, maxChildren: size, maxStuck: DefaultMaxStuck, busyAfter: time.Hour, requestTimeout: time.Hour, idleTime: idle}
+}
 
 // answeredBy returns which child answered an echo.
 func answeredBy(t *testing.T, answer []byte, req string) int {

@@ -60,6 +60,11 @@ func frameErr(err error, part string) error {
 // leaves nothing to resynchronise on) or a failed write. handle's answer
 // is cut to MaxFrame bytes.
 func Serve(r io.Reader, w io.Writer, handle func(req []byte) []byte) error {
+	return serve(r, w, func(_ uint32, req []byte) []byte { return handle(req) })
+}
+
+// serve is Serve with the request's number given to handle.
+func serve(r io.Reader, w io.Writer, handle func(id uint32, req []byte) []byte) error {
 	br := bufio.NewReader(r)
 	var out []byte
 	for {
@@ -70,7 +75,7 @@ func Serve(r io.Reader, w io.Writer, handle func(req []byte) []byte) error {
 		case err != nil:
 			return fmt.Errorf("read request: %w", err)
 		}
-		answer := handle(req)
+		answer := handle(id, req)
 		if len(answer) > MaxFrame {
 			answer = answer[:MaxFrame]
 		}

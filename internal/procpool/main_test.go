@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -29,9 +30,25 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// runChild answers every request with its pid.
+// runChild answers every request with its pid; with a socket for
+// descriptors, "file?" with "/" opened, passed with the answer.
 func runChild() int {
-	err := Serve(os.Stdin, os.Stdout, func([]byte) []byte { return strconv.AppendInt(nil, int64(os.Getpid()), 10) })
+	pid := func([]byte) []byte { return strconv.AppendInt(nil, int64(os.Getpid()), 10) }
+	var err error
+	if sock := os.NewFile(FilesFD, "files"); sock != nil && len(os.Args) > 2 {
+		err = ServeFiles(os.Stdin, os.Stdout, sock, func(req []byte) ([]byte, int) {
+			if string(req) != "file?" {
+				return pid(req), -1
+			}
+			fd, err := syscall.Open("/", 0x200000 /* O_PATH */ |syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+			if err != nil {
+				return []byte(err.Error()), -1
+			}
+			return []byte("root"), fd
+		}, func(err error) []byte { return []byte(err.Error()) })
+	} else {
+		err = Serve(os.Stdin, os.Stdout, pid)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -57,3 +74,6 @@ func runAgent() int {
 }
 
 var childCommand = []string{"/proc/self/exe", childArg}
+
+// filesChildCommand is a child that passes descriptors.
+var filesChildCommand = []string{"/proc/self/exe", childArg, "files"}

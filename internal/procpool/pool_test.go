@@ -97,13 +97,13 @@ func TestHungChildBlocksNoOther(t *testing.T) {
 		t.Fatal("the hung request was released while its child still hangs")
 	default:
 	}
-	if st := p.Stats(); st != (Stats{Abandoned: 1, Unreaped: 1}) {
+	if st := p.Stats(); st != (Stats{Abandoned: 1, Unreaped: 1, MaxStuck: DefaultMaxStuck}) {
 		t.Fatalf("stats while the abandoned child hangs: %+v, want 1 abandoned, 1 unreaped", st)
 	}
 	do(t, p, "y")
 	f.unhang()
 	wait(t, h.released, "the release of the hung request once its child went")
-	if st := p.Stats(); st != (Stats{Abandoned: 1}) {
+	if st := p.Stats(); st != (Stats{Abandoned: 1, MaxStuck: DefaultMaxStuck}) {
 		t.Fatalf("stats once the abandoned child went: %+v, want 1 abandoned, 0 unreaped", st)
 	}
 }
@@ -263,7 +263,7 @@ func TestRequestTooLong(t *testing.T) {
 // request starts another.
 func TestIdleChildRetires(t *testing.T) {
 	f := newFakeChildren(t)
-	p := newPool(1, time.Millisecond, zap.NewNop(), f.start)
+	p := newPool(fixed(1, time.Millisecond), zap.NewNop(), f.start)
 	t.Cleanup(p.Close)
 	if n := answeredBy(t, do(t, p, "x"), "x"); n != 1 {
 		t.Fatalf("child %d answered, want 1", n)

@@ -137,3 +137,37 @@ func TestKilledAgentLeavesNoChild(t *testing.T) {
 	_ = agent.Wait()
 	waitGone(t, pid, "SIGKILL of its agent")
 }
+
+// TestPassFile: a real child passes a descriptor with its answer; an
+// answer without one carries none.
+func TestPassFile(t *testing.T) {
+	p, err := New(Config{Command: filesChildCommand, Size: 1, PassFiles: true, Stderr: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Close()
+		p.reaping.Wait()
+	})
+	for range 3 {
+		answer, f, err := p.DoFile(context.Background(), []byte("file?"), func() {})
+		if err != nil || string(answer) != "root" || f == nil {
+			t.Fatalf("DoFile: %q, %v, %v; want root and a file", answer, f, err)
+		}
+		var got, want syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &got); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+		if err := syscall.Stat("/", &want); err != nil {
+			t.Fatal(err)
+		}
+		if got.Dev != want.Dev || got.Ino != want.Ino {
+			t.Fatalf("the file passed is %d:%d, want / (%d:%d)", got.Dev, got.Ino, want.Dev, want.Ino)
+		}
+		answer, f, err = p.DoFile(context.Background(), []byte("pid?"), func() {})
+		if err != nil || f != nil || len(answer) == 0 {
+			t.Fatalf("DoFile without a file: %q, %v, %v", answer, f, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package subpath
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,10 @@ type Preparer struct {
 	// agent ("/" or "" on the host): the path of a volume outside Root
 	// (a hostPath) is a host path, resolved below it.
 	HostRoot string
+	// Opener opens the subPaths, in checker processes (see Opener); nil
+	// opens them in the agent's process, one Prepare call at a time
+	// (tests).
+	Opener *Opener
 }
 
 // Dir is <root>/pods/<uid>/volume-subpaths.
@@ -91,13 +96,21 @@ func (p Preparer) Prepare(ctx context.Context, uid types.UID, volume, path strin
 		errs = append(errs, err)
 	}
 	out := &Outcome{}
+	opener := cmp.Or(p.Opener, &Opener{})
+	var hung error // set once an open of this volume did not return
 	for _, w := range wants {
 		if w.Problem != "" {
 			continue
 		}
 		m := Prepared{Container: w.Container, Index: w.Index, SubPath: w.Path, Path: p.Target(uid, volume, w.Container, w.Index)}
-		_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, p.prepare(ctx, path, w, m.Path) })
+		err := hung
+		if err == nil {
+			err = p.prepare(ctx, opener, path, w, m.Path)
+		}
 		if err != nil {
+			if hung == nil && errors.Is(err, errHung) {
+				hung = fmt.Errorf("not tried: the volume's storage did not answer for subPath %q: %w", w.Path, err)
+			}
 			err = fmt.Errorf("subPath %q of volume %q for container %q (volumeMount %d): %w", w.Path, volume, w.Container, w.Index, mount.OneLine(err))
 			m.Path, m.Error = "", err.Error()
 			errs = append(errs, err)
@@ -108,21 +121,12 @@ func (p Preparer) Prepare(ctx context.Context, uid types.UID, volume, path strin
 }
 
 // prepare makes (or keeps) the mount of w's subPath of the volume at
-// path on target.
-func (p Preparer) prepare(ctx context.Context, path string, w Want, target string) error {
+// path on target, opening it with o.
+func (p Preparer) prepare(ctx context.Context, o *Opener, path string, w Want, target string) error {
 	if err := layout.ValidName(w.Container); err != nil {
 		return fmt.Errorf("container name: %w", err)
 	}
-	vol, err := p.openVolume(path)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(vol)
-	var st unix.Stat_t
-	if err := unix.Fstat(vol, &st); err != nil {
-		return err
-	}
-	src, err := openBeneath(vol, w.Path, st.Mode&0o7777)
+	src, err := o.open(ctx, p, path, w.Path)
 	if err != nil {
 		return err
 	}
@@ -130,9 +134,6 @@ func (p Preparer) prepare(ctx context.Context, path string, w Want, target strin
 	id, _, typ, err := idOf(src, "")
 	if err != nil {
 		return err
-	}
-	if typ == unix.S_IFCHR || typ == unix.S_IFBLK {
-		return fmt.Errorf("%w: a device node", ErrEscape)
 	}
 	return p.bind(ctx, src, id, typ == unix.S_IFDIR, target)
 }

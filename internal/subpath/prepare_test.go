@@ -20,7 +20,8 @@ import (
 const uid = types.UID("pod-1")
 
 // setup returns a Preparer whose root is reached through a symlink, as
-// a symlinked /var/lib would be, and a volume directory, with the
+// a symlinked /var/lib would be, that opens subPaths in checker processes
+// as the agent's does, and a volume directory, with the
 // preparer's mounts taken off at the end whatever happens.
 func setup(t *testing.T) (Preparer, string) {
 	t.Helper()
@@ -30,7 +31,7 @@ func setup(t *testing.T) (Preparer, string) {
 	if err := os.Symlink("real", filepath.Join(base, "root")); err != nil {
 		t.Fatal(err)
 	}
-	p := Preparer{Root: layout.Root(filepath.Join(base, "root")), Mounter: mount.System{}}
+	p := Preparer{Root: layout.Root(filepath.Join(base, "root")), Mounter: mount.System{}, Opener: &Opener{Files: checkerPool(t)}}
 	vol := filepath.Join(base, "volume")
 	mkdir(t, vol)
 	if err := os.Chmod(vol, 0o777); err != nil {

@@ -26,6 +26,7 @@ type hangFS struct {
 
 	mu       sync.Mutex
 	hung     bool          // guarded by mu
+	below    bool          // guarded by mu: look-ups in "data" block (hangBelowData)
 	released chan struct{} // closed when the test ends
 	// blocked counts the requests that blocked, by caller process and by
 	// the caller's parent. Guarded by mu.
@@ -106,6 +107,15 @@ func (f *hangFS) hang() {
 	f.mu.Unlock()
 }
 
+// hangBelowData makes every later look-up in "data" block until the test
+// ends, and nothing else: the root and "data" itself keep answering, as
+// an NFS server that answers GETATTR but never LOOKUP does.
+func (f *hangFS) hangBelowData() {
+	f.mu.Lock()
+	f.below = true
+	f.mu.Unlock()
+}
+
 // blockedBy returns how many requests of process pid, or of its children,
 // have blocked.
 func (f *hangFS) blockedBy(pid int) int {
@@ -119,9 +129,13 @@ func (f *hangFS) wait(h *fuse.InHeader) {
 	f.mu.Lock()
 	hung := f.hung
 	f.mu.Unlock()
-	if !hung {
-		return
+	if hung {
+		f.block(h)
 	}
+}
+
+// block blocks the request h until the test ends.
+func (f *hangFS) block(h *fuse.InHeader) {
 	pid, parent := process(int(h.Pid))
 	f.mu.Lock()
 	f.blocked[pid]++
@@ -168,6 +182,12 @@ func dirAttr(ino uint64, a *fuse.Attr) {
 // Lookup knows "data" in the root. Entries and attributes are never
 // cached, so that every look-up after hang reaches the server.
 func (f *hangFS) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	f.mu.Lock()
+	below := f.below
+	f.mu.Unlock()
+	if below && h.NodeId == dataIno {
+		f.block(h)
+	}
 	f.wait(h)
 	if h.NodeId != rootIno || name != "data" {
 		return fuse.ENOENT

@@ -26,6 +26,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/procpool"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -104,12 +105,18 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, _ string) (volume
 // ctx ends. A check given up on stays in progress until its checker
 // process has really gone.
 func (p *Plugin) check(ctx context.Context, check check, typ v1.HostPathType, host string) error {
-	end, err := p.checking.Begin(ctx, host)
+	wait, cancel := context.WithTimeout(ctx, earlierWait)
+	end, err := p.checking.Begin(wait, host)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("an earlier check of %s has not returned (is its storage hung?): %w", host, err)
 	}
 	if p.Checkers != nil {
 		return p.askChecker(ctx, typ, host, end)
+	}
+	if err := ctx.Err(); err != nil { // no goroutine once ctx has ended
+		end()
+		return fmt.Errorf("gave up waiting for storage: %w", err)
 	}
 	_, err = mount.Bounded(ctx, func() (struct{}, error) {
 		defer end()
@@ -120,6 +127,12 @@ func (p *Plugin) check(ctx context.Context, check check, typ v1.HostPathType, ho
 	})
 	return err
 }
+
+// earlierWait is how long a check waits for an earlier check of the same
+// path: the checker's own deadline. One still running past it is stuck
+// (its checker abandoned, not gone yet), and the volume fails at once,
+// holding no operation of the agent for longer.
+const earlierWait = procpool.DefaultRequestTimeout
 
 // TearDown does nothing: data on the host is never touched.
 func (p *Plugin) TearDown(context.Context, string) error { return nil }

@@ -32,7 +32,7 @@ var _ Checkers = (*procpool.Pool)(nil)
 // requests read from r on w until r ends (the agent closed its end of the
 // pipe, or died), then returns 0; 2 for malformed input.
 func RunServer(r io.Reader, w io.Writer) int {
-	if err := procpool.Serve(r, w, answer); err != nil {
+	if err := procpool.Serve(r, w, Answer); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", ServerArg, err)
 		return 2
 	}
@@ -52,8 +52,9 @@ func request(hostRoot string, typ v1.HostPathType, host string) []byte {
 	return []byte(hostRoot + "\x00" + string(typ) + "\x00" + host)
 }
 
-// answer checks the host path of req as RunChecker does.
-func answer(req []byte) []byte {
+// Answer checks the host path of req as RunChecker does: a checker
+// process's answer to a host path request.
+func Answer(req []byte) []byte {
 	fields := bytes.Split(req, []byte{0})
 	if len(fields) != 3 {
 		return append([]byte{statusRefused}, "a request has 3 fields"...)
@@ -75,6 +76,8 @@ func (p *Plugin) askChecker(ctx context.Context, typ v1.HostPathType, host strin
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("gave up waiting for storage: %w", ctx.Err())
+	case errors.Is(err, procpool.ErrNoAnswer):
+		return fmt.Errorf("storage did not answer: %w", err)
 	case err != nil:
 		return fmt.Errorf("ask a host path checker: %w", err)
 	case len(a) == 1 && a[0] == statusOK:
