@@ -119,3 +119,11 @@ func (t Tool) at(ctx context.Context, dir string, args ...string) error {
 	_, err := t.Run(ctx, args...)
 	return err
 }
+
+// DeleteSubvolumeID deletes subvolume id (BTRFS_IOC_SNAP_DESTROY_V2 by
+// ID: no path a tenant could swap is looked up) of the file system of
+// dir, and commits. It fails with ErrNotEmpty when the subvolume holds
+// another one.
+func (t Tool) DeleteSubvolumeID(ctx context.Context, dir string, id uint64) error {
+	return t.at(ctx, dir, "subvolume", "delete", "--commit-after", "--subvolid", strconv.FormatUint(id, 10), dir)
+}

@@ -1,0 +1,118 @@
+package btrfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/btrfs/btrfstest"
+)
+
+// TestEnforceOnLoopBtrfs: a volume's limit is on its level-1 qgroup, and a
+// subvolume made inside it, then one inside that, count against it once
+// Enforce has run: a write into the nested one past the limit fails with
+// EDQUOT and the level-1 qgroup shows its bytes. Quotas turned off and on
+// drop everything; Enforce makes it all again. DeleteTree deletes the
+// volume with its nested subvolumes, by ID, and nothing outside it;
+// DestroyLevel1 leaves no qgroup behind.
+func TestEnforceOnLoopBtrfs(t *testing.T) {
+	root := btrfstest.Mount(t, true)
+	ctx := t.Context()
+	tool := Tool{}
+	vol, beside := filepath.Join(root, "vol"), filepath.Join(root, "beside")
+	for _, dir := range []string{vol, beside} {
+		if err := tool.CreateSubvolume(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const limit = 8 << 20
+	l, err := tool.Enforce(ctx, vol, limit)
+	if err != nil || !l.Changed || !l.Qgroup.Limited || l.Qgroup.Limit != limit || len(l.Nested) != 0 {
+		t.Fatalf("Enforce on a new volume: %+v, %v", l, err)
+	}
+	id := l.Qgroup.ID
+	if again, err := tool.Enforce(ctx, vol, limit); err != nil || again.Changed {
+		t.Errorf("Enforce again: %+v, %v; want nothing changed", again, err)
+	}
+
+	nested := filepath.Join(vol, "nested")
+	deeper := filepath.Join(nested, "deeper")
+	for _, dir := range []string{nested, deeper} {
+		if err := tool.CreateSubvolume(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nid, _ := tool.SubvolumeID(ctx, nested)
+	did, _ := tool.SubvolumeID(ctx, deeper)
+	l, err = tool.Enforce(ctx, vol, limit)
+	if err != nil || !l.Changed || !slices.Equal(l.Nested, []uint64{nid, did}) {
+		t.Fatalf("Enforce with nested subvolumes %d, %d: %+v, %v", nid, did, l, err)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(deeper, "f"), 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(nested, "g"), 6<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("10 MiB into an 8 MiB volume through its nested subvolumes: %v, want EDQUOT", err)
+	}
+	unix.Sync()
+	l, err = tool.Enforce(ctx, vol, limit)
+	if err != nil || l.Qgroup.Referenced < 4<<20 || l.Qgroup.Referenced > limit {
+		t.Errorf("level-1 qgroup %+v, %v; want the nested bytes (4-8 MiB) counted", l.Qgroup, err)
+	}
+
+	if err := func() error { _, err := tool.Run(ctx, "quota", "disable", root); return err }(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tool.Enforce(ctx, vol, limit); !errors.Is(err, ErrQuotasOff) {
+		t.Errorf("Enforce with quotas off: %v, want ErrQuotasOff", err)
+	}
+	if err := tool.EnableQuotas(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	l, err = tool.Enforce(ctx, vol, limit)
+	if err != nil || !l.Changed || l.Qgroup.Limit != limit {
+		t.Fatalf("Enforce after quotas off and on: %+v, %v; want the limit made again", l, err)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(nested, "h"), 6<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("past the limit after quotas off and on: %v, want EDQUOT", err)
+	}
+
+	var journaled []uint64
+	if err := tool.DeleteTree(ctx, vol, func(ids []uint64) error { journaled = append(journaled, ids...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(journaled, []uint64{nid, did}) {
+		t.Errorf("DeleteTree told of %v, want %v", journaled, []uint64{nid, did})
+	}
+	if _, err := os.Lstat(vol); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("volume after DeleteTree: %v", err)
+	}
+	if sub, err := IsSubvolume(beside); err != nil || !sub {
+		t.Errorf("the subvolume beside the volume: %v, %v; want it kept", sub, err)
+	}
+	if err := tool.Sync(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []uint64{did, nid, id} {
+		if err := tool.WaitDropped(ctx, root, sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tool.DestroyLevel1(ctx, root, id); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tool.showAll(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := row(out, 4, func(q string) bool { return q == Level1(id) }); f != nil {
+		t.Errorf("qgroup %s left behind:\n%s", Level1(id), out)
+	}
+	if err := tool.DestroyLevel1(ctx, root, id); err != nil {
+		t.Errorf("DestroyLevel1 again: %v", err)
+	}
+}
