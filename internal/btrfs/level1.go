@@ -217,7 +217,10 @@ func (t Tool) DeleteTree(ctx context.Context, dir string, found func(ids []uint6
 			return err
 		}
 		if len(nested) == 0 {
-			return t.DeleteSubvolumeID(ctx, parent, id)
+			if err := t.DeleteSubvolumeID(ctx, parent, id); err != nil {
+				return err
+			}
+			return t.Sync(ctx, parent)
 		}
 		if err := found(nested); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -114,5 +115,15 @@ func TestEnforceOnLoopBtrfs(t *testing.T) {
 	}
 	if err := tool.DestroyLevel1(ctx, root, id); err != nil {
 		t.Errorf("DestroyLevel1 again: %v", err)
+	}
+}
+
+// TestIoctlArgSizes: the ioctl argument structs have the size their
+// request numbers encode (4096 bytes).
+func TestIoctlArgSizes(t *testing.T) {
+	for name, size := range map[string]uintptr{"search": unsafe.Sizeof(searchArgs{}), "ino lookup": unsafe.Sizeof(inoLookupArgs{}), "vol args v2": unsafe.Sizeof(volArgsV2{})} {
+		if size != 4096 {
+			t.Errorf("%s args: %d bytes, want 4096", name, size)
+		}
 	}
 }
