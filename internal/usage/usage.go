@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
 	"sync"
 	"time"
@@ -66,6 +67,8 @@ type Config struct {
 	statfs func(path string) (fsSize, error)
 	// qgroup replaces btrfs qgroup show (benchmarks count its cost apart).
 	qgroup func(ctx context.Context, path string, id uint64) (btrfs.Qgroup, error)
+	// enforce replaces btrfs.Tool.Enforce (benchmarks count its cost apart).
+	enforce func(ctx context.Context, path string, limit int64) (btrfs.Limits, error)
 	// sleep paces walks; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -95,6 +98,9 @@ type slot struct {
 	// one is.
 	busy   chan struct{}
 	warned bool // a failure was logged: the next one is not
+	// notEnforced: the volume's limit was not enforced at the latest
+	// measurement (logged once, and when it is again).
+	notEnforced string
 	// exceeded: the latest measurement was above the size limit.
 	exceeded bool
 }
@@ -122,6 +128,9 @@ func New(cfg Config) *Usage {
 	}
 	if cfg.qgroup == nil {
 		cfg.qgroup = btrfs.Tool{Timeout: cfg.CallTimeout}.QgroupOf
+	}
+	if cfg.enforce == nil {
+		cfg.enforce = btrfs.Tool{Timeout: cfg.CallTimeout}.Enforce
 	}
 	if cfg.sleep == nil {
 		cfg.sleep = sleep
@@ -292,7 +301,7 @@ func (u *Usage) measure(ctx context.Context, s *slot) {
 			return // the last call has not returned: the file system still hangs
 		}
 	}
-	m, ok, err := u.measureTarget(ctx, s, t.Path)
+	m, ok, err := u.measureTarget(ctx, s, t)
 	if ctx.Err() != nil {
 		return
 	}
@@ -322,9 +331,10 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 		}
 		s.warned = false
 		m.Time = time.Now().UTC().Truncate(time.Second)
-		if m.Method != MethodQuota { // a qgroup limit enforces the size limit: nothing to watch
+		if m.Method != MethodQuota || m.NotEnforced != "" { // an enforced qgroup limit holds the size limit: nothing to watch
 			m.SizeLimitBytes = t.SizeLimit
 		}
+		u.logEnforcement(log, s, m.NotEnforced)
 		s.m, s.have = m, true
 		u.changes.Add(t.Key.PodUID)
 		crossed := m.Exceeded() && !s.exceeded
@@ -339,7 +349,9 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 // directory on network storage). A subvolume whose qgroup has no limit
 // (or quotas are off) is walked: btrfs qgroup show runs again each
 // period, a fork a period for such a volume, cheaper than any walk.
-func (u *Usage) measureTarget(ctx context.Context, s *slot, path string) (Measurement, bool, error) {
+func (u *Usage) measureTarget(ctx context.Context, s *slot, t Target) (Measurement, bool, error) {
+	path := t.Path
+	var notEnforced string
 	p, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (probed, error) {
 		h, id, err := u.mounts.probe(path)
 		return probed{h, id}, err
@@ -354,21 +366,74 @@ func (u *Usage) measureTarget(ctx context.Context, s *slot, path string) (Measur
 	case notAtAll:
 		return Measurement{}, false, nil
 	case byQuota:
-		m, err := u.quota(ctx, s, path, p.subvol)
+		var m Measurement
+		var err error
+		if t.QuotaLimit > 0 {
+			m, err = u.enforced(ctx, s, t)
+		} else {
+			m, err = u.quota(ctx, s, path, p.subvol)
+		}
 		if !errors.Is(err, errNoQuota) {
 			return m, err == nil, err
 		}
 		// Not limited by its qgroup: walked as a plain directory.
+		notEnforced = m.NotEnforced
 	}
 	if !u.walks {
-		return Measurement{}, false, nil
+		return Measurement{NotEnforced: notEnforced}, notEnforced != "", nil
 	}
 	r, err := u.walk(ctx, s, path)
 	if err != nil {
 		return Measurement{}, false, err
 	}
 	return Measurement{CapacityBytes: r.fs.capacity, AvailableBytes: r.fs.available, UsedBytes: r.bytes,
-		Inodes: r.fs.inodes, InodesFree: r.fs.inodesFree, InodesUsed: r.inodes, Method: MethodWalk}, true, nil
+		Inodes: r.fs.inodes, InodesFree: r.fs.inodesFree, InodesUsed: r.inodes, Method: MethodWalk, NotEnforced: notEnforced}, true, nil
+}
+
+// enforced measures the subvolume t by its level-1 qgroup after making
+// its limit, the qgroup and the assignments of the subvolumes inside it
+// again where they are missing (btrfs.Tool.Enforce), within
+// CallTimeout. Where that fails, the measurement says why (NotEnforced)
+// with errNoQuota: the volume is walked, nested subvolumes and all, and
+// its size limit watched.
+func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, error) {
+	l, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (btrfs.Limits, error) {
+		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
+		defer cancel()
+		return u.cfg.enforce(ctx, t.Path, t.QuotaLimit)
+	})
+	switch {
+	case errors.Is(err, btrfs.ErrTooManyNested):
+		// The first MaxNested are assigned and counted; the rest are not.
+		size, serr := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(t.Path) })
+		if serr != nil {
+			return Measurement{}, serr
+		}
+		m := quotaMeasurement(l.Qgroup, size)
+		m.NotEnforced = fmt.Sprintf("%v: those past the first %d are not counted against its limit (delete them)", err, btrfs.MaxNested)
+		return m, nil
+	case errors.Is(err, btrfs.ErrQuotasOff), errors.Is(err, exec.ErrNotFound):
+		return Measurement{NotEnforced: "btrfs quotas are off on the volume's file system: its size is not limited (turn them on: btrfs quota enable <mount point>; the limit is made again at the next measurement)"}, errNoQuota
+	case err != nil:
+		return Measurement{NotEnforced: fmt.Sprintf("its btrfs qgroup limit could not be made: %v", err)}, errNoQuota
+	}
+	size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(t.Path) })
+	if err != nil {
+		return Measurement{}, err
+	}
+	return quotaMeasurement(l.Qgroup, size), nil
+}
+
+// logEnforcement logs a volume's limit found not enforced, once, and
+// enforced again.
+func (u *Usage) logEnforcement(log *zap.Logger, s *slot, notEnforced string) {
+	switch {
+	case notEnforced != "" && s.notEnforced == "":
+		log.Warn("volume size limit not enforced", zap.String("reason", notEnforced))
+	case notEnforced == "" && s.notEnforced != "":
+		log.Info("volume size limit enforced again")
+	}
+	s.notEnforced = notEnforced
 }
 
 // probed is how a volume is measured, and its subvolume's ID for byQuota.
