@@ -331,7 +331,10 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 		}
 		s.warned = false
 		m.Time = time.Now().UTC().Truncate(time.Second)
-		if m.Method != MethodQuota || m.NotEnforced != "" { // an enforced qgroup limit holds the size limit: nothing to watch
+		// An enforced qgroup limit holds the size limit: nothing to watch,
+		// unless the qgroup counts more than its limit (a nested subvolume
+		// written to before its assignment).
+		if m.Method != MethodQuota || m.NotEnforced != "" || m.UsedBytes > m.CapacityBytes {
 			m.SizeLimitBytes = t.SizeLimit
 		}
 		u.logEnforcement(log, s, m.NotEnforced)
