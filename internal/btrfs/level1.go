@@ -54,7 +54,7 @@ func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, err
 	if id == 0 {
 		return Limits{}, nerr
 	}
-	root := dir
+	root := outside(dir)
 	out, err := t.showAll(ctx, root)
 	if err != nil {
 		return Limits{}, err
@@ -207,7 +207,7 @@ func (t Tool) DeleteTree(ctx context.Context, dir string, found func(ids []uint6
 	if err != nil && id == 0 {
 		return err
 	}
-	if err := t.lift(ctx, dir, id); err != nil {
+	if err := t.lift(ctx, outside(dir), id); err != nil {
 		return err
 	}
 	parent := filepath.Dir(dir) // the volume's path is gone once it is deleted

@@ -121,7 +121,7 @@ func TestEnforceOnLoopBtrfs(t *testing.T) {
 // TestIoctlArgSizes: the ioctl argument structs have the size their
 // request numbers encode (4096 bytes).
 func TestIoctlArgSizes(t *testing.T) {
-	for name, size := range map[string]uintptr{"search": unsafe.Sizeof(searchArgs{}), "ino lookup": unsafe.Sizeof(inoLookupArgs{}), "vol args v2": unsafe.Sizeof(volArgsV2{})} {
+	for name, size := range map[string]uintptr{"search": unsafe.Sizeof(searchArgs{}), "ino lookup": unsafe.Sizeof(inoLookupArgs{}), "vol args v2": unsafe.Sizeof(volArgsV2{}), "fs info": unsafe.Sizeof(fsInfoArgs{}) * 4} {
 		if size != 4096 {
 			t.Errorf("%s args: %d bytes, want 4096", name, size)
 		}

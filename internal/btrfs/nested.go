@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -161,4 +162,43 @@ func ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 		return errno
 	}
 	return nil
+}
+
+// iocFsInfo is BTRFS_IOC_FS_INFO: _IOR(0x94, 31, 1024).
+const iocFsInfo = 0x8400941f
+
+// fsInfoArgs is struct btrfs_ioctl_fs_info_args, up to the fsid.
+type fsInfoArgs struct {
+	MaxID, NumDevices uint64
+	FSID              [16]byte
+	_                 [1024 - 32]byte
+}
+
+// outside returns where to run btrfs(8)'s qgroup commands for the
+// subvolume dir: its parent directory when that is on the same btrfs
+// (another subvolume), else dir. The kernel reserves room in the qgroups
+// of the subvolume a command is run in, so in a volume over its limit (a
+// nested subvolume's writes before their assignment) the commands that
+// would lift or raise the limit fail with EDQUOT.
+func outside(dir string) string {
+	parent := filepath.Dir(dir)
+	a, errA := fsidOf(dir)
+	b, errB := fsidOf(parent)
+	if errA != nil || errB != nil || a != b {
+		return dir
+	}
+	return parent
+}
+
+func fsidOf(path string) ([16]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	defer unix.Close(fd) //nolint:errcheck // read only
+	var args fsInfoArgs
+	if err := ioctl(fd, iocFsInfo, unsafe.Pointer(&args)); err != nil {
+		return [16]byte{}, err
+	}
+	return args.FSID, nil
 }
