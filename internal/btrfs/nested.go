@@ -110,7 +110,7 @@ func Nested(dir string) (uint64, []uint64, error) {
 // subvolumeIDOf is the ID of the subvolume holding the open file fd.
 func subvolumeIDOf(fd int) (uint64, error) {
 	args := inoLookupArgs{ObjectID: SubvolumeIno}
-	if err := ioctl(fd, iocInoLookup, unsafe.Pointer(&args)); err != nil {
+	if err := ioctl(fd, iocInoLookup, unsafe.Pointer(&args)); err != nil { //nolint:gosec // G103: the kernel's ioctl argument, sized as its request number says (TestIoctlArgSizes)
 		return 0, err
 	}
 	return args.TreeID, nil
@@ -124,7 +124,7 @@ func childSubvolumes(fd int, parent uint64) ([]uint64, error) {
 		MaxOffset: ^uint64(0), MaxTransID: ^uint64(0), MinType: rootRefKey, MaxType: rootRefKey}}
 	for {
 		args.Key.NrItems = 4096
-		if err := ioctl(fd, iocTreeSearch, unsafe.Pointer(&args)); err != nil {
+		if err := ioctl(fd, iocTreeSearch, unsafe.Pointer(&args)); err != nil { //nolint:gosec // G103: the kernel's ioctl argument, sized as its request number says (TestIoctlArgSizes)
 			return nil, err
 		}
 		n := int(args.Key.NrItems)
@@ -197,7 +197,7 @@ func fsidOf(path string) ([16]byte, error) {
 	}
 	defer unix.Close(fd) //nolint:errcheck // read only
 	var args fsInfoArgs
-	if err := ioctl(fd, iocFsInfo, unsafe.Pointer(&args)); err != nil {
+	if err := ioctl(fd, iocFsInfo, unsafe.Pointer(&args)); err != nil { //nolint:gosec // G103: the kernel's ioctl argument, sized as its request number says (TestIoctlArgSizes)
 		return [16]byte{}, err
 	}
 	return args.FSID, nil

@@ -169,7 +169,7 @@ func destroyByID(dir string, id uint64) error {
 	}
 	defer unix.Close(fd) //nolint:errcheck // read only
 	args := volArgsV2{Flags: subvolSpecByID, SubvolID: id}
-	if err := ioctl(fd, iocSnapDestroyV2, unsafe.Pointer(&args)); err != nil {
+	if err := ioctl(fd, iocSnapDestroyV2, unsafe.Pointer(&args)); err != nil { //nolint:gosec // G103: the kernel's ioctl argument, sized as its request number says (TestIoctlArgSizes)
 		return &os.PathError{Op: "BTRFS_IOC_SNAP_DESTROY_V2", Path: dir, Err: err}
 	}
 	return nil
