@@ -423,10 +423,6 @@ func TestNestedSubvolumeInSizeLimitEmptyDir(t *testing.T) {
 	}
 	nested := subvolumeID(t, filepath.Join(dir, "nested"))
 	group := fmt.Sprintf("1/%d", id)
-	waitFor(t, 20*time.Second, "the nested subvolume assigned to "+group, func() (bool, string) {
-		m := qgroupMembers(t, root, group)
-		return strings.Contains(m, fmt.Sprintf("0/%d", nested)), m
-	})
 	waitFor(t, 20*time.Second, "the nested subvolume's bytes counted", func() (bool, string) {
 		s := a.sizeLimitOf("capped", "scratch")
 		if s.Usage == nil {
@@ -443,6 +439,9 @@ func TestNestedSubvolumeInSizeLimitEmptyDir(t *testing.T) {
 		if err == nil || !strings.Contains(out, "Disk quota exceeded") {
 			t.Errorf("%v as nobody in a 10Mi volume: %v: %s; want EDQUOT", argv, err, out)
 		}
+	}
+	if m := qgroupMembers(t, root, group); !strings.Contains(m, fmt.Sprintf("0/%d", nested)) {
+		t.Errorf("qgroup %s has members %q; want the nested subvolume 0/%d among them", group, m, nested)
 	}
 
 	a.removeManifest("pod.yaml")
@@ -501,10 +500,15 @@ func TestBtrfsQuotasOffAndOn(t *testing.T) {
 	if out, err := exec.Command("btrfs", "quota", "disable", root).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs quota disable: %v: %s", err, out)
 	}
-	waitFor(t, 20*time.Second, "the volume saying its limit is not enforced", func() (bool, string) {
-		s := notEnforced()
-		return strings.Contains(s, "quotas are off"), s
-	})
+	// Polled, not waited for with waitFor: the write below says what the
+	// old agent did with quotas on again too.
+	said := ""
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !strings.Contains(said, "quotas are off"); time.Sleep(200 * time.Millisecond) {
+		said = notEnforced()
+	}
+	if !strings.Contains(said, "quotas are off") {
+		t.Errorf("with quotas off, limitNotEnforced %q; want it saying quotas are off", said)
+	}
 	if out, err := exec.Command("btrfs", "quota", "enable", root).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs quota enable: %v: %s", err, out)
 	}
