@@ -363,3 +363,44 @@ func TestNestedSubvolumeInEnforcedClaim(t *testing.T) {
 		return len(entries(t, root)) == 0 && err == nil && !strings.Contains(string(out), fmt.Sprintf("1/%d ", id)), fmt.Sprint(entries(t, root), string(out))
 	})
 }
+
+// TestBtrfsQuotasOffAndOnUnderAClaim: quotas turned off while a 20Mi
+// claim's volume is in use drop its qgroup limit; /v1/claims and
+// /v1/pods then say its size is not enforced, and once quotas are on
+// again the limit is back within a few usage periods (1 s), with no
+// restart: 30 MiB fail with EDQUOT.
+func TestBtrfsQuotasOffAndOnUnderAClaim(t *testing.T) {
+	root := btrfsLocalRoot(t, true)
+	a := newAgent(t)
+	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s", "--volume-stats-period", "1s")
+	a.writeManifest("class.yaml", enforcedClass)
+	a.writeManifest("claim.yaml", strings.Replace(enforcedClaim, "100Mi", "20Mi", 1))
+	a.writeManifest("pod.yaml", writerPod)
+	v := a.waitPod("default", "writer", 60*time.Second, ready).volume("store")
+	said := func() string {
+		for _, c := range a.claims() {
+			if c.Namespace == "default" && c.Name == "data" {
+				return c.LimitNotEnforced
+			}
+		}
+		return "claim not listed"
+	}
+	waitFor(t, 20*time.Second, "the claim's usage measured", func() (bool, string) {
+		u := a.usageOf("default", "writer")["store"]
+		return u != nil && u.Method == "quota", fmt.Sprint(u)
+	})
+
+	run(t, "btrfs", "quota", "disable", root)
+	got := ""
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !strings.Contains(got, "quotas are off"); time.Sleep(200 * time.Millisecond) {
+		got = said()
+	}
+	if !strings.Contains(got, "quotas are off") {
+		t.Errorf("with quotas off, the claim's limitNotEnforced %q; want it saying quotas are off", got)
+	}
+	run(t, "btrfs", "quota", "enable", root)
+	waitFor(t, 20*time.Second, "the claim's limit enforced again", func() (bool, string) { s := said(); return s == "", s })
+	if n, err := fill(filepath.Join(v.Path, "big"), 30<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("30 MiB into a 20Mi claim after quotas off and on: %d bytes, %v; want EDQUOT", n, err)
+	}
+}
