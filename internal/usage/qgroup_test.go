@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,56 @@ func TestQuotaEnforcesSizeLimit(t *testing.T) {
 	m, ok := u.Usage(dsw0)
 	if !ok || m.Method != MethodQuota || m.UsedBytes <= 1<<20 || m.SizeLimitBytes != 0 || m.Exceeded() {
 		t.Fatalf("measured %+v, %v; want quota, over 1 MiB used, no size limit watched", m, ok)
+	}
+}
+
+// TestEnforcedMeasurement: a subvolume with a QuotaLimit is measured from
+// what Enforce returns; quotas off, or Enforce failing, say why the limit
+// is not enforced and walk the volume with its size limit watched;
+// more nested subvolumes than Enforce assigns say so, measured by the
+// qgroup; a qgroup over its limit reports the size limit exceeded.
+func TestEnforcedMeasurement(t *testing.T) {
+	root := btrfstest.Mount(t, false)
+	vol := filepath.Join(root, "vol")
+	subvolume(t, vol, "")
+	if err := btrfstest.WriteSynced(filepath.Join(vol, "f"), 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	quotasOff := &btrfs.Error{Cmd: "btrfs qgroup show", Stderr: "ERROR: can't list qgroups: quotas not enabled", Err: errors.New("exit status 1")}
+	for _, tc := range []struct {
+		name      string
+		limits    btrfs.Limits
+		err       error
+		method    string
+		why       string // a part of NotEnforced; "" for none
+		sizeLimit int64  // the SizeLimitBytes recorded
+		overLimit bool
+	}{
+		{name: "enforced", limits: btrfs.Limits{Qgroup: btrfs.Qgroup{Referenced: 1 << 20, Limit: 8 << 20, Limited: true}}, method: MethodQuota},
+		{name: "over its limit", limits: btrfs.Limits{Qgroup: btrfs.Qgroup{Referenced: 9 << 20, Limit: 8 << 20, Limited: true}}, method: MethodQuota, sizeLimit: 7 << 20, overLimit: true},
+		{name: "quotas off", err: quotasOff, method: MethodWalk, why: "quotas are off", sizeLimit: 7 << 20},
+		{name: "btrfs(8) fails", err: &btrfs.Error{Cmd: "btrfs qgroup create", Err: context.DeadlineExceeded}, method: MethodWalk, why: "could not be made", sizeLimit: 7 << 20},
+		{name: "too many nested", limits: btrfs.Limits{Qgroup: btrfs.Qgroup{Referenced: 1 << 20, Limit: 8 << 20, Limited: true}}, err: btrfs.ErrTooManyNested, method: MethodQuota, why: "not counted", sizeLimit: 7 << 20},
+	} {
+		var gotLimit int64
+		u := New(Config{Period: time.Minute})
+		u.cfg.enforce = func(_ context.Context, path string, limit int64) (btrfs.Limits, error) {
+			gotLimit = limit
+			return tc.limits, tc.err
+		}
+		s := &slot{}
+		target := Target{Path: vol, SizeLimit: 7 << 20, QuotaLimit: 8 << 20}
+		m, ok, err := u.measureTarget(context.Background(), s, target)
+		if err != nil || !ok || gotLimit != 8<<20 {
+			t.Fatalf("%s: %+v, %v, %v; enforce told %d", tc.name, m, ok, err, gotLimit)
+		}
+		crossed, stat := u.record(s, target, m, ok, err)
+		if stat.Method != tc.method || (tc.why == "") != (stat.NotEnforced == "") || !strings.Contains(stat.NotEnforced, tc.why) ||
+			stat.SizeLimitBytes != tc.sizeLimit || crossed != tc.overLimit {
+			t.Errorf("%s: %+v, crossed %v; want method %s, not enforced %q, size limit %d", tc.name, stat.Measurement, crossed, tc.method, tc.why, tc.sizeLimit)
+		}
+		if tc.method == MethodWalk && stat.UsedBytes < 3<<20 {
+			t.Errorf("%s: walked %d bytes; want the 3 MiB", tc.name, stat.UsedBytes)
+		}
 	}
 }
