@@ -68,12 +68,17 @@ func (b Btrfs) Create(ctx context.Context, dir string, size int64) (bool, error)
 }
 
 // Limit sets the qgroup limit of dir again if it is a subvolume: turning
-// quotas off and on drops every limit.
+// quotas off and on drops every limit. With quotas off the volume is
+// served as it is: the usage pass says on it that its limit is not
+// enforced, and makes the limit again once quotas are on.
 func (b Btrfs) Limit(ctx context.Context, dir string, size int64) (bool, error) {
 	if sub, err := btrfs.IsSubvolume(dir); err != nil || !sub {
 		return false, err
 	}
-	return true, b.limit(ctx, dir, size)
+	if err := b.limit(ctx, dir, size); !errors.Is(err, btrfs.ErrQuotasOff) {
+		return true, err
+	}
+	return true, nil
 }
 
 // Remove deletes dir if it is a subvolume, with every subvolume a pod made
