@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
@@ -87,6 +89,7 @@ func quotaLimit(d dsw.Volume) int64 {
 // sizeLimitEvents sends the Warning event of a volume over its size limit.
 type sizeLimitEvents interface {
 	SizeLimitExceeded(spec *volume.Spec, message string)
+	LimitNotEnforced(spec *volume.Spec, message string)
 }
 
 // sizeLimitReporter reports a disk emptyDir that passed its sizeLimit: a
@@ -100,7 +103,26 @@ type sizeLimitReporter struct {
 	log     *zap.Logger
 }
 
-var _ volumeusage.Reporter = sizeLimitReporter{}
+var (
+	_ volumeusage.Reporter            = sizeLimitReporter{}
+	_ volumeusage.EnforcementReporter = sizeLimitReporter{}
+)
+
+// LimitNotEnforced sends, in cluster mode, a LimitNotEnforced Warning
+// event on the pod of a volume whose btrfs qgroup limit is gone (the
+// usage pass logs it already, and makes it again at each measurement).
+func (r sizeLimitReporter) LimitNotEnforced(s volumeusage.Stat) {
+	if r.events == nil {
+		return
+	}
+	what := fmt.Sprintf("volume %q", s.Volume)
+	if s.Claim != "" {
+		what = fmt.Sprintf("volume %q (claim %s)", s.Volume, s.Claim)
+	}
+	if d, ok := r.desired.Volume(s.Key); ok && d.Spec != nil {
+		r.events.LimitNotEnforced(d.Spec, fmt.Sprintf("The size of %s is not enforced: %s", what, s.NotEnforced))
+	}
+}
 
 func (r sizeLimitReporter) SizeLimitExceeded(s volumeusage.Stat) {
 	r.log.Warn("emptyDir volume over its sizeLimit", zap.String("pod", s.Namespace+"/"+s.Pod), zap.String("podUID", string(s.Key.PodUID)),

@@ -39,6 +39,13 @@ type Reporter interface {
 	SizeLimitExceeded(Stat)
 }
 
+// EnforcementReporter, when the Reporter implements it, is told when a
+// volume's qgroup limit is found not enforced (Measurement.NotEnforced):
+// once, when a measurement says so after one that did not (or none).
+type EnforcementReporter interface {
+	LimitNotEnforced(Stat)
+}
+
 // Config configures Usage.
 type Config struct {
 	Targets Targets
@@ -305,8 +312,15 @@ func (u *Usage) measure(ctx context.Context, s *slot) {
 	if ctx.Err() != nil {
 		return
 	}
-	if crossed, stat := u.record(s, t, m, ok, err); crossed && u.cfg.Reporter != nil {
+	u.mu.Lock()
+	wasEnforced := s.notEnforced == ""
+	u.mu.Unlock()
+	crossed, stat := u.record(s, t, m, ok, err)
+	if crossed && u.cfg.Reporter != nil {
 		u.cfg.Reporter.SizeLimitExceeded(stat)
+	}
+	if r, ok := u.cfg.Reporter.(EnforcementReporter); ok && wasEnforced && stat.NotEnforced != "" {
+		r.LimitNotEnforced(stat)
 	}
 }
 
