@@ -74,6 +74,9 @@ func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, err
 	if f := row(out, 6, func(q string) bool { return q == group }); f != nil {
 		assigned = members(f[5])
 	}
+	if err := foreign(dir, group, assigned, append([]uint64{id}, nested...)); err != nil {
+		return Limits{}, err
+	}
 	for _, sub := range append([]uint64{id}, nested...) {
 		if slices.Contains(assigned, level0(sub)) {
 			continue
@@ -109,6 +112,33 @@ func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, err
 	}
 	l.Qgroup.ID = id
 	return l, nerr
+}
+
+// foreign refuses a level-1 qgroup that counts what is not the volume's:
+// a member not among ours (the volume and its nested subvolumes) that is
+// a qgroup of another level or a subvolume still linked somewhere. Such
+// a qgroup is someone else's (an operator's 1/N), and its limit is not
+// the agent's to set. A member whose subvolume was deleted (left behind
+// by a kernel older than 6.7) is no reason.
+func foreign(dir, group string, assigned []string, ours []uint64) error {
+	for _, m := range assigned {
+		level, num, _ := strings.Cut(m, "/")
+		sub, err := strconv.ParseUint(num, 10, 64)
+		if err != nil || level != "0" {
+			return fmt.Errorf("qgroup %s counts %s, which is not a subvolume inside the volume: refusing to limit it (is it an operator's qgroup?)", group, m)
+		}
+		if slices.Contains(ours, sub) {
+			continue
+		}
+		linked, err := Linked(dir, sub)
+		if err != nil {
+			return err
+		}
+		if linked {
+			return fmt.Errorf("qgroup %s counts subvolume %d, which is not inside the volume: refusing to limit it (is it an operator's qgroup?)", group, sub)
+		}
+	}
+	return nil
 }
 
 // assign makes subvolume sub's level-0 qgroup a member of group. A

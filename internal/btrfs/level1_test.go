@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -125,5 +126,37 @@ func TestIoctlArgSizes(t *testing.T) {
 		if size != 4096 {
 			t.Errorf("%s args: %d bytes, want 4096", name, size)
 		}
+	}
+}
+
+// TestEnforceRefusesAForeignQgroup: a level-1 qgroup of the volume's ID
+// that counts a subvolume outside the volume is someone else's: Enforce
+// refuses it and sets no limit.
+func TestEnforceRefusesAForeignQgroup(t *testing.T) {
+	root := btrfstest.Mount(t, true)
+	ctx := t.Context()
+	tool := Tool{}
+	vol, theirs := filepath.Join(root, "vol"), filepath.Join(root, "theirs")
+	for _, dir := range []string{vol, theirs} {
+		if err := tool.CreateSubvolume(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, _ := tool.SubvolumeID(ctx, vol)
+	other, _ := tool.SubvolumeID(ctx, theirs)
+	for _, args := range [][]string{{"qgroup", "create", Level1(id), root}, {"qgroup", "assign", level0(other), Level1(id), root}} {
+		if _, err := tool.Run(ctx, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tool.Enforce(ctx, vol, 8<<20); err == nil || !strings.Contains(err.Error(), "not inside the volume") {
+		t.Fatalf("Enforce with an operator's %s: %v; want a refusal", Level1(id), err)
+	}
+	out, err := tool.showAll(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, err := parseRow(out, Level1(id)); err != nil || q.Limited {
+		t.Errorf("the operator's qgroup after the refusal: %+v, %v; want no limit set", q, err)
 	}
 }

@@ -30,6 +30,7 @@ const (
 const (
 	rootTreeObjectID = 1   // BTRFS_ROOT_TREE_OBJECTID: the tree of subvolumes
 	rootRefKey       = 156 // BTRFS_ROOT_REF_KEY: (parent, ROOT_REF, child)
+	rootBackrefKey   = 144 // BTRFS_ROOT_BACKREF_KEY: (child, ROOT_BACKREF, parent)
 )
 
 // searchKey is struct btrfs_ioctl_search_key.
@@ -116,12 +117,35 @@ func subvolumeIDOf(fd int) (uint64, error) {
 	return args.TreeID, nil
 }
 
+// Linked reports whether subvolume id of dir's file system has a
+// directory entry somewhere (a ROOT_BACKREF item): a deleted one has
+// none, even before the kernel drops it.
+func Linked(dir string, id uint64) (bool, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd) //nolint:errcheck // read only
+	refs, err := search(fd, id, rootBackrefKey)
+	if err != nil {
+		return false, &os.PathError{Op: "BTRFS_IOC_TREE_SEARCH", Path: dir, Err: err}
+	}
+	return len(refs) > 0, nil
+}
+
 // childSubvolumes lists the subvolumes whose directory entry is in
 // subvolume parent: the offsets of its ROOT_REF items.
 func childSubvolumes(fd int, parent uint64) ([]uint64, error) {
+	return search(fd, parent, rootRefKey)
+}
+
+// search lists the offsets of the root tree's items (objectID, typ, *),
+// at most MaxNested+1.
+func search(fd int, objectID uint64, typ uint32) ([]uint64, error) {
 	var out []uint64
+	parent := objectID
 	args := searchArgs{Key: searchKey{TreeID: rootTreeObjectID, MinObjectID: parent, MaxObjectID: parent,
-		MaxOffset: ^uint64(0), MaxTransID: ^uint64(0), MinType: rootRefKey, MaxType: rootRefKey}}
+		MaxOffset: ^uint64(0), MaxTransID: ^uint64(0), MinType: typ, MaxType: typ}}
 	for {
 		args.Key.NrItems = 4096
 		if err := ioctl(fd, iocTreeSearch, unsafe.Pointer(&args)); err != nil { //nolint:gosec // G103: the kernel's ioctl argument, sized as its request number says (TestIoctlArgSizes)
@@ -136,13 +160,13 @@ func childSubvolumes(fd int, parent uint64) ([]uint64, error) {
 			if len(buf) < searchHeaderSize {
 				return nil, errors.New("short search result")
 			}
-			objectID, offset := binary.NativeEndian.Uint64(buf[8:]), binary.NativeEndian.Uint64(buf[16:])
-			typ, size := binary.NativeEndian.Uint32(buf[24:]), binary.NativeEndian.Uint32(buf[28:])
+			itemID, offset := binary.NativeEndian.Uint64(buf[8:]), binary.NativeEndian.Uint64(buf[16:])
+			itemType, size := binary.NativeEndian.Uint32(buf[24:]), binary.NativeEndian.Uint32(buf[28:])
 			if int(size) > len(buf)-searchHeaderSize {
 				return nil, errors.New("short search result")
 			}
 			buf = buf[searchHeaderSize+int(size):]
-			if objectID == parent && typ == rootRefKey {
+			if itemID == parent && itemType == typ {
 				out = append(out, offset)
 				if len(out) > MaxNested {
 					return out, nil // the caller stops at the bound
