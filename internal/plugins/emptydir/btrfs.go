@@ -83,10 +83,11 @@ func (b Btrfs) Limit(ctx context.Context, dir string, size int64) (bool, error) 
 
 // Remove deletes dir if it is a subvolume, with every subvolume a pod made
 // inside it (any user may make one), each by its ID: btrfs drops the whole
-// tree at once. Then it destroys the volume's qgroups once the kernel has
-// dropped the subvolumes: the level-1 one that held the limit, and on a
-// kernel older than 6.7 (which leaves them) the level-0 ones; a crash in
-// between leaves empty qgroups behind.
+// tree at once. It destroys the level-1 qgroup that held the limit first,
+// while the volume still names it (nothing else records its ID: a crash
+// after it finds the volume again and goes on), and, on a kernel older
+// than 6.7, which leaves them, the level-0 qgroups once the kernel has
+// dropped the subvolumes; a crash before that leaves those behind, empty.
 func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 	if sub, err := btrfs.IsSubvolume(dir); err != nil || !sub || !filepath.IsAbs(dir) {
 		return false, err
@@ -95,17 +96,20 @@ func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	parent := filepath.Dir(dir)
+	if err := b.tool().DestroyLevel1(ctx, parent, id); err != nil {
+		return false, err
+	}
 	var nested []uint64
 	if err := b.tool().DeleteTree(ctx, dir, func(ids []uint64) error { nested = append(nested, ids...); return nil }); err != nil {
 		return false, err
 	}
-	parent := filepath.Dir(dir)
 	for _, sub := range append(nested, id) {
 		if err := b.destroyQgroup(ctx, parent, sub); err != nil {
 			return true, err
 		}
 	}
-	return true, b.tool().DestroyLevel1(ctx, parent, id)
+	return true, nil
 }
 
 // limit makes dir's level-1 qgroup, with every subvolume inside dir,
