@@ -14,6 +14,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/btrfs"
 	"github.com/volume-agent/volume-agent/internal/btrfs/btrfstest"
+	"github.com/volume-agent/volume-agent/internal/dsw"
 )
 
 // TestLimitingQgroup: quotas off, no btrfs(8) or a qgroup without a
@@ -179,5 +180,45 @@ func TestEnforcedMeasurement(t *testing.T) {
 		if tc.method == MethodWalk && stat.UsedBytes < 3<<20 {
 			t.Errorf("%s: walked %d bytes; want the 3 MiB", tc.name, stat.UsedBytes)
 		}
+	}
+}
+
+// TestNestedFoundBetweenMeasurements: a subvolume made inside a volume
+// whose limit the agent enforces makes the volume due at the next
+// checkNested, not a Period later; its measurement assigns it, and a
+// write into it past the limit fails with EDQUOT. A volume with nothing
+// new inside stays as it was scheduled.
+func TestNestedFoundBetweenMeasurements(t *testing.T) {
+	root := btrfstest.Mount(t, true)
+	vol := filepath.Join(root, "vol")
+	subvolume(t, vol, "")
+	ts := &targets{}
+	ts.set(Target{Key: dsw.Key{PodUID: "u", Volume: "v"}, Path: vol, QuotaLimit: 4 << 20})
+	u := New(Config{Targets: ts, Period: time.Hour})
+	ctx := t.Context()
+	now := time.Now()
+	u.sync(now)
+	s := u.slots[dsw.Key{PodUID: "u", Volume: "v"}]
+	u.measure(ctx, s)
+	if m, ok := u.Usage(s.target.Key); !ok || m.Method != MethodQuota || m.NotEnforced != "" || s.assigned == nil {
+		t.Fatalf("first measurement: %+v, %v; assigned %v", m, ok, s.assigned)
+	}
+	due := s.due
+	u.checkNested(ctx, now)
+	if s.due != due {
+		t.Errorf("nothing new inside: due moved from %v to %v", due, s.due)
+	}
+	nested := filepath.Join(vol, "nested")
+	subvolume(t, nested, "")
+	u.checkNested(ctx, now)
+	if s.due != now {
+		t.Fatalf("a nested subvolume made: due %v, want now", s.due)
+	}
+	u.measure(ctx, s)
+	if len(s.assigned) != 1 {
+		t.Fatalf("after the measurement, assigned %v; want the nested subvolume", s.assigned)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(nested, "f"), 6<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("6 MiB into the nested subvolume of a 4 MiB volume: %v, want EDQUOT", err)
 	}
 }

@@ -25,6 +25,7 @@ const (
 	DefaultEntriesPerSecond = 20000
 	DefaultCallTimeout      = 10 * time.Second
 	DefaultStallTimeout     = 30 * time.Second
+	DefaultNestedPeriod     = 2 * time.Second
 )
 
 // Targets lists the volumes to measure.
@@ -63,6 +64,10 @@ type Config struct {
 	// StallTimeout abandons a walk that looked at no entry for that long;
 	// default DefaultStallTimeout.
 	StallTimeout time.Duration
+	// NestedPeriod is how often, between measurements, each volume whose
+	// qgroup limit the agent enforces is searched for a subvolume made
+	// inside it since (checkNested); default DefaultNestedPeriod.
+	NestedPeriod time.Duration
 	Logger       *zap.Logger
 	// Reporter, when set, is told when a volume passes its size limit; it
 	// is called on the measuring goroutine and must not block.
@@ -76,6 +81,8 @@ type Config struct {
 	qgroup func(ctx context.Context, path string, id uint64) (btrfs.Qgroup, error)
 	// enforce replaces btrfs.Tool.Enforce (benchmarks count its cost apart).
 	enforce func(ctx context.Context, path string, limit int64) (btrfs.Limits, error)
+	// nested replaces btrfs.Nested (tests).
+	nested func(path string) (uint64, []uint64, error)
 	// sleep paces walks; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -108,6 +115,10 @@ type slot struct {
 	// notEnforced: the volume's limit was not enforced at the latest
 	// measurement (logged once, and when it is again).
 	notEnforced string
+	// assigned are the subvolumes inside the volume that its latest
+	// measurement assigned to its qgroup; nil when its limit is not
+	// enforced by the agent (checkNested leaves it alone).
+	assigned []uint64
 	// exceeded: the latest measurement was above the size limit.
 	exceeded bool
 }
@@ -138,6 +149,12 @@ func New(cfg Config) *Usage {
 	}
 	if cfg.enforce == nil {
 		cfg.enforce = btrfs.Tool{Timeout: cfg.CallTimeout}.Enforce
+	}
+	if cfg.NestedPeriod <= 0 {
+		cfg.NestedPeriod = DefaultNestedPeriod
+	}
+	if cfg.nested == nil {
+		cfg.nested = btrfs.Nested
 	}
 	if cfg.sleep == nil {
 		cfg.sleep = sleep
@@ -201,6 +218,7 @@ func (u *Usage) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var synced time.Time
+	checked := time.Now()
 	dirty := true
 	for {
 		select {
@@ -213,6 +231,10 @@ func (u *Usage) Run(ctx context.Context) error {
 			u.sync(now)
 			synced, dirty = now, false
 		}
+		if now.Sub(checked) >= u.cfg.NestedPeriod {
+			u.checkNested(ctx, now)
+			checked = now
+		}
 		if s, ok := u.next(now); ok {
 			u.measure(ctx, s)
 			if ctx.Err() != nil {
@@ -224,6 +246,7 @@ func (u *Usage) Run(ctx context.Context) error {
 		if dirty {
 			wait = min(wait, synced.Add(minResync).Sub(now))
 		}
+		wait = min(wait, checked.Add(u.cfg.NestedPeriod).Sub(now))
 		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
@@ -419,6 +442,12 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 		defer cancel()
 		return u.cfg.enforce(ctx, t.Path, t.QuotaLimit)
 	})
+	u.mu.Lock()
+	s.assigned = nil
+	if err == nil || errors.Is(err, btrfs.ErrTooManyNested) {
+		s.assigned = append([]uint64{}, l.Nested...)
+	}
+	u.mu.Unlock()
 	switch {
 	case errors.Is(err, btrfs.ErrTooManyNested):
 		// The first MaxNested are assigned and counted; the rest are not.
@@ -439,6 +468,60 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 		return Measurement{}, err
 	}
 	return quotaMeasurement(l.Qgroup, size), nil
+}
+
+// checkNested searches each volume whose limit the agent enforces for a
+// subvolume made inside it since its latest measurement (btrfs.Nested: a
+// tree search per subvolume, no fork, no walk), and makes such a volume
+// due at once: a nested subvolume counts against the volume from its
+// assignment, so the time a pod has to write past its limit into one is
+// about one NestedPeriod, not one Period. A volume whose last call has
+// not returned is skipped, as measure skips it.
+func (u *Usage) checkNested(ctx context.Context, now time.Time) {
+	type watched struct {
+		s        *slot
+		path     string
+		assigned []uint64
+	}
+	var list []watched
+	u.mu.Lock()
+	for _, s := range u.slots {
+		if s.assigned != nil && idle(s) {
+			list = append(list, watched{s, s.target.Path, s.assigned})
+		}
+	}
+	u.mu.Unlock()
+	for _, w := range list {
+		found, err := boundedCall(ctx, u, w.s, u.cfg.CallTimeout, func() ([]uint64, error) {
+			_, nested, err := u.cfg.nested(w.path)
+			return nested, err
+		})
+		if err != nil && !errors.Is(err, btrfs.ErrTooManyNested) {
+			continue // the measurement says what is wrong
+		}
+		if slices.ContainsFunc(found, func(id uint64) bool { return !slices.Contains(w.assigned, id) }) {
+			u.mu.Lock()
+			w.s.due = now
+			u.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// idle reports whether no call on s's storage is still waiting. u.mu
+// must be held.
+func idle(s *slot) bool {
+	if s.busy == nil {
+		return true
+	}
+	select {
+	case <-s.busy:
+		return true
+	default:
+		return false
+	}
 }
 
 // logEnforcement logs a volume's limit found not enforced, once, and

@@ -54,7 +54,7 @@
 // Known limits: any user may create a nested subvolume inside a btrfs
 // volume; it counts against the volume's size from its assignment to the
 // volume's level-1 qgroup, at the next measurement (the agent's usage
-// pass, every --volume-stats-period, or Usage): what is written into it
+// pass, within about 2 s: see usage.Config.NestedPeriod; or Usage): what is written into it
 // before counts then, the volume is then over its size (writes fail with
 // EDQUOT) until data is deleted, and /v1/pods shows the bytes. At most
 // btrfs.MaxNested (256) are assigned; past that the volume says its limit
