@@ -470,8 +470,9 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 	return quotaMeasurement(l.Qgroup, size), nil
 }
 
-// checkNested searches each volume whose limit the agent enforces for a
-// subvolume made inside it since its latest measurement (btrfs.Nested: a
+// checkNested searches each volume whose limit the agent enforces (or is
+// to enforce: not measured yet) for a subvolume made inside it since its
+// latest measurement (btrfs.Nested: a
 // tree search per subvolume, no fork, no walk), and makes such a volume
 // due at once: a nested subvolume counts against the volume from its
 // assignment, so the time a pod has to write past its limit into one is
@@ -486,7 +487,10 @@ func (u *Usage) checkNested(ctx context.Context, now time.Time) {
 	var list []watched
 	u.mu.Lock()
 	for _, s := range u.slots {
-		if s.assigned != nil && idle(s) {
+		// Watched: a volume whose limit its latest measurement enforced,
+		// and one with a limit not measured yet (its first measurement is
+		// up to a Period away).
+		if (s.assigned != nil || (!s.have && s.target.QuotaLimit > 0)) && idle(s) {
 			list = append(list, watched{s, s.target.Path, s.assigned})
 		}
 	}

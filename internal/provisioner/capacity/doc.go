@@ -53,12 +53,13 @@
 //
 // Known limits: any user may create a nested subvolume inside a btrfs
 // volume; it counts against the volume's size from its assignment to the
-// volume's level-1 qgroup, at the next measurement (the agent's usage
-// pass, within about 2 s: see usage.Config.NestedPeriod; or Usage): what is written into it
-// before counts then, the volume is then over its size (writes fail with
-// EDQUOT) until data is deleted, and /v1/pods shows the bytes. At most
-// btrfs.MaxNested (256) are assigned; past that the volume says its limit
-// is not enforced. ext4 keeps part of an image for its journal and inode tables (about 6 % of 1 GiB, 20 %
+// volume's level-1 qgroup at the next measurement (the agent's usage
+// pass, within about 2 s: usage.Config.NestedPeriod; or Usage): what is
+// written into it before counts then, the volume is then over its size
+// (writes fail with EDQUOT) until data is deleted, and /v1/pods shows
+// the bytes. At most btrfs.MaxNested (256) are assigned; past that the
+// volume says its limit is not enforced. ext4 keeps part of an image for
+// its journal and inode tables (about 6 % of 1 GiB, 20 %
 // of 10 MiB), as on any block device. Growing a mounted ext4 needs
 // CAP_SYS_RESOURCE; without it an expansion finishes offline when the
 // volume is next attached unmounted (after a node restart).
