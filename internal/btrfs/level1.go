@@ -37,7 +37,8 @@ func level0(id uint64) string { return "0/" + strconv.FormatUint(id, 10) }
 
 // Enforce makes the subvolume dir, and every subvolume below it, count
 // against limit bytes: it creates the level-1 qgroup 1/<id> where it is
-// missing, assigns the subvolume and those below it (Nested) to it, sets
+// missing, assigns the subvolume and those below it (Nested) to it (and
+// takes out those moved out of the volume since: movedOut), sets
 // its limit where it has none or a smaller one (a limit is never
 // lowered: an expansion may have raised it), and takes off a limit on
 // the subvolume's own level-0 qgroup (the agent's before the level-1
@@ -74,8 +75,15 @@ func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, err
 	if f := row(out, 6, func(q string) bool { return q == group }); f != nil {
 		assigned = members(f[5])
 	}
-	if err := foreign(dir, group, assigned, append([]uint64{id}, nested...)); err != nil {
+	gone, err := movedOut(dir, group, assigned, append([]uint64{id}, nested...))
+	if err != nil {
 		return Limits{}, err
+	}
+	for _, m := range gone {
+		if err := t.at(ctx, root, "qgroup", "remove", m, group, root); err != nil {
+			return Limits{}, err
+		}
+		l.Changed = true
 	}
 	for _, sub := range append([]uint64{id}, nested...) {
 		if slices.Contains(assigned, level0(sub)) {
@@ -114,31 +122,39 @@ func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, err
 	return l, nerr
 }
 
-// foreign refuses a level-1 qgroup that counts what is not the volume's:
-// a member not among ours (the volume and its nested subvolumes) that is
-// a qgroup of another level or a subvolume still linked somewhere. Such
-// a qgroup is someone else's (an operator's 1/N), and its limit is not
-// the agent's to set. A member whose subvolume was deleted (left behind
-// by a kernel older than 6.7) is no reason.
-func foreign(dir, group string, assigned []string, ours []uint64) error {
+// movedOut returns the members of the volume's level-1 qgroup that are
+// subvolumes linked outside the volume: a pod may rename a nested
+// subvolume into another of its volumes (btrfs lets a subvolume's root
+// move between subvolumes), where it counts against that volume from
+// then on. A member whose subvolume was deleted (left behind by a kernel
+// older than 6.7) is not one. A level-1 qgroup that counts such a
+// subvolume, or a qgroup of another level, without counting the volume
+// itself is not the agent's (an operator's 1/N): it is refused, its limit
+// not the agent's to set.
+func movedOut(dir, group string, assigned []string, ours []uint64) ([]string, error) {
+	mine := len(ours) > 0 && slices.Contains(assigned, level0(ours[0]))
+	var out []string
 	for _, m := range assigned {
 		level, num, _ := strings.Cut(m, "/")
 		sub, err := strconv.ParseUint(num, 10, 64)
 		if err != nil || level != "0" {
-			return fmt.Errorf("qgroup %s counts %s, which is not a subvolume inside the volume: refusing to limit it (is it an operator's qgroup?)", group, m)
+			return nil, fmt.Errorf("qgroup %s counts %s, which is not a subvolume inside the volume: refusing to limit it (is it an operator's qgroup?)", group, m)
 		}
 		if slices.Contains(ours, sub) {
 			continue
 		}
 		linked, err := Linked(dir, sub)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if linked {
-			return fmt.Errorf("qgroup %s counts subvolume %d, which is not inside the volume: refusing to limit it (is it an operator's qgroup?)", group, sub)
+		switch {
+		case linked && !mine:
+			return nil, fmt.Errorf("qgroup %s counts subvolume %d, which is not inside the volume: refusing to limit it (is it an operator's qgroup?)", group, sub)
+		case linked:
+			out = append(out, m)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // assign makes subvolume sub's level-0 qgroup a member of group. A

@@ -160,3 +160,45 @@ func TestEnforceRefusesAForeignQgroup(t *testing.T) {
 		t.Errorf("the operator's qgroup after the refusal: %+v, %v; want no limit set", q, err)
 	}
 }
+
+// TestEnforceFollowsAMovedSubvolume: a nested subvolume renamed into
+// another volume leaves the first volume's qgroup and joins the other's
+// at their next Enforce; neither volume's limit is refused.
+func TestEnforceFollowsAMovedSubvolume(t *testing.T) {
+	root := btrfstest.Mount(t, true)
+	ctx := t.Context()
+	tool := Tool{}
+	one, two := filepath.Join(root, "one"), filepath.Join(root, "two")
+	for _, dir := range []string{one, two, filepath.Join(one, "nested")} {
+		if err := tool.CreateSubvolume(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{one, two} {
+		if _, err := tool.Enforce(ctx, dir, 8<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(filepath.Join(one, "nested"), filepath.Join(two, "nested")); err != nil {
+		t.Fatal(err)
+	}
+	l1, err := tool.Enforce(ctx, one, 8<<20)
+	if err != nil || !l1.Changed || len(l1.Nested) != 0 {
+		t.Fatalf("Enforce of the volume moved out of: %+v, %v", l1, err)
+	}
+	l2, err := tool.Enforce(ctx, two, 8<<20)
+	if err != nil || !l2.Changed || len(l2.Nested) != 1 {
+		t.Fatalf("Enforce of the volume moved into: %+v, %v", l2, err)
+	}
+	out, err := tool.showAll(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := level0(l2.Nested[0])
+	if f := row(out, 6, func(q string) bool { return q == Level1(l1.Qgroup.ID) }); f == nil || slices.Contains(members(f[5]), nested) {
+		t.Errorf("%s still counts %s:\n%s", Level1(l1.Qgroup.ID), nested, out)
+	}
+	if f := row(out, 6, func(q string) bool { return q == Level1(l2.Qgroup.ID) }); f == nil || !slices.Contains(members(f[5]), nested) {
+		t.Errorf("%s does not count %s:\n%s", Level1(l2.Qgroup.ID), nested, out)
+	}
+}
