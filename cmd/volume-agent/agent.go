@@ -278,13 +278,14 @@ func (a *agent) claimLister() status.Claims {
 	if a.binder == nil && a.provs == nil {
 		return nil
 	}
-	return claimLister{binder: a.binder, provs: a.provs}
+	return claimLister{binder: a.binder, provs: a.provs, usage: a.usage}
 }
 
 // claimLister lists the claims for /v1/claims.
 type claimLister struct {
 	binder *binder.Source // nil without --manifests
 	provs  *provisioners  // nil without --provisioners
+	usage  *volumeusage.Usage
 }
 
 func (l claimLister) Claims() []binder.ClaimStatus {
@@ -295,7 +296,26 @@ func (l claimLister) Claims() []binder.ClaimStatus {
 	if l.provs != nil {
 		out = append(out, l.provs.pending()...)
 	}
-	return out
+	return l.withLimits(out)
+}
+
+// withLimits says on each claim whose volume's size limit is not
+// enforced (a btrfs qgroup limit gone: quotas off) why, from the latest
+// measurements of its pods' volumes.
+func (l claimLister) withLimits(claims []binder.ClaimStatus) []binder.ClaimStatus {
+	if l.usage == nil {
+		return claims
+	}
+	why := map[[2]string]string{}
+	for _, s := range l.usage.Stats() {
+		if s.Claim != "" && s.NotEnforced != "" {
+			why[[2]string{s.Namespace, s.Claim}] = s.NotEnforced
+		}
+	}
+	for i, c := range claims {
+		claims[i].LimitNotEnforced = why[[2]string{c.Namespace, c.Name}]
+	}
+	return claims
 }
 
 func named(what string, err error) error {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
+	"github.com/volume-agent/volume-agent/internal/provisioner/local"
 	volumeusage "github.com/volume-agent/volume-agent/internal/usage"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -42,7 +45,7 @@ func (t usageTargets) UsageTargets() []volumeusage.Target {
 				name = d.Name
 			}
 			out = append(out, volumeusage.Target{Key: key, Namespace: p.Namespace, Pod: p.Name, Volume: name, Claim: d.Claim, Path: a.Path,
-				SizeLimit: watchedSizeLimit(d)})
+				SizeLimit: watchedSizeLimit(d), QuotaLimit: quotaLimit(d)})
 		}
 	}
 	return out
@@ -61,9 +64,32 @@ func watchedSizeLimit(d dsw.Volume) int64 {
 	return e.SizeLimit.Value()
 }
 
+// quotaLimit is the btrfs qgroup limit a volume's subvolume must have, for
+// the usage pass to make it again where it is gone (volumeusage.Target):
+// a disk emptyDir's sizeLimit with room for metadata, the size of a claim
+// whose PV the local provisioner made on btrfs (its capacity: a
+// resize raises it; a limit is never lowered); 0 for any other, and for a
+// read-only claim, which no pod can write and whose read-only mount takes
+// no qgroup change. A volume that turns out not to be a subvolume (a
+// sizeLimit emptyDir on a file system without quotas) is only watched.
+func quotaLimit(d dsw.Volume) int64 {
+	if size := watchedSizeLimit(d); size > 0 {
+		return emptydir.QgroupLimit(size)
+	}
+	if d.Spec == nil || d.Spec.PV == nil || d.Spec.Volume == nil || d.Spec.PV.Annotations[local.AnnCapacity] != "btrfs" || d.Spec.ReadOnly() {
+		return 0
+	}
+	q, ok := d.Spec.PV.Spec.Capacity[v1.ResourceStorage]
+	if !ok || q.Sign() <= 0 {
+		return 0
+	}
+	return q.Value()
+}
+
 // sizeLimitEvents sends the Warning event of a volume over its size limit.
 type sizeLimitEvents interface {
 	SizeLimitExceeded(spec *volume.Spec, message string)
+	LimitNotEnforced(spec *volume.Spec, message string)
 }
 
 // sizeLimitReporter reports a disk emptyDir that passed its sizeLimit: a
@@ -77,7 +103,26 @@ type sizeLimitReporter struct {
 	log     *zap.Logger
 }
 
-var _ volumeusage.Reporter = sizeLimitReporter{}
+var (
+	_ volumeusage.Reporter            = sizeLimitReporter{}
+	_ volumeusage.EnforcementReporter = sizeLimitReporter{}
+)
+
+// LimitNotEnforced sends, in cluster mode, a LimitNotEnforced Warning
+// event on the pod of a volume whose btrfs qgroup limit is gone (the
+// usage pass logs it already, and makes it again at each measurement).
+func (r sizeLimitReporter) LimitNotEnforced(s volumeusage.Stat) {
+	if r.events == nil {
+		return
+	}
+	what := fmt.Sprintf("volume %q", s.Volume)
+	if s.Claim != "" {
+		what = fmt.Sprintf("volume %q (claim %s)", s.Volume, s.Claim)
+	}
+	if d, ok := r.desired.Volume(s.Key); ok && d.Spec != nil {
+		r.events.LimitNotEnforced(d.Spec, fmt.Sprintf("The size of %s is not enforced: %s", what, s.NotEnforced))
+	}
+}
 
 func (r sizeLimitReporter) SizeLimitExceeded(s volumeusage.Stat) {
 	r.log.Warn("emptyDir volume over its sizeLimit", zap.String("pod", s.Namespace+"/"+s.Pod), zap.String("podUID", string(s.Key.PodUID)),

@@ -81,6 +81,10 @@ func (f *fakeSizeLimitEvents) SizeLimitExceeded(spec *volume.Spec, message strin
 	f.got = append(f.got, spec.Volume.Name+": "+message)
 }
 
+func (f *fakeSizeLimitEvents) LimitNotEnforced(spec *volume.Spec, message string) {
+	f.got = append(f.got, spec.Volume.Name+" not enforced: "+message)
+}
+
 // The reporter logs one warn line and, with a cluster, sends the event
 // on the pod's spec.
 func TestSizeLimitReporter(t *testing.T) {
@@ -105,5 +109,13 @@ func TestSizeLimitReporter(t *testing.T) {
 	sizeLimitReporter{desired: desired, log: zap.New(core)}.SizeLimitExceeded(s)
 	if n := logs.Len(); n != 2 {
 		t.Errorf("%d log lines, want 2", n)
+	}
+
+	// A limit not enforced: the event on the pod says why.
+	ev.got = nil
+	s.NotEnforced = "btrfs quotas are off"
+	sizeLimitReporter{desired: desired, events: ev, log: zap.New(core)}.LimitNotEnforced(s)
+	if want := []string{`scratch not enforced: The size of volume "scratch" is not enforced: btrfs quotas are off`}; !slices.Equal(ev.got, want) {
+		t.Errorf("events %q, want %q", ev.got, want)
 	}
 }

@@ -35,6 +35,11 @@ type ClaimStatus struct {
 	PendingDeletion *PendingDeletion `json:"pendingDeletion,omitempty"`
 	// Error says why a claim is not bound, or what is wrong with its binding.
 	Error string `json:"error,omitempty"`
+	// LimitNotEnforced says why the size of the claim's volume, limited
+	// by a btrfs qgroup, is not enforced at the latest measurement of a
+	// pod's volume of it (limitNotEnforced in /v1/pods); absent while it
+	// is, or no pod of this node has it set up.
+	LimitNotEnforced string `json:"limitNotEnforced,omitempty"`
 }
 
 // PendingDeletion is where the storage of a released claim is on its way to

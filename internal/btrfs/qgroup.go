@@ -73,9 +73,17 @@ func parseQgroup(out string, id uint64) (Qgroup, error) {
 	if f == nil {
 		return Qgroup{}, fmt.Errorf("qgroup %s is not listed by btrfs qgroup show", want)
 	}
+	return fields(f)
+}
+
+// fields reads a row of btrfs qgroup show --raw -re: qgroup ID,
+// referenced, exclusive, referenced limit ("none" when there is none).
+// Qgroup.ID is the number after the level.
+func fields(f []string) (Qgroup, error) {
 	q := Qgroup{Limited: f[3] != "none"}
+	_, num, _ := strings.Cut(f[0], "/")
 	var err error
-	if q.ID, err = strconv.ParseUint(strings.TrimPrefix(f[0], "0/"), 10, 64); err != nil {
+	if q.ID, err = strconv.ParseUint(num, 10, 64); err != nil {
 		return Qgroup{}, fmt.Errorf("qgroup %s: ID: %w", f[0], err)
 	}
 	if q.Referenced, err = strconv.ParseUint(f[1], 10, 64); err != nil {

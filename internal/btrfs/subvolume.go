@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/mount"
 )
 
 // SubvolumeIno is the inode number of every btrfs subvolume's root
@@ -118,4 +121,56 @@ func (t Tool) at(ctx context.Context, dir string, args ...string) error {
 	}
 	_, err := t.Run(ctx, args...)
 	return err
+}
+
+// DeleteSubvolumeID deletes subvolume id of the file system of dir by its
+// ID (BTRFS_IOC_SNAP_DESTROY_V2 with BTRFS_SUBVOL_SPEC_BY_ID, on dir
+// opened without following a symlink: no path a tenant could swap is
+// looked up), within Timeout, like a run of btrfs(8). The deletion is
+// committed with the next transaction (Sync). It fails with ErrNotEmpty
+// when the subvolume holds another one.
+func (t Tool) DeleteSubvolumeID(ctx context.Context, dir string, id uint64) error {
+	if err := absolute(dir); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.timeout())
+	defer cancel()
+	_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, destroyByID(dir, id) })
+	if errors.Is(err, unix.ENOTEMPTY) {
+		return fmt.Errorf("delete subvolume %d: %w: %w", id, ErrNotEmpty, err)
+	}
+	if err != nil {
+		return fmt.Errorf("delete subvolume %d: %w", id, err)
+	}
+	return nil
+}
+
+// iocSnapDestroyV2 is BTRFS_IOC_SNAP_DESTROY_V2: _IOW(0x94, 63, 4096).
+const iocSnapDestroyV2 = 0x5000943f
+
+// subvolSpecByID is BTRFS_SUBVOL_SPEC_BY_ID.
+const subvolSpecByID = 1 << 4
+
+// volArgsV2 is struct btrfs_ioctl_vol_args_v2 with its last union as the
+// subvolume ID.
+type volArgsV2 struct {
+	Fd       int64
+	TransID  uint64
+	Flags    uint64
+	_        [4]uint64
+	SubvolID uint64
+	_        [4040 - 8]byte
+}
+
+func destroyByID(dir string, id uint64) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd) //nolint:errcheck // read only
+	args := volArgsV2{Flags: subvolSpecByID, SubvolID: id}
+	if err := ioctl(fd, iocSnapDestroyV2, unsafe.Pointer(&args)); err != nil { //nolint:gosec // G103: the kernel's ioctl argument, sized as its request number says (TestIoctlArgSizes)
+		return &os.PathError{Op: "BTRFS_IOC_SNAP_DESTROY_V2", Path: dir, Err: err}
+	}
+	return nil
 }

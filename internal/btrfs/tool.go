@@ -74,11 +74,7 @@ func (t Tool) Run(ctx context.Context, args ...string) (string, error) {
 		t.Hook()
 		defer t.Hook()
 	}
-	timeout := t.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "btrfs", args...) //nolint:gosec // G204: a fixed tool; paths are separate, absolute argv entries
 	cmd.WaitDelay = waitDelay
@@ -94,6 +90,14 @@ func (t Tool) Run(ctx context.Context, args ...string) (string, error) {
 		return stdout.String(), &Error{Cmd: line, Stderr: mount.Fold(stderr.String()), Err: err}
 	}
 	return stdout.String(), nil
+}
+
+// timeout is Timeout or its default.
+func (t Tool) timeout() time.Duration {
+	if t.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return t.Timeout
 }
 
 // absolute refuses a relative path, which btrfs(8) could read as an

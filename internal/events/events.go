@@ -1,6 +1,8 @@
 // Package events reports volume set-up outcomes as Kubernetes Events on the
 // pod, with the kubelet's reasons: SuccessfulMountVolume and FailedMount;
-// and SizeLimitExceeded when a disk emptyDir passes its sizeLimit.
+// SizeLimitExceeded when a disk emptyDir passes its sizeLimit; and
+// LimitNotEnforced when a volume's btrfs qgroup limit is found gone (a
+// claim's too: a claim has no event path of its own, its pod gets it).
 // client-go's event correlator aggregates repeats and rate-limits each
 // pod's events (a burst of 25, then one per 5 minutes), so a failing volume
 // retried with backoff cannot flood the API server.
@@ -31,6 +33,10 @@ const (
 	ReasonSuccessfulMount   = "SuccessfulMountVolume"
 	ReasonFailedMount       = "FailedMount"
 	ReasonSizeLimitExceeded = "SizeLimitExceeded"
+	// ReasonLimitNotEnforced: the btrfs qgroup limit of a volume (a disk
+	// emptyDir's sizeLimit, an enforced claim's size) is gone, or could not
+	// be made (quotas off); the agent makes it again at each measurement.
+	ReasonLimitNotEnforced = "LimitNotEnforced"
 )
 
 // Config configures a Recorder.
@@ -106,6 +112,14 @@ func (r *Recorder) SetUpFailed(spec *volume.Spec, err error) {
 func (r *Recorder) SizeLimitExceeded(spec *volume.Spec, message string) {
 	if r.wants(spec) {
 		r.event(spec.Pod, v1.EventTypeWarning, ReasonSizeLimitExceeded, message)
+	}
+}
+
+// LimitNotEnforced reports a volume whose size limit is not enforced;
+// message says why.
+func (r *Recorder) LimitNotEnforced(spec *volume.Spec, message string) {
+	if r.wants(spec) {
+		r.event(spec.Pod, v1.EventTypeWarning, ReasonLimitNotEnforced, message)
 	}
 }
 

@@ -35,6 +35,14 @@ var volumeStatsDescs = []struct {
 	{prometheus.NewDesc("volume_agent_volume_stats_inodes_used",
 		"Inodes the volume uses (a hard-linked file once), as kubelet_volume_stats_inodes_used.",
 		volumeStatsLabels, nil), func(m usage.Measurement) uint64 { return m.InodesUsed }},
+	{prometheus.NewDesc("volume_agent_volume_limit_not_enforced",
+		"1 when the size of a volume the agent limits with a btrfs qgroup is not enforced at its latest measurement (limitNotEnforced in /v1/pods says why), else 0.",
+		volumeStatsLabels, nil), func(m usage.Measurement) uint64 {
+		if m.NotEnforced != "" {
+			return 1
+		}
+		return 0
+	}},
 }
 
 // VolumeStatsLister gives the latest measurement of every volume measured.

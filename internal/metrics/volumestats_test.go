@@ -50,12 +50,12 @@ volume_agent_volume_stats_capacity_bytes{namespace="ns",persistentvolumeclaim="d
 			t.Errorf("%s = %v, want %v", name, got[name], v)
 		}
 	}
-	if n := testutil.CollectAndCount(volumeStatsCollector{s}); n != 12 {
+	if n := testutil.CollectAndCount(volumeStatsCollector{s}); n != 14 {
 		t.Errorf("%d series, want 12 (6 metrics of 2 volumes)", n)
 	}
 	// Read at every scrape: a volume gone is gone.
 	*s = (*s)[:1]
-	if n := testutil.CollectAndCount(volumeStatsCollector{s}); n != 6 {
-		t.Errorf("%d series after a volume went, want 6", n)
+	if n := testutil.CollectAndCount(volumeStatsCollector{s}); n != 7 {
+		t.Errorf("%d series after a volume went, want 7", n)
 	}
 }

@@ -99,6 +99,13 @@ type Volume struct {
 	// the kubelet's eviction manager would (it evicts such a pod).
 	SizeLimitExceeded bool   `json:"sizeLimitExceeded,omitempty"`
 	Warning           string `json:"warning,omitempty"`
+	// LimitNotEnforced says why the size of a volume the agent limits
+	// with a btrfs qgroup (a disk emptyDir's sizeLimit, an enforced
+	// claim's size) is not enforced at its latest measurement: btrfs
+	// quotas off, the limit not made again, more nested subvolumes than
+	// the agent assigns. Each measurement makes the limit again; absent
+	// while it holds.
+	LimitNotEnforced string `json:"limitNotEnforced,omitempty"`
 	// SubPaths are the subPath mounts the pod's containers want of the
 	// volume, in the order of the containers (init first) and of their
 	// volumeMounts; absent when there are none.
@@ -322,6 +329,7 @@ func (w Worlds) addUsage(v *Volume, k dsw.Key) {
 	if m.Exceeded() {
 		v.SizeLimitExceeded, v.Warning = true, usage.ExceededMessage(v.Name, m)
 	}
+	v.LimitNotEnforced = m.NotEnforced
 }
 
 // noSwap is the API's noSwap of a volume whose swap is s.

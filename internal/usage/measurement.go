@@ -31,6 +31,12 @@ type Measurement struct {
 	// SizeLimitBytes is the target's SizeLimit when it was measured; 0
 	// for a measurement by quota, the qgroup limit enforcing it.
 	SizeLimitBytes int64
+	// NotEnforced says why the size of a volume the agent limits with a
+	// btrfs qgroup (Target.QuotaLimit) is not enforced now (quotas off,
+	// the qgroup or its limit could not be made, more nested subvolumes
+	// than the agent assigns); "" when it is, or the volume has no such
+	// limit. Each measurement tries again.
+	NotEnforced string
 }
 
 // Exceeded reports whether the volume used more than its size limit.
@@ -66,6 +72,13 @@ type Target struct {
 	// sizeLimit on a file system without quotas): a measurement above it
 	// is Exceeded, and Config.Reporter is told when the volume passes it.
 	SizeLimit int64
+	// QuotaLimit, when positive, is the qgroup limit the volume, a btrfs
+	// subvolume, must have (a disk emptyDir's sizeLimit with room for
+	// metadata, an enforced claim's size). Each measurement by quota
+	// makes it again where it is missing or smaller (quotas turned off and
+	// on drop every limit), assigns the subvolumes made inside the volume
+	// since, and measures the volume with them (btrfs.Tool.Enforce).
+	QuotaLimit int64
 }
 
 // Stat is a target and its latest measurement.

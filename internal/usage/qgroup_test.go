@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/btrfs"
 	"github.com/volume-agent/volume-agent/internal/btrfs/btrfstest"
+	"github.com/volume-agent/volume-agent/internal/dsw"
 )
 
 // TestLimitingQgroup: quotas off, no btrfs(8) or a qgroup without a
@@ -87,7 +89,7 @@ func TestQuota(t *testing.T) {
 
 	u := New(Config{Period: time.Minute})
 	for _, path := range []string{limited, bind} {
-		m, ok, err := u.measureTarget(context.Background(), &slot{}, path)
+		m, ok, err := u.measureTarget(context.Background(), &slot{}, Target{Path: path})
 		if err != nil || !ok {
 			t.Fatalf("measure %s: %v, %v", path, ok, err)
 		}
@@ -98,13 +100,13 @@ func TestQuota(t *testing.T) {
 			t.Fatalf("measured %s: %d bytes used; want 5 MiB within 5 %%", path, m.UsedBytes)
 		}
 	}
-	if m, _, err := u.measureTarget(context.Background(), &slot{}, open); err != nil || m.Method != MethodWalk {
+	if m, _, err := u.measureTarget(context.Background(), &slot{}, Target{Path: open}); err != nil || m.Method != MethodWalk {
 		t.Fatalf("subvolume without a limit: %+v, %v; want a walk", m, err)
 	}
 	if out, err := exec.Command("btrfs", "quota", "disable", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs quota disable: %v: %s", err, out)
 	}
-	if m, _, err := u.measureTarget(context.Background(), &slot{}, limited); err != nil || m.Method != MethodWalk || m.UsedBytes < 5<<20 {
+	if m, _, err := u.measureTarget(context.Background(), &slot{}, Target{Path: limited}); err != nil || m.Method != MethodWalk || m.UsedBytes < 5<<20 {
 		t.Fatalf("quotas off: %+v, %v; want a walk of 5 MiB", m, err)
 	}
 }
@@ -127,5 +129,96 @@ func TestQuotaEnforcesSizeLimit(t *testing.T) {
 	m, ok := u.Usage(dsw0)
 	if !ok || m.Method != MethodQuota || m.UsedBytes <= 1<<20 || m.SizeLimitBytes != 0 || m.Exceeded() {
 		t.Fatalf("measured %+v, %v; want quota, over 1 MiB used, no size limit watched", m, ok)
+	}
+}
+
+// TestEnforcedMeasurement: a subvolume with a QuotaLimit is measured from
+// what Enforce returns; quotas off, or Enforce failing, say why the limit
+// is not enforced and walk the volume with its size limit watched;
+// more nested subvolumes than Enforce assigns say so, measured by the
+// qgroup; a qgroup over its limit reports the size limit exceeded.
+func TestEnforcedMeasurement(t *testing.T) {
+	root := btrfstest.Mount(t, false)
+	vol := filepath.Join(root, "vol")
+	subvolume(t, vol, "")
+	if err := btrfstest.WriteSynced(filepath.Join(vol, "f"), 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	quotasOff := &btrfs.Error{Cmd: "btrfs qgroup show", Stderr: "ERROR: can't list qgroups: quotas not enabled", Err: errors.New("exit status 1")}
+	for _, tc := range []struct {
+		name      string
+		limits    btrfs.Limits
+		err       error
+		method    string
+		why       string // a part of NotEnforced; "" for none
+		sizeLimit int64  // the SizeLimitBytes recorded
+		overLimit bool
+	}{
+		{name: "enforced", limits: btrfs.Limits{Qgroup: btrfs.Qgroup{Referenced: 1 << 20, Limit: 8 << 20, Limited: true}}, method: MethodQuota},
+		{name: "over its limit", limits: btrfs.Limits{Qgroup: btrfs.Qgroup{Referenced: 9 << 20, Limit: 8 << 20, Limited: true}}, method: MethodQuota, sizeLimit: 7 << 20, overLimit: true},
+		{name: "quotas off", err: quotasOff, method: MethodWalk, why: "quotas are off", sizeLimit: 7 << 20},
+		{name: "btrfs(8) fails", err: &btrfs.Error{Cmd: "btrfs qgroup create", Err: context.DeadlineExceeded}, method: MethodWalk, why: "could not be made", sizeLimit: 7 << 20},
+		{name: "too many nested", limits: btrfs.Limits{Qgroup: btrfs.Qgroup{Referenced: 1 << 20, Limit: 8 << 20, Limited: true}}, err: btrfs.ErrTooManyNested, method: MethodQuota, why: "not counted", sizeLimit: 7 << 20},
+	} {
+		var gotLimit int64
+		u := New(Config{Period: time.Minute})
+		u.cfg.enforce = func(_ context.Context, path string, limit int64) (btrfs.Limits, error) {
+			gotLimit = limit
+			return tc.limits, tc.err
+		}
+		s := &slot{}
+		target := Target{Path: vol, SizeLimit: 7 << 20, QuotaLimit: 8 << 20}
+		m, ok, err := u.measureTarget(context.Background(), s, target)
+		if err != nil || !ok || gotLimit != 8<<20 {
+			t.Fatalf("%s: %+v, %v, %v; enforce told %d", tc.name, m, ok, err, gotLimit)
+		}
+		crossed, stat := u.record(s, target, m, ok, err)
+		if stat.Method != tc.method || (tc.why == "") != (stat.NotEnforced == "") || !strings.Contains(stat.NotEnforced, tc.why) ||
+			stat.SizeLimitBytes != tc.sizeLimit || crossed != tc.overLimit {
+			t.Errorf("%s: %+v, crossed %v; want method %s, not enforced %q, size limit %d", tc.name, stat.Measurement, crossed, tc.method, tc.why, tc.sizeLimit)
+		}
+		if tc.method == MethodWalk && stat.UsedBytes < 3<<20 {
+			t.Errorf("%s: walked %d bytes; want the 3 MiB", tc.name, stat.UsedBytes)
+		}
+	}
+}
+
+// TestNestedFoundBetweenMeasurements: a subvolume made inside a volume
+// whose limit the agent enforces makes the volume due at the next
+// checkNested, not a Period later; its measurement assigns it, and a
+// write into it past the limit fails with EDQUOT. A volume with nothing
+// new inside stays as it was scheduled.
+func TestNestedFoundBetweenMeasurements(t *testing.T) {
+	root := btrfstest.Mount(t, true)
+	vol := filepath.Join(root, "vol")
+	subvolume(t, vol, "")
+	ts := &targets{}
+	ts.set(Target{Key: dsw.Key{PodUID: "u", Volume: "v"}, Path: vol, QuotaLimit: 4 << 20})
+	u := New(Config{Targets: ts, Period: time.Hour})
+	ctx := t.Context()
+	now := time.Now()
+	u.sync(now)
+	s := u.slots[dsw.Key{PodUID: "u", Volume: "v"}]
+	u.measure(ctx, s)
+	if m, ok := u.Usage(s.target.Key); !ok || m.Method != MethodQuota || m.NotEnforced != "" || s.assigned == nil {
+		t.Fatalf("first measurement: %+v, %v; assigned %v", m, ok, s.assigned)
+	}
+	due := s.due
+	u.checkNested(ctx, now)
+	if s.due != due {
+		t.Errorf("nothing new inside: due moved from %v to %v", due, s.due)
+	}
+	nested := filepath.Join(vol, "nested")
+	subvolume(t, nested, "")
+	u.checkNested(ctx, now)
+	if s.due != now {
+		t.Fatalf("a nested subvolume made: due %v, want now", s.due)
+	}
+	u.measure(ctx, s)
+	if len(s.assigned) != 1 {
+		t.Fatalf("after the measurement, assigned %v; want the nested subvolume", s.assigned)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(nested, "f"), 6<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("6 MiB into the nested subvolume of a 4 MiB volume: %v, want EDQUOT", err)
 	}
 }

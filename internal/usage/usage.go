@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ const (
 	DefaultEntriesPerSecond = 20000
 	DefaultCallTimeout      = 10 * time.Second
 	DefaultStallTimeout     = 30 * time.Second
+	DefaultNestedPeriod     = 2 * time.Second
 )
 
 // Targets lists the volumes to measure.
@@ -36,6 +38,13 @@ type Targets interface {
 // none: the volume's first, including the first after a restart).
 type Reporter interface {
 	SizeLimitExceeded(Stat)
+}
+
+// EnforcementReporter, when the Reporter implements it, is told when a
+// volume's qgroup limit is found not enforced (Measurement.NotEnforced):
+// once, when a measurement says so after one that did not (or none).
+type EnforcementReporter interface {
+	LimitNotEnforced(Stat)
 }
 
 // Config configures Usage.
@@ -55,6 +64,10 @@ type Config struct {
 	// StallTimeout abandons a walk that looked at no entry for that long;
 	// default DefaultStallTimeout.
 	StallTimeout time.Duration
+	// NestedPeriod is how often, between measurements, each volume whose
+	// qgroup limit the agent enforces is searched for a subvolume made
+	// inside it since (checkNested); default DefaultNestedPeriod.
+	NestedPeriod time.Duration
 	Logger       *zap.Logger
 	// Reporter, when set, is told when a volume passes its size limit; it
 	// is called on the measuring goroutine and must not block.
@@ -66,6 +79,10 @@ type Config struct {
 	statfs func(path string) (fsSize, error)
 	// qgroup replaces btrfs qgroup show (benchmarks count its cost apart).
 	qgroup func(ctx context.Context, path string, id uint64) (btrfs.Qgroup, error)
+	// enforce replaces btrfs.Tool.Enforce (benchmarks count its cost apart).
+	enforce func(ctx context.Context, path string, limit int64) (btrfs.Limits, error)
+	// nested replaces btrfs.Nested (tests).
+	nested func(path string) (uint64, []uint64, error)
 	// sleep paces walks; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -95,6 +112,13 @@ type slot struct {
 	// one is.
 	busy   chan struct{}
 	warned bool // a failure was logged: the next one is not
+	// notEnforced: the volume's limit was not enforced at the latest
+	// measurement (logged once, and when it is again).
+	notEnforced string
+	// assigned are the subvolumes inside the volume that its latest
+	// measurement assigned to its qgroup; nil when its limit is not
+	// enforced by the agent (checkNested leaves it alone).
+	assigned []uint64
 	// exceeded: the latest measurement was above the size limit.
 	exceeded bool
 }
@@ -122,6 +146,15 @@ func New(cfg Config) *Usage {
 	}
 	if cfg.qgroup == nil {
 		cfg.qgroup = btrfs.Tool{Timeout: cfg.CallTimeout}.QgroupOf
+	}
+	if cfg.enforce == nil {
+		cfg.enforce = btrfs.Tool{Timeout: cfg.CallTimeout}.Enforce
+	}
+	if cfg.NestedPeriod <= 0 {
+		cfg.NestedPeriod = DefaultNestedPeriod
+	}
+	if cfg.nested == nil {
+		cfg.nested = btrfs.Nested
 	}
 	if cfg.sleep == nil {
 		cfg.sleep = sleep
@@ -185,6 +218,7 @@ func (u *Usage) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var synced time.Time
+	checked := time.Now()
 	dirty := true
 	for {
 		select {
@@ -197,6 +231,10 @@ func (u *Usage) Run(ctx context.Context) error {
 			u.sync(now)
 			synced, dirty = now, false
 		}
+		if now.Sub(checked) >= u.cfg.NestedPeriod {
+			u.checkNested(ctx, now)
+			checked = now
+		}
 		if s, ok := u.next(now); ok {
 			u.measure(ctx, s)
 			if ctx.Err() != nil {
@@ -208,6 +246,7 @@ func (u *Usage) Run(ctx context.Context) error {
 		if dirty {
 			wait = min(wait, synced.Add(minResync).Sub(now))
 		}
+		wait = min(wait, checked.Add(u.cfg.NestedPeriod).Sub(now))
 		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
@@ -292,12 +331,19 @@ func (u *Usage) measure(ctx context.Context, s *slot) {
 			return // the last call has not returned: the file system still hangs
 		}
 	}
-	m, ok, err := u.measureTarget(ctx, s, t.Path)
+	m, ok, err := u.measureTarget(ctx, s, t)
 	if ctx.Err() != nil {
 		return
 	}
-	if crossed, stat := u.record(s, t, m, ok, err); crossed && u.cfg.Reporter != nil {
+	u.mu.Lock()
+	wasEnforced := s.notEnforced == ""
+	u.mu.Unlock()
+	crossed, stat := u.record(s, t, m, ok, err)
+	if crossed && u.cfg.Reporter != nil {
 		u.cfg.Reporter.SizeLimitExceeded(stat)
+	}
+	if r, ok := u.cfg.Reporter.(EnforcementReporter); ok && wasEnforced && stat.NotEnforced != "" {
+		r.LimitNotEnforced(stat)
 	}
 }
 
@@ -322,9 +368,13 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 		}
 		s.warned = false
 		m.Time = time.Now().UTC().Truncate(time.Second)
-		if m.Method != MethodQuota { // a qgroup limit enforces the size limit: nothing to watch
+		// An enforced qgroup limit holds the size limit: nothing to watch,
+		// unless the qgroup counts more than its limit (a nested subvolume
+		// written to before its assignment).
+		if m.Method != MethodQuota || m.NotEnforced != "" || m.UsedBytes > m.CapacityBytes {
 			m.SizeLimitBytes = t.SizeLimit
 		}
+		u.logEnforcement(log, s, m.NotEnforced)
 		s.m, s.have = m, true
 		u.changes.Add(t.Key.PodUID)
 		crossed := m.Exceeded() && !s.exceeded
@@ -339,7 +389,9 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 // directory on network storage). A subvolume whose qgroup has no limit
 // (or quotas are off) is walked: btrfs qgroup show runs again each
 // period, a fork a period for such a volume, cheaper than any walk.
-func (u *Usage) measureTarget(ctx context.Context, s *slot, path string) (Measurement, bool, error) {
+func (u *Usage) measureTarget(ctx context.Context, s *slot, t Target) (Measurement, bool, error) {
+	path := t.Path
+	var notEnforced string
 	p, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (probed, error) {
 		h, id, err := u.mounts.probe(path)
 		return probed{h, id}, err
@@ -354,21 +406,138 @@ func (u *Usage) measureTarget(ctx context.Context, s *slot, path string) (Measur
 	case notAtAll:
 		return Measurement{}, false, nil
 	case byQuota:
-		m, err := u.quota(ctx, s, path, p.subvol)
+		var m Measurement
+		var err error
+		if t.QuotaLimit > 0 {
+			m, err = u.enforced(ctx, s, t)
+		} else {
+			m, err = u.quota(ctx, s, path, p.subvol)
+		}
 		if !errors.Is(err, errNoQuota) {
 			return m, err == nil, err
 		}
 		// Not limited by its qgroup: walked as a plain directory.
+		notEnforced = m.NotEnforced
 	}
 	if !u.walks {
-		return Measurement{}, false, nil
+		return Measurement{NotEnforced: notEnforced}, notEnforced != "", nil
 	}
 	r, err := u.walk(ctx, s, path)
 	if err != nil {
 		return Measurement{}, false, err
 	}
 	return Measurement{CapacityBytes: r.fs.capacity, AvailableBytes: r.fs.available, UsedBytes: r.bytes,
-		Inodes: r.fs.inodes, InodesFree: r.fs.inodesFree, InodesUsed: r.inodes, Method: MethodWalk}, true, nil
+		Inodes: r.fs.inodes, InodesFree: r.fs.inodesFree, InodesUsed: r.inodes, Method: MethodWalk, NotEnforced: notEnforced}, true, nil
+}
+
+// enforced measures the subvolume t by its level-1 qgroup after making
+// its limit, the qgroup and the assignments of the subvolumes inside it
+// again where they are missing (btrfs.Tool.Enforce), within
+// CallTimeout. Where that fails, the measurement says why (NotEnforced)
+// with errNoQuota: the volume is walked, nested subvolumes and all, and
+// its size limit watched.
+func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, error) {
+	l, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (btrfs.Limits, error) {
+		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
+		defer cancel()
+		return u.cfg.enforce(ctx, t.Path, t.QuotaLimit)
+	})
+	u.mu.Lock()
+	s.assigned = nil
+	if err == nil || errors.Is(err, btrfs.ErrTooManyNested) {
+		s.assigned = append([]uint64{}, l.Nested...)
+	}
+	u.mu.Unlock()
+	switch {
+	case errors.Is(err, btrfs.ErrTooManyNested):
+		// The first MaxNested are assigned and counted; the rest are not.
+		size, serr := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(t.Path) })
+		if serr != nil {
+			return Measurement{}, serr
+		}
+		m := quotaMeasurement(l.Qgroup, size)
+		m.NotEnforced = fmt.Sprintf("%v: those past the first %d are not counted against its limit (delete them)", err, btrfs.MaxNested)
+		return m, nil
+	case errors.Is(err, btrfs.ErrQuotasOff), errors.Is(err, exec.ErrNotFound):
+		return Measurement{NotEnforced: "btrfs quotas are off on the volume's file system: its size is not limited (turn them on: btrfs quota enable <mount point>; the limit is made again at the next measurement)"}, errNoQuota
+	case err != nil:
+		return Measurement{NotEnforced: fmt.Sprintf("its btrfs qgroup limit could not be made: %v", err)}, errNoQuota
+	}
+	size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(t.Path) })
+	if err != nil {
+		return Measurement{}, err
+	}
+	return quotaMeasurement(l.Qgroup, size), nil
+}
+
+// checkNested searches each volume whose limit the agent enforces (or is
+// to enforce: not measured yet) for a subvolume made inside it since its
+// latest measurement (btrfs.Nested: a
+// tree search per subvolume, no fork, no walk), and makes such a volume
+// due at once: a nested subvolume counts against the volume from its
+// assignment, so the time a pod has to write past its limit into one is
+// about one NestedPeriod, not one Period. A volume whose last call has
+// not returned is skipped, as measure skips it.
+func (u *Usage) checkNested(ctx context.Context, now time.Time) {
+	type watched struct {
+		s        *slot
+		path     string
+		assigned []uint64
+	}
+	var list []watched
+	u.mu.Lock()
+	for _, s := range u.slots {
+		// Watched: a volume whose limit its latest measurement enforced,
+		// and one with a limit not measured yet (its first measurement is
+		// up to a Period away).
+		if (s.assigned != nil || (!s.have && s.target.QuotaLimit > 0)) && idle(s) {
+			list = append(list, watched{s, s.target.Path, s.assigned})
+		}
+	}
+	u.mu.Unlock()
+	for _, w := range list {
+		found, err := boundedCall(ctx, u, w.s, u.cfg.CallTimeout, func() ([]uint64, error) {
+			_, nested, err := u.cfg.nested(w.path)
+			return nested, err
+		})
+		if err != nil && !errors.Is(err, btrfs.ErrTooManyNested) {
+			continue // the measurement says what is wrong
+		}
+		if slices.ContainsFunc(found, func(id uint64) bool { return !slices.Contains(w.assigned, id) }) {
+			u.mu.Lock()
+			w.s.due = now
+			u.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// idle reports whether no call on s's storage is still waiting. u.mu
+// must be held.
+func idle(s *slot) bool {
+	if s.busy == nil {
+		return true
+	}
+	select {
+	case <-s.busy:
+		return true
+	default:
+		return false
+	}
+}
+
+// logEnforcement logs a volume's limit found not enforced, once, and
+// enforced again.
+func (u *Usage) logEnforcement(log *zap.Logger, s *slot, notEnforced string) {
+	switch {
+	case notEnforced != "" && s.notEnforced == "":
+		log.Warn("volume size limit not enforced", zap.String("reason", notEnforced))
+	case notEnforced == "" && s.notEnforced != "":
+		log.Info("volume size limit enforced again")
+	}
+	s.notEnforced = notEnforced
 }
 
 // probed is how a volume is measured, and its subvolume's ID for byQuota.

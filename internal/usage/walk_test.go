@@ -165,7 +165,7 @@ func TestWalkIsAbandonedOnHungFileSystem(t *testing.T) {
 	u := New(Config{Period: time.Minute, StallTimeout: 50 * time.Millisecond, stat: hung})
 	s := &slot{target: Target{Key: dsw0, Path: dir}}
 	start := time.Now()
-	_, _, err := u.measureTarget(context.Background(), s, dir)
+	_, _, err := u.measureTarget(context.Background(), s, Target{Path: dir})
 	if err == nil || !errorsIs(err, errStalled) {
 		t.Fatalf("walk of a hung file system: %v; want it abandoned", err)
 	}

@@ -315,3 +315,92 @@ func (env *clusterEnv) testLocalEnforced(t *testing.T) {
 		return len(got) == 0 && len(mountsUnder(t, a.data)) == 0, fmt.Sprint(got, mountsUnder(t, a.data))
 	})
 }
+
+// TestNestedSubvolumeInEnforcedClaim: an unprivileged process makes a
+// subvolume inside a 20Mi claim's volume on btrfs and writes 30 MiB into
+// it at once. Within a few usage periods the agent counts it against the
+// claim's size: /v1/pods counts the bytes written inside it, and writes
+// into it or the volume fail with EDQUOT. Deleting the claim removes the
+// volume, its nested subvolume and its level-1 qgroup.
+func TestNestedSubvolumeInEnforcedClaim(t *testing.T) {
+	root := btrfsLocalRoot(t, true)
+	a := newAgent(t)
+	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s", "--volume-stats-period", "1s")
+	a.writeManifest("class.yaml", enforcedClass)
+	a.writeManifest("claim.yaml", strings.Replace(enforcedClaim, "100Mi", "20Mi", 1))
+	a.writeManifest("pod.yaml", writerPod)
+	v := a.waitPod("default", "writer", 60*time.Second, ready).volume("store")
+	id := subvolumeID(t, v.Path)
+
+	out, err := asNobody(t, v.Path, "sh", "-c", "btrfs subvolume create nested && dd if=/dev/zero of=nested/f bs=1M count=30 conv=fsync")
+	written := uint64(30 << 20)
+	if err != nil {
+		if !strings.Contains(out, "Disk quota exceeded") {
+			t.Fatalf("nested subvolume as nobody: %v: %s", err, out)
+		}
+		written = 0 // assigned before the write: refused at once
+	}
+	waitFor(t, 20*time.Second, "the nested subvolume's bytes counted", func() (bool, string) {
+		u := a.usageOf("default", "writer")["store"]
+		if u == nil {
+			return false, "no usage"
+		}
+		return u.Method == "quota" && u.UsedBytes >= written, fmt.Sprintf("%+v", *u)
+	})
+	for _, script := range []string{
+		"dd if=/dev/zero of=nested/more bs=1M count=25 conv=fsync",
+		"dd if=/dev/zero of=top bs=1M count=25 conv=fsync",
+	} {
+		if out, err := asNobody(t, v.Path, "sh", "-c", script); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+			t.Errorf("%s as nobody in a 20Mi claim: %v: %s; want EDQUOT", script, err, out)
+		}
+	}
+
+	a.removeManifest("pod.yaml")
+	a.removeManifest("claim.yaml")
+	waitFor(t, 60*time.Second, "the volume removed with its qgroups", func() (bool, string) {
+		out, err := exec.Command("btrfs", "qgroup", "show", "--raw", root).CombinedOutput()
+		return len(entries(t, root)) == 0 && err == nil && !strings.Contains(string(out), fmt.Sprintf("1/%d ", id)), fmt.Sprint(entries(t, root), string(out))
+	})
+}
+
+// TestBtrfsQuotasOffAndOnUnderAClaim: quotas turned off while a 20Mi
+// claim's volume is in use drop its qgroup limit; /v1/claims and
+// /v1/pods then say its size is not enforced, and once quotas are on
+// again the limit is back within a few usage periods (1 s), with no
+// restart: 30 MiB fail with EDQUOT.
+func TestBtrfsQuotasOffAndOnUnderAClaim(t *testing.T) {
+	root := btrfsLocalRoot(t, true)
+	a := newAgent(t)
+	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s", "--volume-stats-period", "1s")
+	a.writeManifest("class.yaml", enforcedClass)
+	a.writeManifest("claim.yaml", strings.Replace(enforcedClaim, "100Mi", "20Mi", 1))
+	a.writeManifest("pod.yaml", writerPod)
+	v := a.waitPod("default", "writer", 60*time.Second, ready).volume("store")
+	said := func() string {
+		for _, c := range a.claims() {
+			if c.Namespace == "default" && c.Name == "data" {
+				return c.LimitNotEnforced
+			}
+		}
+		return "claim not listed"
+	}
+	waitFor(t, 20*time.Second, "the claim's usage measured", func() (bool, string) {
+		u := a.usageOf("default", "writer")["store"]
+		return u != nil && u.Method == "quota", fmt.Sprint(u)
+	})
+
+	run(t, "btrfs", "quota", "disable", root)
+	got := ""
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !strings.Contains(got, "quotas are off"); time.Sleep(200 * time.Millisecond) {
+		got = said()
+	}
+	if !strings.Contains(got, "quotas are off") {
+		t.Errorf("with quotas off, the claim's limitNotEnforced %q; want it saying quotas are off", got)
+	}
+	run(t, "btrfs", "quota", "enable", root)
+	waitFor(t, 20*time.Second, "the claim's limit enforced again", func() (bool, string) { s := said(); return s == "", s })
+	if n, err := fill(filepath.Join(v.Path, "big"), 30<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("30 MiB into a 20Mi claim after quotas off and on: %d bytes, %v; want EDQUOT", n, err)
+	}
+}

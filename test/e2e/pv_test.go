@@ -54,6 +54,7 @@ spec:
 type apiClaim struct {
 	Namespace, Name, Phase, PV, Error string
 	ReclaimPolicy, Capacity           string
+	LimitNotEnforced                  string
 	PendingDeletion                   *struct {
 		Step        string
 		DeleteAfter *time.Time

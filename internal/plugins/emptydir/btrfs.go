@@ -28,8 +28,9 @@ type Limiter interface {
 }
 
 // Btrfs is the Limiter of a root directory on btrfs with quotas on: each
-// limited emptyDir is a subvolume whose qgroup limits the bytes it
-// references (data and metadata, so a little less than size of file data
+// limited emptyDir is a subvolume whose level-1 qgroup (1/<its ID>, with
+// every subvolume a pod makes inside it assigned: see btrfs.Tool.Enforce)
+// limits the bytes they reference (data and metadata, so a little less than size of file data
 // fits; writes past it fail with EDQUOT). A subvolume is told from a plain
 // directory by its inode number (256) on btrfs, and its qgroup by its
 // subvolume ID, so nothing is recorded elsewhere. Paths given to btrfs(8)
@@ -67,20 +68,26 @@ func (b Btrfs) Create(ctx context.Context, dir string, size int64) (bool, error)
 }
 
 // Limit sets the qgroup limit of dir again if it is a subvolume: turning
-// quotas off and on drops every limit.
+// quotas off and on drops every limit. With quotas off the volume is
+// served as it is: the usage pass says on it that its limit is not
+// enforced, and makes the limit again once quotas are on.
 func (b Btrfs) Limit(ctx context.Context, dir string, size int64) (bool, error) {
 	if sub, err := btrfs.IsSubvolume(dir); err != nil || !sub {
 		return false, err
 	}
-	return true, b.limit(ctx, dir, size)
+	if err := b.limit(ctx, dir, size); !errors.Is(err, btrfs.ErrQuotasOff) {
+		return true, err
+	}
+	return true, nil
 }
 
-// Remove deletes dir if it is a subvolume: btrfs drops the whole tree at
-// once. A subvolume that holds another one (any user may make one) is
-// left to the caller, which empties it entry by entry (rmdir deletes an
-// empty subvolume). The qgroup goes with the subvolume (Linux 6.7 and
-// later); on an older kernel it is destroyed once the kernel has dropped
-// the subvolume, and a crash in between leaves an empty qgroup behind.
+// Remove deletes dir if it is a subvolume, with every subvolume a pod made
+// inside it (any user may make one), each by its ID: btrfs drops the whole
+// tree at once. It destroys the level-1 qgroup that held the limit first,
+// while the volume still names it (nothing else records its ID: a crash
+// after it finds the volume again and goes on), and, on a kernel older
+// than 6.7, which leaves them, the level-0 qgroups once the kernel has
+// dropped the subvolumes; a crash before that leaves those behind, empty.
 func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 	if sub, err := btrfs.IsSubvolume(dir); err != nil || !sub || !filepath.IsAbs(dir) {
 		return false, err
@@ -89,28 +96,37 @@ func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	err = b.tool().DeleteSubvolume(ctx, dir)
-	if errors.Is(err, btrfs.ErrNotEmpty) {
-		return false, nil
-	}
-	if err != nil {
+	parent := filepath.Dir(dir)
+	if err := b.tool().DestroyLevel1(ctx, parent, id); err != nil {
 		return false, err
 	}
-	return true, b.destroyQgroup(ctx, filepath.Dir(dir), id)
+	var nested []uint64
+	if err := b.tool().DeleteTree(ctx, dir, func(ids []uint64) error { nested = append(nested, ids...); return nil }); err != nil {
+		return false, err
+	}
+	for _, sub := range append(nested, id) {
+		if err := b.destroyQgroup(ctx, parent, sub); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }
 
+// limit makes dir's level-1 qgroup, with every subvolume inside dir,
+// limited to size and room for metadata (btrfs.Tool.Enforce).
 func (b Btrfs) limit(ctx context.Context, dir string, size int64) error {
-	return b.tool().SetLimit(ctx, dir, qgroupLimit(size))
+	_, err := b.tool().Enforce(ctx, dir, QgroupLimit(size))
+	return err
 }
 
-// qgroupLimit is the qgroup limit that lets a volume hold size bytes of
+// QgroupLimit is the qgroup limit that lets a volume hold size bytes of
 // data. A qgroup also counts the subvolume's own metadata (its tree
 // blocks, and the reservation for writes in flight): with the limit at
 // exactly 10 MiB, the 10th MiB of data was refused. Half a MiB plus 1/256
 // of the size covers that (measured on Linux 6.18: with 10 MiB + 512 KiB,
 // ten 1 MiB files fit and the 11th is refused), and lets a volume hold at
 // most 0.4 % (plus 512 KiB) more than its sizeLimit.
-func qgroupLimit(size int64) int64 { return size + 512<<10 + size/256 }
+func QgroupLimit(size int64) int64 { return size + 512<<10 + size/256 }
 
 // destroyQgroup destroys qgroup 0/id of the file system of dir, unless the
 // kernel did with the subvolume.

@@ -237,3 +237,43 @@ func TestSizeLimitOnBtrfsCrashBeforeLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSizeLimitOnBtrfsQuotasOffAtRestart: a limited emptyDir found at a
+// restart with quotas off is served as it is (the usage pass says its
+// limit is not enforced), and a set-up once quotas are on makes its limit
+// again.
+func TestSizeLimitOnBtrfsQuotasOffAtRestart(t *testing.T) {
+	root := btrfstest.Mount(t, true)
+	ctx := context.Background()
+	p := &emptydir.Plugin{Mounter: mount.System{}, Limiter: emptydir.Btrfs{}}
+	limit := resource.MustParse("10Mi")
+	limited := spec(v1.EmptyDirVolumeSource{SizeLimit: &limit})
+	dir := filepath.Join(root, "pods", "uid", "volumes", "kubernetes.io~empty-dir", "scratch")
+	if _, err := p.SetUp(ctx, limited, dir); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("btrfs", "quota", "disable", root).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := p.SetUp(ctx, limited, dir); err != nil {
+		t.Fatalf("set-up with quotas off: %v; want the volume served", err)
+	}
+	if ino := inode(t, dir); ino != 256 {
+		t.Fatalf("%s has inode %d, want the subvolume kept", dir, ino)
+	}
+	if out, err := exec.Command("btrfs", "quota", "enable", root).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := p.SetUp(ctx, limited, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(dir, "big"), 12<<20); !errors.Is(err, syscall.EDQUOT) {
+		t.Errorf("12 MiB into a 10Mi emptyDir once quotas are on again: %v, want EDQUOT", err)
+	}
+	if err := p.TearDown(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after teardown: %v", err)
+	}
+}

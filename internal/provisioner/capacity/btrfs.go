@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/volume-agent/volume-agent/internal/btrfs"
 )
@@ -104,18 +103,23 @@ func (b *btrfsDriver) attach(ctx context.Context, v *record) error {
 	return b.limit(ctx, v)
 }
 
+// limit puts the volume's limit on its level-1 qgroup, with every
+// subvolume a pod made inside it assigned (btrfs.Tool.Enforce).
 func (b *btrfsDriver) limit(ctx context.Context, v *record) error {
-	return b.tool.SetLimit(ctx, b.dir(v), v.Size)
+	_, err := b.tool.Enforce(ctx, b.dir(v), v.Size)
+	return err
 }
 
-// usage reads the subvolume's qgroup, which may lag the writes by up to
-// a transaction commit (btrfs.Tool.QgroupOf).
+// usage reads the volume's level-1 qgroup, which may lag the writes by
+// up to a transaction commit, after making its limit and assignments
+// again where they are missing (btrfs.Tool.Enforce): a subvolume made
+// inside the volume since is counted from now on.
 func (b *btrfsDriver) usage(ctx context.Context, v *record) (Usage, error) {
-	q, err := b.tool.QgroupOf(ctx, b.dir(v), v.ID)
+	l, err := b.tool.Enforce(ctx, b.dir(v), v.Size)
 	if err != nil {
 		return Usage{}, err
 	}
-	used := int64(min(q.Referenced, math.MaxInt64)) //nolint:gosec // G115: bounded just before
+	used := int64(min(l.Qgroup.Referenced, math.MaxInt64)) //nolint:gosec // G115: bounded just before
 	return Usage{CapacityBytes: v.Size, UsedBytes: used, AvailableBytes: max(0, v.Size-used)}, nil
 }
 
@@ -159,73 +163,28 @@ func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) 
 			return err
 		}
 	}
-	return nil
+	if v.ID == 0 {
+		return nil
+	}
+	return b.tool.DestroyLevel1(ctx, b.root, v.ID)
 }
 
-// deleteTree deletes the subvolume dir. Any user may create a subvolume
-// inside it, which btrfs refuses to delete it over: those are deleted
-// first, deepest first, their IDs written down for their qgroups.
+// deleteTree deletes the subvolume dir and every subvolume a pod made
+// inside it (any user may make one), each by its ID, their IDs written
+// down first for their qgroups (btrfs.Tool.DeleteTree).
 func (b *btrfsDriver) deleteTree(ctx context.Context, v *record, dir string, save func() error) error {
-	err := b.tool.DeleteSubvolume(ctx, dir)
-	if !errors.Is(err, btrfs.ErrNotEmpty) {
-		return err
-	}
-	nested, err := nestedSubvolumes(dir)
-	if err != nil {
-		return err
-	}
-	for i := len(nested) - 1; i >= 0; i-- {
-		id, err := b.tool.SubvolumeID(ctx, nested[i])
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(v.Nested, id) {
-			v.Nested = append(v.Nested, id)
-			if err := save(); err != nil {
-				return err
+	return b.tool.DeleteTree(ctx, dir, func(ids []uint64) error {
+		n := len(v.Nested)
+		for _, id := range ids {
+			if !slices.Contains(v.Nested, id) {
+				v.Nested = append(v.Nested, id)
 			}
 		}
-		if err := b.tool.DeleteSubvolume(ctx, nested[i]); err != nil {
-			return err
+		if len(v.Nested) == n {
+			return nil
 		}
-	}
-	return b.tool.DeleteSubvolume(ctx, dir)
-}
-
-// nestedSubvolumes lists the subvolumes below dir, each before those
-// inside it, without following symlinks or entering another mount.
-func nestedSubvolumes(dir string) ([]string, error) {
-	top, err := mountIDOf(dir)
-	if err != nil {
-		return nil, err
-	}
-	var found []string
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() || path == dir {
-			return err
-		}
-		id, err := mountIDOf(path)
-		if err != nil {
-			return err
-		}
-		if id != top {
-			return filepath.SkipDir // a mount: not the volume's
-		}
-		if sub, err := btrfs.IsSubvolume(path); err != nil || sub {
-			found = append(found, path)
-			return err
-		}
-		return nil
+		return save()
 	})
-	return found, err
-}
-
-func mountIDOf(path string) (uint64, error) {
-	var st unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
-		return 0, &os.PathError{Op: "statx", Path: path, Err: err}
-	}
-	return st.Mnt_id, nil
 }
 
 func (b *btrfsDriver) destroyQgroup(ctx context.Context, id uint64) error {

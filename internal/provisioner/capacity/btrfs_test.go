@@ -307,3 +307,52 @@ func TestRecoverLeavesAnUnfinishedVolumeInUse(t *testing.T) {
 	}
 	checkGone(t, root, "used", r.ID)
 }
+
+// TestBtrfsNestedSubvolumeCountsAgainstTheSize: a subvolume an
+// unprivileged user makes inside a 20 MiB volume is assigned to the
+// volume's level-1 qgroup at the next measurement (Usage, as each usage
+// pass does): a write of 25 MiB into it fails with EDQUOT, the bytes
+// written inside it count in the volume's usage, and the deletion leaves
+// the level-1 qgroup behind neither.
+func TestBtrfsNestedSubvolumeCountsAgainstTheSize(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	root := btrfsRoot(t, true)
+	if err := os.Chmod(filepath.Dir(root), 0o755); err != nil { //nolint:gosec // G302: nobody must reach the volume
+		t.Fatal(err)
+	}
+	b, _ := open(t, Config{Root: root})
+	dir, err := b.Create(t.Context(), "vol", 20*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := subvolumeID(t, dir)
+	nobody := func(script string) (string, error) {
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--", "sh", "-c", script)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := nobody("btrfs subvolume create nested && dd if=/dev/zero of=nested/f bs=1M count=4 conv=fsync"); err != nil {
+		t.Fatalf("a nested subvolume as nobody: %v: %s", err, out)
+	}
+	if _, err := b.Usage(t.Context(), "vol"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := nobody("dd if=/dev/zero of=nested/g bs=1M count=25 conv=fsync"); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+		t.Errorf("25 MiB more into the nested subvolume of a 20 MiB volume: %v: %s; want EDQUOT", err, out)
+	}
+	sh(t, "sync")
+	u, err := b.Usage(t.Context(), "vol")
+	if err != nil || u.UsedBytes < 16*mi || u.UsedBytes > 21*mi {
+		t.Errorf("usage %+v, %v; want the nested subvolume's 16-20 MiB counted", u, err)
+	}
+	if err := b.Delete(t.Context(), "vol"); err != nil {
+		t.Fatal(err)
+	}
+	checkGone(t, root, "vol", id)
+	if out, err := exec.Command("btrfs", "qgroup", "show", "--raw", root).CombinedOutput(); err != nil || strings.Contains(string(out), btrfs.Level1(id)+" ") {
+		t.Errorf("qgroup %s after the deletion: %v:\n%s", btrfs.Level1(id), err, out)
+	}
+}

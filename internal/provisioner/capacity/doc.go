@@ -6,10 +6,12 @@
 // <root>/<name>, through a driver of idempotent steps:
 //
 //   - btrfs (the root is on btrfs with quotas on): each volume is a
-//     subvolume with a qgroup limit on its referenced bytes; usage is the
-//     qgroup's; growing raises the limit; removal deletes the subvolume
-//     (and any made inside it), waits for the cleaner and destroys the
-//     qgroups.
+//     subvolume whose level-1 qgroup (1/<its ID>) limits the bytes it and
+//     every subvolume made inside it reference (btrfs.Tool.Enforce); usage
+//     is that qgroup's, after assigning any subvolume made inside since;
+//     growing raises the limit; removal lifts the limit, deletes the
+//     subvolumes made inside it and then it, by ID, waits for the cleaner
+//     and destroys the qgroups.
 //   - image (any other file system): each volume is a sparse ext4 image
 //     <root>/<name>.img on a loop device (direct I/O where the kernel
 //     allows), mounted on <root>/<name>; usage is statfs of the mount;
@@ -49,11 +51,15 @@
 //   - Only what has a record is touched: a subvolume, an image or a
 //     directory under the root without one is left alone.
 //
-// Known limits: a btrfs qgroup limits the subvolume only, and any user may
-// create a nested subvolume inside a volume, which has its own qgroup and
-// is not limited (removal deletes such subvolumes first, with their
-// qgroups). ext4 keeps part
-// of an image for its journal and inode tables (about 6 % of 1 GiB, 20 %
+// Known limits: any user may create a nested subvolume inside a btrfs
+// volume; it counts against the volume's size from its assignment to the
+// volume's level-1 qgroup at the next measurement (the agent's usage
+// pass, within about 2 s: usage.Config.NestedPeriod; or Usage): what is
+// written into it before counts then, the volume is then over its size
+// (writes fail with EDQUOT) until data is deleted, and /v1/pods shows
+// the bytes. At most btrfs.MaxNested (256) are assigned; past that the
+// volume says its limit is not enforced. ext4 keeps part of an image for
+// its journal and inode tables (about 6 % of 1 GiB, 20 %
 // of 10 MiB), as on any block device. Growing a mounted ext4 needs
 // CAP_SYS_RESOURCE; without it an expansion finishes offline when the
 // volume is next attached unmounted (after a node restart).
