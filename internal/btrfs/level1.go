@@ -23,8 +23,16 @@ type Limits struct {
 	// Qgroup is the volume's level-1 qgroup after Enforce: its referenced
 	// bytes are those of the volume and of every subvolume assigned.
 	Qgroup Qgroup
-	// Nested are the subvolumes below the volume, assigned to it.
+	// Nested are the subvolumes below the volume: assigned to it, or
+	// frozen.
 	Nested []uint64
+	// Frozen are the nested subvolumes that share extents with another
+	// (a snapshot, or the source of one made before it was assigned):
+	// assigning one would need a rescan of the whole file system, which a
+	// tenant could start again at will, so each is held at its size by a
+	// limit on its own level-0 qgroup instead, and its referenced bytes
+	// are added to Qgroup's.
+	Frozen []uint64
 	// Changed: the limit, the qgroup or an assignment had to be made
 	// (after a quota disable and enable, every one of them is gone).
 	Changed bool
@@ -46,17 +54,28 @@ func level0(id uint64) string { return "0/" + strconv.FormatUint(id, 10) }
 // ErrQuotasOff when quotas are off; with ErrTooManyNested, having
 // assigned the first MaxNested, when the volume holds more.
 //
-// An assignment of a subvolume sharing extents with one outside the
-// qgroup (a snapshot) makes the kernel's counts inconsistent: btrfs(8)
-// then starts a rescan of the file system (in the background; until it
-// ends the counts are low).
+// A nested subvolume is assigned only while it shares no extent (its
+// referenced and exclusive bytes are equal) and the kernel's counts are
+// consistent, and with --no-rescan: the kernel then adds its bytes to the
+// level-1 qgroup at once. Assigning one that shares extents (a snapshot)
+// would need a rescan of the whole file system, which a pod making
+// snapshots could keep going, and while the counts are inconsistent (a
+// pod's snapshot marks them so) the kernel adds nothing of what it holds:
+// such a subvolume is frozen (Limits.Frozen) instead. The agent never
+// starts a rescan; an operator's (btrfs quota rescan) makes the counts
+// consistent, and the next Enforce assigns what was frozen. The volume's
+// own level-0 limit (set before level-1 limits) stays while the counts
+// are inconsistent. A subvolume that came to share extents between the
+// listing and its assignment (a snapshot made of it in that moment) is
+// assigned without its earlier bytes counted: at most the bytes written
+// to it before it was found escape the limit.
 func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, error) {
 	id, nested, nerr := Nested(dir)
 	if id == 0 {
 		return Limits{}, nerr
 	}
 	root := outside(dir)
-	out, err := t.showAll(ctx, root)
+	out, inconsistent, err := t.show(ctx, root)
 	if err != nil {
 		return Limits{}, err
 	}
@@ -86,11 +105,28 @@ func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, err
 		l.Changed = true
 	}
 	for _, sub := range append([]uint64{id}, nested...) {
-		if slices.Contains(assigned, level0(sub)) {
+		own, err := parseRow(out, level0(sub))
+		listed := err == nil
+		switch {
+		case slices.Contains(assigned, level0(sub)):
 			continue
-		}
-		if err := t.assign(ctx, root, sub, group); err != nil {
-			return Limits{}, err
+		case sub != id && listed && (own.Referenced != own.Exclusive || inconsistent):
+			l.Frozen = append(l.Frozen, sub)
+			if own.Limited && own.Limit <= own.Referenced {
+				continue
+			}
+			if err := t.at(ctx, root, "qgroup", "limit", strconv.FormatUint(own.Referenced, 10), level0(sub), root); err != nil {
+				return Limits{}, err
+			}
+		default:
+			if err := t.assign(ctx, root, sub, group); err != nil {
+				return Limits{}, err
+			}
+			if sub != id && listed && own.Limited { // frozen before; counted in the volume's from now on
+				if err := t.at(ctx, root, "qgroup", "limit", "none", level0(sub), root); err != nil {
+					return Limits{}, err
+				}
+			}
 		}
 		l.Changed = true
 	}
@@ -104,7 +140,7 @@ func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, err
 		}
 		l.Changed = true
 	}
-	if own, err := parseRow(out, level0(id)); err == nil && own.Limited {
+	if own, err := parseRow(out, level0(id)); err == nil && own.Limited && !inconsistent {
 		if err := t.at(ctx, root, "qgroup", "limit", "none", level0(id), root); err != nil {
 			return Limits{}, err
 		}
@@ -119,6 +155,11 @@ func (t Tool) Enforce(ctx context.Context, dir string, limit int64) (Limits, err
 		return Limits{}, err
 	}
 	l.Qgroup.ID = id
+	for _, sub := range l.Frozen {
+		if q, err := parseRow(out, level0(sub)); err == nil {
+			l.Qgroup.Referenced += q.Referenced
+		}
+	}
 	return l, nerr
 }
 
@@ -161,7 +202,7 @@ func movedOut(dir, group string, assigned []string, ours []uint64) ([]string, er
 // subvolume the kernel dropped since it was found (its qgroup gone) is
 // no error, nor is one assigned already.
 func (t Tool) assign(ctx context.Context, dir string, sub uint64, group string) error {
-	err := t.at(ctx, dir, "qgroup", "assign", level0(sub), group, dir)
+	err := t.at(ctx, dir, "qgroup", "assign", "--no-rescan", level0(sub), group, dir)
 	var te *Error
 	if err == nil || exists(err) || (errors.As(err, &te) && strings.Contains(te.Stderr, "No such file or directory")) {
 		return nil
@@ -178,10 +219,19 @@ func exists(err error) bool {
 // showAll lists every qgroup of dir's file system with its limits and
 // members (-c). btrfs-progs 6.2's -f leaves out the level-1 qgroups.
 func (t Tool) showAll(ctx context.Context, dir string) (string, error) {
+	out, _, err := t.show(ctx, dir)
+	return out, err
+}
+
+// show is showAll, and whether btrfs(8) warned that the kernel's counts
+// are marked inconsistent (a snapshot of a subvolume that a level-1
+// qgroup counts, made without inheriting it, does that) until a rescan.
+func (t Tool) show(ctx context.Context, dir string) (string, bool, error) {
 	if err := absolute(dir); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return t.Run(ctx, "qgroup", "show", "--raw", "-re", "-c", dir)
+	out, warn, err := t.run(ctx, "qgroup", "show", "--raw", "-re", "-c", dir)
+	return out, strings.Contains(warn, "inconsistent"), err
 }
 
 // DestroyLevel1 destroys the level-1 qgroup of subvolume id (Enforce's),
@@ -271,6 +321,9 @@ func (t Tool) DeleteTree(ctx context.Context, dir string, found func(ids []uint6
 		if err := found(nested); err != nil {
 			return err
 		}
+		if err := t.lift(ctx, outside(dir), nested...); err != nil {
+			return err
+		}
 		for i := len(nested) - 1; i >= 0; i-- {
 			if err := t.DeleteSubvolumeID(ctx, parent, nested[i]); err != nil {
 				return fmt.Errorf("delete subvolume %d inside %s: %w", nested[i], dir, err)
@@ -280,8 +333,9 @@ func (t Tool) DeleteTree(ctx context.Context, dir string, found func(ids []uint6
 	return fmt.Errorf("%s: more than %d subvolumes inside it; the next attempt deletes more", dir, maxDeleteRounds*MaxNested)
 }
 
-// lift takes the limits off subvolume id's qgroups, level 1 and 0.
-func (t Tool) lift(ctx context.Context, dir string, id uint64) error {
+// lift takes the limits off the qgroups of subvolumes ids, level 1 and 0
+// (a frozen nested subvolume's is on level 0).
+func (t Tool) lift(ctx context.Context, dir string, ids ...uint64) error {
 	out, err := t.showAll(ctx, dir)
 	if errors.Is(err, ErrQuotasOff) {
 		return nil
@@ -289,7 +343,11 @@ func (t Tool) lift(ctx context.Context, dir string, id uint64) error {
 	if err != nil {
 		return err
 	}
-	for _, q := range []string{Level1(id), level0(id)} {
+	var groups []string
+	for _, id := range ids {
+		groups = append(groups, Level1(id), level0(id))
+	}
+	for _, q := range groups {
 		if r, err := parseRow(out, q); err == nil && r.Limited {
 			if err := t.at(ctx, dir, "qgroup", "limit", "none", q, dir); err != nil {
 				return err

@@ -202,3 +202,109 @@ func TestEnforceFollowsAMovedSubvolume(t *testing.T) {
 		t.Errorf("%s does not count %s:\n%s", Level1(l2.Qgroup.ID), nested, out)
 	}
 }
+
+// TestEnforceFreezesASnapshotWithoutARescan: a pod may snapshot a nested
+// subvolume of its volume (no capability needed). Assigning the snapshot,
+// which shares its extents, would have the kernel rescan the whole file
+// system, and a pod could start that again and again. Enforce freezes it
+// instead: not assigned, held at its size by a level-0 limit (a write of
+// new data fails with EDQUOT), its bytes counted in the volume's, the
+// file system's counts left consistent, and DeleteTree still deletes it
+// with the volume.
+func TestEnforceFreezesASnapshotWithoutARescan(t *testing.T) {
+	root := btrfstest.Mount(t, true)
+	ctx := t.Context()
+	tool := Tool{}
+	vol := filepath.Join(root, "vol")
+	nested, snap := filepath.Join(vol, "nested"), filepath.Join(vol, "snap")
+	for _, dir := range []string{vol, nested} {
+		if err := tool.CreateSubvolume(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const limit = 16 << 20
+	if _, err := tool.Enforce(ctx, vol, limit); err != nil {
+		t.Fatal(err)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(nested, "f"), 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tool.Run(ctx, "subvolume", "snapshot", nested, snap); err != nil {
+		t.Fatal(err)
+	}
+	unix.Sync()
+	sid, err := tool.SubvolumeID(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tool.Enforce(ctx, vol, limit)
+	if err != nil || !slices.Equal(l.Frozen, []uint64{sid}) {
+		t.Fatalf("Enforce after a snapshot %d inside the volume: %+v, %v; want it frozen", sid, l, err)
+	}
+	out, err := tool.showAll(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := row(out, 6, func(q string) bool { return q == Level1(l.Qgroup.ID) }); f == nil || slices.Contains(members(f[5]), level0(sid)) {
+		t.Errorf("the snapshot was assigned to %s, which needs a rescan:\n%s", Level1(l.Qgroup.ID), out)
+	}
+	q, err := parseRow(out, level0(sid))
+	if err != nil || !q.Limited || q.Limit != q.Referenced {
+		t.Errorf("the snapshot's own qgroup %+v, %v; want it limited to its referenced bytes", q, err)
+	}
+	if l.Qgroup.Referenced < 6<<20 {
+		t.Errorf("the volume counts %d bytes; want the nested subvolume's 3 MiB and the snapshot's 3 MiB", l.Qgroup.Referenced)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(snap, "g"), 1<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("1 MiB of new data into the frozen snapshot: %v, want EDQUOT", err)
+	}
+	if status, err := tool.Run(ctx, "quota", "rescan", "-s", root); err != nil || !strings.Contains(status, "no rescan") {
+		t.Errorf("quota rescan status %q, %v; want none started", status, err)
+	}
+	if again, err := tool.Enforce(ctx, vol, limit); err != nil || again.Changed {
+		t.Errorf("Enforce again: %+v, %v; want nothing changed", again, err)
+	}
+	// The snapshot left the kernel's counts marked inconsistent (made by
+	// the pod, with no qgroup to inherit), when an assignment counts
+	// nothing of what a subvolume holds: one made afterwards is frozen too,
+	// its bytes counted from its own qgroup, with no rescan; once the
+	// counts are consistent again (an operator's rescan) the next Enforce
+	// assigns it and lifts its own limit.
+	fresh := filepath.Join(vol, "fresh")
+	if err := tool.CreateSubvolume(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(fresh, "f"), 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	unix.Sync() // qgroups count at a transaction's commit
+	fid, err := tool.SubvolumeID(ctx, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := l.Qgroup.Referenced
+	if l, err = tool.Enforce(ctx, vol, limit); err != nil || !slices.Equal(l.Frozen, []uint64{sid, fid}) || l.Qgroup.Referenced < before+4<<20 {
+		t.Errorf("Enforce after a fresh nested subvolume of 4 MiB: %+v, %v; want it frozen and counted (%d bytes before)", l, err, before)
+	}
+	if err := btrfstest.WriteSynced(filepath.Join(fresh, "g"), 1<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("1 MiB more into the frozen fresh subvolume: %v, want EDQUOT", err)
+	}
+	if status, err := tool.Run(ctx, "quota", "rescan", "-s", root); err != nil || !strings.Contains(status, "no rescan") {
+		t.Errorf("quota rescan status %q, %v; want none started", status, err)
+	}
+	if _, err := tool.Run(ctx, "quota", "rescan", "-w", root); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = tool.Enforce(ctx, vol, limit); err != nil || !slices.Equal(l.Frozen, []uint64{sid}) {
+		t.Errorf("Enforce after a rescan: %+v, %v; want the fresh subvolume assigned, the snapshot still frozen", l, err)
+	}
+	if q, err := tool.QgroupOf(ctx, fresh, fid); err != nil || q.Limited {
+		t.Errorf("the fresh subvolume's own qgroup once assigned: %+v, %v; want no limit", q, err)
+	}
+	if err := tool.DeleteTree(ctx, vol, func([]uint64) error { return nil }); err != nil {
+		t.Fatalf("DeleteTree of a volume with a frozen snapshot: %v", err)
+	}
+	if _, err := os.Lstat(vol); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the volume is still there: %v", err)
+	}
+}
