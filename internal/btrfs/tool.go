@@ -70,13 +70,6 @@ func (e *Error) Is(target error) bool {
 // timeout and returns its standard output. A btrfs(8) stuck in the kernel
 // is given up on at the deadline (mount.Bounded), like a stuck mount.
 func (t Tool) Run(ctx context.Context, args ...string) (string, error) {
-	out, _, err := t.run(ctx, args...)
-	return out, err
-}
-
-// run is Run, with what btrfs(8) wrote on its standard error (its
-// warnings) when it succeeded.
-func (t Tool) run(ctx context.Context, args ...string) (string, string, error) {
 	if t.Hook != nil {
 		t.Hook()
 		defer t.Hook()
@@ -91,12 +84,12 @@ func (t Tool) run(ctx context.Context, args ...string) (string, string, error) {
 	line := "btrfs " + strings.Join(args, " ")
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		// btrfs(8) may still run: its buffers are not ours to read.
-		return "", "", &Error{Cmd: line, Err: ctxErr}
+		return "", &Error{Cmd: line, Err: ctxErr}
 	}
 	if err != nil {
-		return stdout.String(), "", &Error{Cmd: line, Stderr: mount.Fold(stderr.String()), Err: err}
+		return stdout.String(), &Error{Cmd: line, Stderr: mount.Fold(stderr.String()), Err: err}
 	}
-	return stdout.String(), stderr.String(), nil
+	return stdout.String(), nil
 }
 
 // timeout is Timeout or its default.
