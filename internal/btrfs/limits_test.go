@@ -15,13 +15,15 @@ import (
 	"github.com/volume-agent/volume-agent/internal/btrfs/btrfstest"
 )
 
-// TestEnforceOnLoopBtrfs: a volume's limit is on its level-1 qgroup, and a
-// subvolume made inside it, then one inside that, count against it once
-// Enforce has run: a write into the nested one past the limit fails with
-// EDQUOT and the level-1 qgroup shows its bytes. Quotas turned off and on
-// drop everything; Enforce makes it all again. DeleteTree deletes the
-// volume with its nested subvolumes, by ID, and nothing outside it;
-// DestroyLevel1 leaves no qgroup behind.
+// TestEnforceOnLoopBtrfs: a volume's limit is on its own level-0 qgroup,
+// and a subvolume made inside it, then one inside that, count against it
+// once Enforce has run: each is limited to what it holds plus the room
+// the volume has left, so that a write into any of them past the
+// volume's size fails with EDQUOT, and the volume's figure is the sum.
+// Writes into two of them between two Enforces may pass the size; the
+// next Enforce holds each where it is. Quotas turned off and on drop
+// every limit; Enforce makes them again. DeleteTree deletes the volume
+// with its nested subvolumes, by ID, and nothing outside it.
 func TestEnforceOnLoopBtrfs(t *testing.T) {
 	root := btrfstest.Mount(t, true)
 	ctx := t.Context()
@@ -55,16 +57,54 @@ func TestEnforceOnLoopBtrfs(t *testing.T) {
 	if err != nil || !l.Changed || !slices.Equal(l.Nested, []uint64{nid, did}) {
 		t.Fatalf("Enforce with nested subvolumes %d, %d: %+v, %v", nid, did, l, err)
 	}
+	if err := btrfstest.WriteSynced(filepath.Join(deeper, "f"), 9<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("9 MiB into an 8 MiB volume through a nested subvolume: %v, want EDQUOT", err)
+	}
+	if err := os.Remove(filepath.Join(deeper, "f")); err != nil {
+		t.Fatal(err)
+	}
 	if err := btrfstest.WriteSynced(filepath.Join(deeper, "f"), 4<<20); err != nil {
 		t.Fatal(err)
+	}
+	unix.Sync()
+	if l, err = tool.Enforce(ctx, vol, limit); err != nil || l.Qgroup.Referenced < 4<<20 || l.Qgroup.Referenced > limit {
+		t.Errorf("volume %+v, %v; want the nested bytes (4-8 MiB) counted", l.Qgroup, err)
 	}
 	if err := btrfstest.WriteSynced(filepath.Join(nested, "g"), 6<<20); !errors.Is(err, unix.EDQUOT) {
 		t.Errorf("10 MiB into an 8 MiB volume through its nested subvolumes: %v, want EDQUOT", err)
 	}
+	if err := btrfstest.WriteSynced(filepath.Join(vol, "h"), 6<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("10 MiB into an 8 MiB volume through it and a nested subvolume: %v, want EDQUOT", err)
+	}
+	for _, f := range []string{filepath.Join(nested, "g"), filepath.Join(vol, "h")} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	// Between two Enforces, writes into two of them together pass the
+	// size; the next Enforce sees the sum and holds each where it is.
 	unix.Sync()
-	l, err = tool.Enforce(ctx, vol, limit)
-	if err != nil || l.Qgroup.Referenced < 4<<20 || l.Qgroup.Referenced > limit {
-		t.Errorf("level-1 qgroup %+v, %v; want the nested bytes (4-8 MiB) counted", l.Qgroup, err)
+	if _, err := tool.Enforce(ctx, vol, limit); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(nested, "g"), filepath.Join(vol, "h")} {
+		if err := btrfstest.WriteSynced(f, 3<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unix.Sync()
+	if l, err = tool.Enforce(ctx, vol, limit); err != nil || l.Qgroup.Referenced <= limit {
+		t.Errorf("volume %+v, %v; want the sum counted, past the limit", l.Qgroup, err)
+	}
+	for _, dir := range []string{vol, nested, deeper} {
+		if err := btrfstest.WriteSynced(filepath.Join(dir, "more"), 1<<20); !errors.Is(err, unix.EDQUOT) {
+			t.Errorf("1 MiB more into %s of a volume past its size: %v, want EDQUOT", dir, err)
+		}
+	}
+	for _, f := range []string{filepath.Join(nested, "g"), filepath.Join(vol, "h")} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	if err := func() error { _, err := tool.Run(ctx, "quota", "disable", root); return err }(); err != nil {
@@ -118,8 +158,9 @@ func TestIoctlArgSizes(t *testing.T) {
 }
 
 // TestEnforceFollowsAMovedSubvolume: a nested subvolume renamed into
-// another volume leaves the first volume's qgroup and joins the other's
-// at their next Enforce; neither volume's limit is refused.
+// another volume counts against that volume from its next Enforce, and
+// no longer against the first: a write into it past the second volume's
+// room fails.
 func TestEnforceFollowsAMovedSubvolume(t *testing.T) {
 	root := btrfstest.Mount(t, true)
 	ctx := t.Context()
@@ -130,32 +171,25 @@ func TestEnforceFollowsAMovedSubvolume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, dir := range []string{one, two} {
-		if _, err := tool.Enforce(ctx, dir, 8<<20); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := tool.Enforce(ctx, one, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tool.Enforce(ctx, two, 4<<20); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Rename(filepath.Join(one, "nested"), filepath.Join(two, "nested")); err != nil {
 		t.Fatal(err)
 	}
 	l1, err := tool.Enforce(ctx, one, 8<<20)
-	if err != nil || !l1.Changed || len(l1.Nested) != 0 {
+	if err != nil || len(l1.Nested) != 0 {
 		t.Fatalf("Enforce of the volume moved out of: %+v, %v", l1, err)
 	}
-	l2, err := tool.Enforce(ctx, two, 8<<20)
+	l2, err := tool.Enforce(ctx, two, 4<<20)
 	if err != nil || !l2.Changed || len(l2.Nested) != 1 {
 		t.Fatalf("Enforce of the volume moved into: %+v, %v", l2, err)
 	}
-	out, err := tool.showAll(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nested := level0(l2.Nested[0])
-	if f := row(out, 6, func(q string) bool { return q == Level1(l1.Qgroup.ID) }); f == nil || slices.Contains(members(f[5]), nested) {
-		t.Errorf("%s still counts %s:\n%s", Level1(l1.Qgroup.ID), nested, out)
-	}
-	if f := row(out, 6, func(q string) bool { return q == Level1(l2.Qgroup.ID) }); f == nil || !slices.Contains(members(f[5]), nested) {
-		t.Errorf("%s does not count %s:\n%s", Level1(l2.Qgroup.ID), nested, out)
+	if err := btrfstest.WriteSynced(filepath.Join(two, "nested", "f"), 6<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("6 MiB into the moved subvolume of a 4 MiB volume: %v, want EDQUOT", err)
 	}
 }
 
