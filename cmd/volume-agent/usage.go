@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -24,6 +25,8 @@ import (
 type usageTargets struct {
 	desired *dsw.World
 	actual  *asw.World
+	// hostRoot is --host-root: where a PV's local path is reached.
+	hostRoot string
 }
 
 var _ volumeusage.Targets = usageTargets{}
@@ -44,8 +47,14 @@ func (t usageTargets) UsageTargets() []volumeusage.Target {
 			if name == "" {
 				name = d.Name
 			}
-			out = append(out, volumeusage.Target{Key: key, Namespace: p.Namespace, Pod: p.Name, Volume: name, Claim: d.Claim, Path: a.Path,
-				SizeLimit: watchedSizeLimit(d), QuotaLimit: quotaLimit(d)})
+			tg := volumeusage.Target{Key: key, Namespace: p.Namespace, Pod: p.Name, Volume: name, Claim: d.Claim, Path: a.Path,
+				SizeLimit: watchedSizeLimit(d), QuotaLimit: quotaLimit(d)}
+			if tg.QuotaLimit > 0 && d.Claim != "" && d.Spec.PV.Spec.Local != nil {
+				// The local provisioner's btrfs volume (quotaLimit checked
+				// its PV), reached where its parent is on the same btrfs.
+				tg.QuotaPath = filepath.Join(t.hostRoot, d.Spec.PV.Spec.Local.Path)
+			}
+			out = append(out, tg)
 		}
 	}
 	return out

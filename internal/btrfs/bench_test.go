@@ -73,8 +73,8 @@ func BenchmarkEnforce(b *testing.B) {
 	}
 }
 
-// BenchmarkQgroupOf: what a usage pass cost before the level-1 qgroups
-// (one btrfs qgroup show -f of the volume), for comparison.
+// BenchmarkQgroupOf: what a usage pass cost before nested subvolumes
+// were limited (one btrfs qgroup show -f of the volume), for comparison.
 func BenchmarkQgroupOf(b *testing.B) {
 	vol := benchVolume(b, 100, 200)
 	b.ResetTimer()

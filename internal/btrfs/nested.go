@@ -14,7 +14,7 @@ import (
 // MaxNested bounds the subvolumes Nested finds below one volume: a tenant
 // making subvolumes without end costs its own volume (reported as beyond
 // the bound, its limit not enforced) and at most this many tree searches
-// and qgroup assignments a pass, never the node.
+// and qgroup limits a pass, never the node.
 const MaxNested = 256
 
 // ErrTooManyNested: a volume holds more than MaxNested subvolumes.
@@ -117,22 +117,6 @@ func subvolumeIDOf(fd int) (uint64, error) {
 	return args.TreeID, nil
 }
 
-// Linked reports whether subvolume id of dir's file system has a
-// directory entry somewhere (a ROOT_BACKREF item): a deleted one has
-// none, even before the kernel drops it.
-func Linked(dir string, id uint64) (bool, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(fd) //nolint:errcheck // read only
-	refs, err := search(fd, id, rootBackrefKey)
-	if err != nil {
-		return false, &os.PathError{Op: "BTRFS_IOC_TREE_SEARCH", Path: dir, Err: err}
-	}
-	return len(refs) > 0, nil
-}
-
 // childSubvolumes lists the subvolumes whose directory entry is in
 // subvolume parent: the offsets of its ROOT_REF items.
 func childSubvolumes(fd int, parent uint64) ([]uint64, error) {
@@ -201,9 +185,9 @@ type fsInfoArgs struct {
 // outside returns where to run btrfs(8)'s qgroup commands for the
 // subvolume dir: its parent directory when that is on the same btrfs
 // (another subvolume), else dir. The kernel reserves room in the qgroups
-// of the subvolume a command is run in, so in a volume over its limit (a
-// nested subvolume's writes before their assignment) the commands that
-// would lift or raise the limit fail with EDQUOT.
+// of the subvolume a command is run in, so in a volume over its limit
+// (nested subvolumes written to before they were limited) the commands
+// that would change a limit fail with EDQUOT.
 func outside(dir string) string {
 	parent := filepath.Dir(dir)
 	a, errA := fsidOf(dir)

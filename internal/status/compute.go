@@ -103,7 +103,7 @@ type Volume struct {
 	// with a btrfs qgroup (a disk emptyDir's sizeLimit, an enforced
 	// claim's size) is not enforced at its latest measurement: btrfs
 	// quotas off, the limit not made again, more nested subvolumes than
-	// the agent assigns. Each measurement makes the limit again; absent
+	// the agent limits. Each measurement makes the limit again; absent
 	// while it holds.
 	LimitNotEnforced string `json:"limitNotEnforced,omitempty"`
 	// SubPaths are the subPath mounts the pod's containers want of the

@@ -8,10 +8,12 @@
 // (an enforced claim's or a sizeLimit emptyDir's on btrfs), seen directly
 // or through a bind mount, is measured by its qgroup: one run of btrfs
 // qgroup show, bounded like a statfs. One the agent limits (a Target with
-// a QuotaLimit) is measured by its level-1 qgroup, after its limit, the
-// qgroup and the assignment of every subvolume made inside it are made
-// again where missing (btrfs.Tool.Enforce: a tree search per nested
-// subvolume, never a walk); where they cannot be (quotas off), the
+// a QuotaLimit) is measured by the qgroups of its subvolume and of every
+// subvolume made inside it, after their limits are made again where
+// missing (btrfs.Tool.Enforce: a tree search per nested subvolume, never
+// a walk; a volume holding nested subvolumes every NestedPeriod, so that
+// the room they share is given out again); where they cannot be (quotas
+// off), the
 // measurement says why (NotEnforced), and the volume is walked with its
 // size limit watched, until a later measurement makes them again. Only a plain directory (or a
 // subvolume without a limit) is walked, du-style:

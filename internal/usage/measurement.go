@@ -34,7 +34,7 @@ type Measurement struct {
 	// NotEnforced says why the size of a volume the agent limits with a
 	// btrfs qgroup (Target.QuotaLimit) is not enforced now (quotas off,
 	// the qgroup or its limit could not be made, more nested subvolumes
-	// than the agent assigns); "" when it is, or the volume has no such
+	// than the agent limits); "" when it is, or the volume has no such
 	// limit. Each measurement tries again.
 	NotEnforced string
 }
@@ -76,9 +76,24 @@ type Target struct {
 	// subvolume, must have (a disk emptyDir's sizeLimit with room for
 	// metadata, an enforced claim's size). Each measurement by quota
 	// makes it again where it is missing or smaller (quotas turned off and
-	// on drop every limit), assigns the subvolumes made inside the volume
-	// since, and measures the volume with them (btrfs.Tool.Enforce).
+	// on drop every limit), limits the subvolumes made inside the volume,
+	// and measures the volume with them (btrfs.Tool.Enforce).
 	QuotaLimit int64
+	// QuotaPath, when set, is where the volume's subvolume is reached for
+	// its qgroups, when Path is not a place to run btrfs(8) from: an
+	// enforced claim's PV path, whose parent (the local path root) is on
+	// the same btrfs, where Path is a bind mount whose parent is not (a
+	// qgroup command run inside a volume over its limit fails with
+	// EDQUOT).
+	QuotaPath string
+}
+
+// quotaPath is t.QuotaPath, or t.Path.
+func (t Target) quotaPath() string {
+	if t.QuotaPath != "" {
+		return t.QuotaPath
+	}
+	return t.Path
 }
 
 // Stat is a target and its latest measurement.

@@ -135,7 +135,7 @@ func TestQuotaEnforcesSizeLimit(t *testing.T) {
 // TestEnforcedMeasurement: a subvolume with a QuotaLimit is measured from
 // what Enforce returns; quotas off, or Enforce failing, say why the limit
 // is not enforced and walk the volume with its size limit watched;
-// more nested subvolumes than Enforce assigns say so, measured by the
+// more nested subvolumes than Enforce limits say so, measured by the
 // qgroup; a qgroup over its limit reports the size limit exceeded.
 func TestEnforcedMeasurement(t *testing.T) {
 	root := btrfstest.Mount(t, false)
@@ -185,7 +185,7 @@ func TestEnforcedMeasurement(t *testing.T) {
 
 // TestNestedFoundBetweenMeasurements: a subvolume made inside a volume
 // whose limit the agent enforces makes the volume due at the next
-// checkNested, not a Period later; its measurement assigns it, and a
+// checkNested, not a Period later; its measurement limits it, and a
 // write into it past the limit fails with EDQUOT. A volume with nothing
 // new inside stays as it was scheduled.
 func TestNestedFoundBetweenMeasurements(t *testing.T) {
@@ -200,8 +200,8 @@ func TestNestedFoundBetweenMeasurements(t *testing.T) {
 	u.sync(now)
 	s := u.slots[dsw.Key{PodUID: "u", Volume: "v"}]
 	u.measure(ctx, s)
-	if m, ok := u.Usage(s.target.Key); !ok || m.Method != MethodQuota || m.NotEnforced != "" || s.assigned == nil {
-		t.Fatalf("first measurement: %+v, %v; assigned %v", m, ok, s.assigned)
+	if m, ok := u.Usage(s.target.Key); !ok || m.Method != MethodQuota || m.NotEnforced != "" || s.nested == nil {
+		t.Fatalf("first measurement: %+v, %v; nested %v", m, ok, s.nested)
 	}
 	due := s.due
 	u.checkNested(ctx, now)
@@ -215,8 +215,8 @@ func TestNestedFoundBetweenMeasurements(t *testing.T) {
 		t.Fatalf("a nested subvolume made: due %v, want now", s.due)
 	}
 	u.measure(ctx, s)
-	if len(s.assigned) != 1 {
-		t.Fatalf("after the measurement, assigned %v; want the nested subvolume", s.assigned)
+	if len(s.nested) != 1 {
+		t.Fatalf("after the measurement, nested %v; want the nested subvolume", s.nested)
 	}
 	if err := btrfstest.WriteSynced(filepath.Join(nested, "f"), 6<<20); !errors.Is(err, unix.EDQUOT) {
 		t.Errorf("6 MiB into the nested subvolume of a 4 MiB volume: %v, want EDQUOT", err)

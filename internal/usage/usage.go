@@ -115,10 +115,10 @@ type slot struct {
 	// notEnforced: the volume's limit was not enforced at the latest
 	// measurement (logged once, and when it is again).
 	notEnforced string
-	// assigned are the subvolumes inside the volume that its latest
-	// measurement assigned to its qgroup; nil when its limit is not
+	// nested are the subvolumes inside the volume that its latest
+	// measurement limited (btrfs.Tool.Enforce); nil when its limit is not
 	// enforced by the agent (checkNested leaves it alone).
-	assigned []uint64
+	nested []uint64
 	// exceeded: the latest measurement was above the size limit.
 	exceeded bool
 }
@@ -369,8 +369,9 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 		s.warned = false
 		m.Time = time.Now().UTC().Truncate(time.Second)
 		// An enforced qgroup limit holds the size limit: nothing to watch,
-		// unless the qgroup counts more than its limit (a nested subvolume
-		// written to before its assignment).
+		// unless the volume counts more than its limit (nested subvolumes
+		// written to at once between two measurements, or before their
+		// first).
 		if m.Method != MethodQuota || m.NotEnforced != "" || m.UsedBytes > m.CapacityBytes {
 			m.SizeLimitBytes = t.SizeLimit
 		}
@@ -430,9 +431,9 @@ func (u *Usage) measureTarget(ctx context.Context, s *slot, t Target) (Measureme
 		Inodes: r.fs.inodes, InodesFree: r.fs.inodesFree, InodesUsed: r.inodes, Method: MethodWalk, NotEnforced: notEnforced}, true, nil
 }
 
-// enforced measures the subvolume t by its level-1 qgroup after making
-// its limit, the qgroup and the assignments of the subvolumes inside it
-// again where they are missing (btrfs.Tool.Enforce), within
+// enforced measures the subvolume t and the subvolumes inside it by
+// their qgroups after making their limits again where they are missing
+// or the room they share has changed (btrfs.Tool.Enforce), within
 // CallTimeout. Where that fails, the measurement says why (NotEnforced)
 // with errNoQuota: the volume is walked, nested subvolumes and all, and
 // its size limit watched.
@@ -440,17 +441,17 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 	l, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (btrfs.Limits, error) {
 		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
 		defer cancel()
-		return u.cfg.enforce(ctx, t.Path, t.QuotaLimit)
+		return u.cfg.enforce(ctx, t.quotaPath(), t.QuotaLimit)
 	})
 	u.mu.Lock()
-	s.assigned = nil
+	s.nested = nil
 	if err == nil || errors.Is(err, btrfs.ErrTooManyNested) {
-		s.assigned = append([]uint64{}, l.Nested...)
+		s.nested = append([]uint64{}, l.Nested...)
 	}
 	u.mu.Unlock()
 	switch {
 	case errors.Is(err, btrfs.ErrTooManyNested):
-		// The first MaxNested are assigned and counted; the rest are not.
+		// The first MaxNested are limited and counted; the rest are not.
 		size, serr := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(t.Path) })
 		if serr != nil {
 			return Measurement{}, serr
@@ -471,18 +472,20 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 }
 
 // checkNested searches each volume whose limit the agent enforces (or is
-// to enforce: not measured yet) for a subvolume made inside it since its
-// latest measurement (btrfs.Nested: a
-// tree search per subvolume, no fork, no walk), and makes such a volume
-// due at once: a nested subvolume counts against the volume from its
-// assignment, so the time a pod has to write past its limit into one is
-// about one NestedPeriod, not one Period. A volume whose last call has
-// not returned is skipped, as measure skips it.
+// to enforce: not measured yet) for subvolumes inside it (btrfs.Nested: a
+// tree search per subvolume, no fork, no walk), and makes a volume that
+// holds any due at once: a nested subvolume counts against the volume
+// from the measurement that limits it, and the room the volume's
+// subvolumes share is given out again at each, so the time a pod has to
+// write past its limit is about one NestedPeriod, not one Period. A
+// volume without nested subvolumes costs one tree search a NestedPeriod;
+// one with them, one btrfs qgroup show. A volume whose last call has not
+// returned is skipped, as measure skips it.
 func (u *Usage) checkNested(ctx context.Context, now time.Time) {
 	type watched struct {
-		s        *slot
-		path     string
-		assigned []uint64
+		s      *slot
+		path   string
+		nested []uint64
 	}
 	var list []watched
 	u.mu.Lock()
@@ -490,8 +493,8 @@ func (u *Usage) checkNested(ctx context.Context, now time.Time) {
 		// Watched: a volume whose limit its latest measurement enforced,
 		// and one with a limit not measured yet (its first measurement is
 		// up to a Period away).
-		if (s.assigned != nil || (!s.have && s.target.QuotaLimit > 0)) && idle(s) {
-			list = append(list, watched{s, s.target.Path, s.assigned})
+		if (s.nested != nil || (!s.have && s.target.QuotaLimit > 0)) && idle(s) {
+			list = append(list, watched{s, s.target.quotaPath(), s.nested})
 		}
 	}
 	u.mu.Unlock()
@@ -503,7 +506,7 @@ func (u *Usage) checkNested(ctx context.Context, now time.Time) {
 		if err != nil && !errors.Is(err, btrfs.ErrTooManyNested) {
 			continue // the measurement says what is wrong
 		}
-		if slices.ContainsFunc(found, func(id uint64) bool { return !slices.Contains(w.assigned, id) }) {
+		if len(found) > 0 || len(w.nested) > 0 {
 			u.mu.Lock()
 			w.s.due = now
 			u.mu.Unlock()

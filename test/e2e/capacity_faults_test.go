@@ -445,19 +445,19 @@ func (r *capFaultRun) checkOnly(vols []string) {
 	if !slices.Equal(subs, vols) {
 		t.Errorf("subvolumes: %v, want %v", subs, vols)
 	}
-	if len(qgroups) != 2*len(vols)+1 { // and 0/5, the top level's
-		t.Errorf("qgroups %v, want two per volume %v (0/ID and 1/ID) and the top level's", qgroups, vols)
+	if len(qgroups) != len(vols)+1 { // and 0/5, the top level's
+		t.Errorf("qgroups %v, want one per volume %v (0/ID) and the top level's", qgroups, vols)
 	}
 }
 
-// checkLimit checks that the level-1 qgroup of the volume of c limits it
-// to the size its claim asks for.
+// checkLimit checks that the qgroup of the volume of c (its subvolume's,
+// level 0) limits it to the size its claim asks for.
 func (r *capFaultRun) checkLimit(c *capClaim) {
 	out, err := exec.Command("btrfs", "qgroup", "show", "--raw", "-re", r.root).CombinedOutput()
 	if err != nil {
 		r.t.Fatalf("btrfs qgroup show %s: %v: %s", r.root, err, out)
 	}
-	want, group := strconv.Itoa(c.mib<<20), fmt.Sprintf("1/%d", subvolumeID(r.t, r.dir(c)))
+	want, group := strconv.Itoa(c.mib<<20), fmt.Sprintf("0/%d", subvolumeID(r.t, r.dir(c)))
 	for _, line := range strings.Split(string(out), "\n") {
 		if f := strings.Fields(line); len(f) >= 4 && f[0] == group {
 			if f[3] != want {

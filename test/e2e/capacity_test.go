@@ -321,7 +321,7 @@ func (env *clusterEnv) testLocalEnforced(t *testing.T) {
 // it at once. Within a few usage periods the agent counts it against the
 // claim's size: /v1/pods counts the bytes written inside it, and writes
 // into it or the volume fail with EDQUOT. Deleting the claim removes the
-// volume, its nested subvolume and its level-1 qgroup.
+// volume, its nested subvolume and their qgroups.
 func TestNestedSubvolumeInEnforcedClaim(t *testing.T) {
 	root := btrfsLocalRoot(t, true)
 	a := newAgent(t)
@@ -338,7 +338,7 @@ func TestNestedSubvolumeInEnforcedClaim(t *testing.T) {
 		if !strings.Contains(out, "Disk quota exceeded") {
 			t.Fatalf("nested subvolume as nobody: %v: %s", err, out)
 		}
-		written = 0 // assigned before the write: refused at once
+		written = 0 // limited before the write: refused at once
 	}
 	waitFor(t, 20*time.Second, "the nested subvolume's bytes counted", func() (bool, string) {
 		u := a.usageOf("default", "writer")["store"]
@@ -360,7 +360,7 @@ func TestNestedSubvolumeInEnforcedClaim(t *testing.T) {
 	a.removeManifest("claim.yaml")
 	waitFor(t, 60*time.Second, "the volume removed with its qgroups", func() (bool, string) {
 		out, err := exec.Command("btrfs", "qgroup", "show", "--raw", root).CombinedOutput()
-		return len(entries(t, root)) == 0 && err == nil && !strings.Contains(string(out), fmt.Sprintf("1/%d ", id)), fmt.Sprint(entries(t, root), string(out))
+		return len(entries(t, root)) == 0 && err == nil && !strings.Contains(string(out), fmt.Sprintf("0/%d ", id)), fmt.Sprint(entries(t, root), string(out))
 	})
 }
 

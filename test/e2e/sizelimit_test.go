@@ -379,16 +379,17 @@ func asNobody(t *testing.T, dir string, argv ...string) (string, error) {
 	return string(out), err
 }
 
-// qgroupMembers returns the members of qgroup group in btrfs qgroup show
-// -c of root ("" when it is not listed).
-func qgroupMembers(t *testing.T, root, group string) string {
+// qgroupLimit is the referenced-bytes limit of qgroup (such as "0/257")
+// of the btrfs mounted on root, as btrfs qgroup show --raw -re prints it:
+// a number, "none", or "" when the qgroup is not listed.
+func qgroupLimit(t *testing.T, root, qgroup string) string {
 	t.Helper()
-	out, err := exec.Command("btrfs", "qgroup", "show", "--raw", "-c", root).CombinedOutput()
+	out, err := exec.Command("btrfs", "qgroup", "show", "--raw", "-re", root).CombinedOutput()
 	if err != nil {
 		return "error: " + string(out)
 	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 4 && f[0] == group {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == qgroup {
 			return f[3]
 		}
 	}
@@ -398,7 +399,8 @@ func qgroupMembers(t *testing.T, root, group string) string {
 // TestNestedSubvolumeInSizeLimitEmptyDir: an unprivileged process of the
 // pod makes a subvolume inside its 10Mi emptyDir on btrfs (no capability
 // needed) and writes 30 MiB into it at once. Within a few usage periods
-// the agent assigns it to the volume's level-1 qgroup: /v1/pods counts
+// the agent limits it with the volume (its own qgroup held to the room
+// the volume has left, none once it is past its size): /v1/pods counts
 // the bytes written inside it, reports the volume over its sizeLimit
 // when they passed it, and a write into the nested subvolume (or one
 // made inside it) fails with EDQUOT. The pod's removal deletes the
@@ -419,10 +421,9 @@ func TestNestedSubvolumeInSizeLimitEmptyDir(t *testing.T) {
 		if !strings.Contains(out, "Disk quota exceeded") {
 			t.Fatalf("nested subvolume as nobody: %v: %s", err, out)
 		}
-		written = 0 // assigned before the write: refused at once
+		written = 0 // limited before the write: refused at once
 	}
 	nested := subvolumeID(t, filepath.Join(dir, "nested"))
-	group := fmt.Sprintf("1/%d", id)
 	waitFor(t, 20*time.Second, "the nested subvolume's bytes counted", func() (bool, string) {
 		s := a.sizeLimitOf("capped", "scratch")
 		if s.Usage == nil {
@@ -440,8 +441,8 @@ func TestNestedSubvolumeInSizeLimitEmptyDir(t *testing.T) {
 			t.Errorf("%v as nobody in a 10Mi volume: %v: %s; want EDQUOT", argv, err, out)
 		}
 	}
-	if m := qgroupMembers(t, root, group); !strings.Contains(m, fmt.Sprintf("0/%d", nested)) {
-		t.Errorf("qgroup %s has members %q; want the nested subvolume 0/%d among them", group, m, nested)
+	if l := qgroupLimit(t, root, fmt.Sprintf("0/%d", nested)); l == "" || l == "none" {
+		t.Errorf("the nested subvolume's qgroup 0/%d has limit %q; want one", nested, l)
 	}
 
 	a.removeManifest("pod.yaml")
@@ -452,7 +453,7 @@ func TestNestedSubvolumeInSizeLimitEmptyDir(t *testing.T) {
 	waitFor(t, 10*time.Second, "no qgroup of the volume left", func() (bool, string) {
 		out, err := exec.Command("btrfs", "qgroup", "show", "--raw", root).CombinedOutput()
 		s := string(out)
-		return err == nil && !strings.Contains(s, group+" ") && !strings.Contains(s, fmt.Sprintf("0/%d ", id)) && !strings.Contains(s, fmt.Sprintf("0/%d ", nested)), s
+		return err == nil && !strings.Contains(s, fmt.Sprintf("0/%d ", id)) && !strings.Contains(s, fmt.Sprintf("0/%d ", nested)), s
 	})
 }
 
@@ -521,9 +522,9 @@ func TestBtrfsQuotasOffAndOn(t *testing.T) {
 // TestNestedSubvolumeFoundBetweenMeasurements: with the default usage
 // period (a minute, the volume's first measurement anywhere in it), a
 // subvolume an unprivileged process makes inside a 10Mi emptyDir is
-// found and assigned to the volume's qgroup between measurements (every
-// 2 s): 12 MiB written into it again and again fail with EDQUOT within
-// 20 s (generous: 1.2 s measured), and the volume's qgroup counts it.
+// found and limited with the volume between measurements (every 2 s):
+// 12 MiB written into it again and again fail with EDQUOT within 20 s
+// (generous: about 2 s measured), and its own qgroup has a limit.
 func TestNestedSubvolumeFoundBetweenMeasurements(t *testing.T) {
 	root := loopBtrfs(t)
 	a := newAgent(t)
@@ -540,8 +541,8 @@ func TestNestedSubvolumeFoundBetweenMeasurements(t *testing.T) {
 		return err != nil && strings.Contains(out, "Disk quota exceeded"), fmt.Sprint(err, out)
 	})
 	t.Logf("FIGURE a nested subvolume's writes refused after %v", took)
-	group, nested := fmt.Sprintf("1/%d", subvolumeID(t, dir)), fmt.Sprintf("0/%d", subvolumeID(t, filepath.Join(dir, "nested")))
-	if m := qgroupMembers(t, root, group); !strings.Contains(m, nested) {
-		t.Errorf("qgroup %s has members %q; want %s among them", group, m, nested)
+	nested := fmt.Sprintf("0/%d", subvolumeID(t, filepath.Join(dir, "nested")))
+	if l := qgroupLimit(t, root, nested); l == "" || l == "none" {
+		t.Errorf("the nested subvolume's qgroup %s has limit %q; want one", nested, l)
 	}
 }

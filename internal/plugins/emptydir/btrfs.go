@@ -28,8 +28,8 @@ type Limiter interface {
 }
 
 // Btrfs is the Limiter of a root directory on btrfs with quotas on: each
-// limited emptyDir is a subvolume whose level-1 qgroup (1/<its ID>, with
-// every subvolume a pod makes inside it assigned: see btrfs.Tool.Enforce)
+// limited emptyDir is a subvolume whose qgroup (with every subvolume a
+// pod makes inside it limited to the room left: see btrfs.Tool.Enforce)
 // limits the bytes they reference (data and metadata, so a little less than size of file data
 // fits; writes past it fail with EDQUOT). A subvolume is told from a plain
 // directory by its inode number (256) on btrfs, and its qgroup by its
@@ -83,11 +83,9 @@ func (b Btrfs) Limit(ctx context.Context, dir string, size int64) (bool, error) 
 
 // Remove deletes dir if it is a subvolume, with every subvolume a pod made
 // inside it (any user may make one), each by its ID: btrfs drops the whole
-// tree at once. It destroys the level-1 qgroup that held the limit first,
-// while the volume still names it (nothing else records its ID: a crash
-// after it finds the volume again and goes on), and, on a kernel older
-// than 6.7, which leaves them, the level-0 qgroups once the kernel has
-// dropped the subvolumes; a crash before that leaves those behind, empty.
+// tree at once. On a kernel older than 6.7, which leaves them, it
+// destroys the qgroups once the kernel has dropped the subvolumes; a
+// crash before that leaves those behind, empty.
 func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 	if sub, err := btrfs.IsSubvolume(dir); err != nil || !sub || !filepath.IsAbs(dir) {
 		return false, err
@@ -97,9 +95,6 @@ func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 		return false, err
 	}
 	parent := filepath.Dir(dir)
-	if err := b.tool().DestroyLevel1(ctx, parent, id); err != nil {
-		return false, err
-	}
 	var nested []uint64
 	if err := b.tool().DeleteTree(ctx, dir, func(ids []uint64) error { nested = append(nested, ids...); return nil }); err != nil {
 		return false, err
@@ -112,8 +107,8 @@ func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 	return true, nil
 }
 
-// limit makes dir's level-1 qgroup, with every subvolume inside dir,
-// limited to size and room for metadata (btrfs.Tool.Enforce).
+// limit makes dir, with every subvolume inside dir, limited to size and
+// room for metadata (btrfs.Tool.Enforce).
 func (b Btrfs) limit(ctx context.Context, dir string, size int64) error {
 	_, err := b.tool().Enforce(ctx, dir, QgroupLimit(size))
 	return err

@@ -103,17 +103,17 @@ func (b *btrfsDriver) attach(ctx context.Context, v *record) error {
 	return b.limit(ctx, v)
 }
 
-// limit puts the volume's limit on its level-1 qgroup, with every
-// subvolume a pod made inside it assigned (btrfs.Tool.Enforce).
+// limit puts the volume's limit on its qgroup, and limits every
+// subvolume a pod made inside it to the room left (btrfs.Tool.Enforce).
 func (b *btrfsDriver) limit(ctx context.Context, v *record) error {
 	_, err := b.tool.Enforce(ctx, b.dir(v), v.Size)
 	return err
 }
 
-// usage reads the volume's level-1 qgroup, which may lag the writes by
-// up to a transaction commit, after making its limit and assignments
-// again where they are missing (btrfs.Tool.Enforce): a subvolume made
-// inside the volume since is counted from now on.
+// usage sums the qgroups of the volume and of the subvolumes inside it,
+// which may lag the writes by up to a transaction commit, after making
+// their limits again (btrfs.Tool.Enforce): a subvolume made inside the
+// volume since is counted from now on.
 func (b *btrfsDriver) usage(ctx context.Context, v *record) (Usage, error) {
 	l, err := b.tool.Enforce(ctx, b.dir(v), v.Size)
 	if err != nil {
@@ -163,10 +163,7 @@ func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) 
 			return err
 		}
 	}
-	if v.ID == 0 {
-		return nil
-	}
-	return b.tool.DestroyLevel1(ctx, b.root, v.ID)
+	return nil
 }
 
 // deleteTree deletes the subvolume dir and every subvolume a pod made

@@ -6,9 +6,10 @@
 // <root>/<name>, through a driver of idempotent steps:
 //
 //   - btrfs (the root is on btrfs with quotas on): each volume is a
-//     subvolume whose level-1 qgroup (1/<its ID>) limits the bytes it and
-//     every subvolume made inside it reference (btrfs.Tool.Enforce); usage
-//     is that qgroup's, after assigning any subvolume made inside since;
+//     subvolume whose qgroup limits the bytes it references, and every
+//     subvolume made inside it is limited to the room the volume has left
+//     (btrfs.Tool.Enforce); usage is the sum of their qgroups, after their
+//     limits are made again;
 //     growing raises the limit; removal lifts the limit, deletes the
 //     subvolumes made inside it and then it, by ID, waits for the cleaner
 //     and destroys the qgroups.
@@ -52,13 +53,14 @@
 //     directory under the root without one is left alone.
 //
 // Known limits: any user may create a nested subvolume inside a btrfs
-// volume; it counts against the volume's size from its assignment to the
-// volume's level-1 qgroup at the next measurement (the agent's usage
-// pass, within about 2 s: usage.Config.NestedPeriod; or Usage): what is
-// written into it before counts then, the volume is then over its size
-// (writes fail with EDQUOT) until data is deleted, and /v1/pods shows
-// the bytes. At most btrfs.MaxNested (256) are assigned; past that the
-// volume says its limit is not enforced. ext4 keeps part of an image for
+// volume; it is limited with the volume from the next measurement (the
+// agent's usage pass, within about 2 s: usage.Config.NestedPeriod; or
+// Usage): what is written into it before counts then, and writes into
+// several subvolumes of one volume at once may pass its size until that
+// measurement; the volume is then over its size (writes fail with
+// EDQUOT) until data is deleted, and /v1/pods shows the bytes. At most
+// btrfs.MaxNested (256) are limited; past that the volume says its limit
+// is not enforced. ext4 keeps part of an image for
 // its journal and inode tables (about 6 % of 1 GiB, 20 %
 // of 10 MiB), as on any block device. Growing a mounted ext4 needs
 // CAP_SYS_RESOURCE; without it an expansion finishes offline when the
