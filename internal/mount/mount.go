@@ -150,6 +150,34 @@ func Bounded[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	}
 }
 
+// BoundedOpen is Bounded for a call that opens something: when the
+// caller has given up before the call returns, what it opened is closed
+// (by release) rather than left open for ever.
+func BoundedOpen[T any](ctx context.Context, open func() (T, error), release func(T)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result) // unbuffered: a send happens only to a caller still there
+	go func() {
+		v, err := open()
+		select {
+		case ch <- result{v, err}:
+		case <-ctx.Done():
+			if err == nil {
+				release(v)
+			}
+		}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("gave up waiting for storage: %w", ctx.Err())
+	}
+}
+
 // ErrMountPointsRemain is returned by RemoveAll when a mount lies below the tree.
 var ErrMountPointsRemain = errors.New("mount points remain")
 

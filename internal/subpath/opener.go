@@ -103,11 +103,11 @@ func openInProcess(ctx context.Context, p Preparer, path, sub string, end func()
 		end()
 		return -1, fmt.Errorf("%w: %w", errHung, err)
 	}
-	fd, err := mount.Bounded(ctx, func() (int, error) {
+	fd, err := mount.BoundedOpen(ctx, func() (int, error) {
 		defer end()
 		fd, _, err := p.openSubPath(path, sub)
 		return fd, err
-	})
+	}, func(fd int) { unix.Close(fd) })
 	if err != nil && ctx.Err() != nil {
 		return -1, fmt.Errorf("%w: %w", errHung, err)
 	}

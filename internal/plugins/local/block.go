@@ -58,7 +58,7 @@ func (p *Plugin) MapDevice(ctx context.Context, spec *volume.Spec, path string) 
 	if !volume.Block(pv) {
 		return volume.Result{}, fmt.Errorf("PersistentVolume %s has volumeMode Filesystem: it is mounted, not published as a device", pv.Name)
 	}
-	dev, err := boundedOpen(ctx, func() (device, error) { return p.openDevice(pv) }, func(d device) { unix.Close(d.fd) })
+	dev, err := mount.BoundedOpen(ctx, func() (device, error) { return p.openDevice(pv) }, func(d device) { unix.Close(d.fd) })
 	if err != nil {
 		return volume.Result{}, err
 	}

@@ -260,7 +260,7 @@ func openedOf(fd int) (opened, error) {
 // after it.
 func (p *Plugin) open(ctx context.Context, pv *v1.PersistentVolume) (opened, error) {
 	lp := pv.Spec.Local.Path
-	src, err := boundedOpen(ctx, func() (opened, error) {
+	src, err := mount.BoundedOpen(ctx, func() (opened, error) {
 		r, err := hostroot.Open(p.HostRoot)
 		if err != nil {
 			return opened{}, err
@@ -309,34 +309,6 @@ func openGlobal(global string) (opened, error) {
 		return opened{}, fmt.Errorf("stat %s: %w", global, err)
 	}
 	return o, nil
-}
-
-// boundedOpen is mount.Bounded for a call that opens something: when the
-// caller has given up before the call returns, what it opened is closed
-// (by release) rather than left open for ever.
-func boundedOpen[T any](ctx context.Context, open func() (T, error), release func(T)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result) // unbuffered: a send happens only to a caller still there
-	go func() {
-		v, err := open()
-		select {
-		case ch <- result{v, err}:
-		case <-ctx.Done():
-			if err == nil {
-				release(v)
-			}
-		}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, fmt.Errorf("gave up waiting for storage: %w", ctx.Err())
-	}
 }
 
 // bindOptions are the bind mount's options: pvOpts, then ro when the
