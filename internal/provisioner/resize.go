@@ -53,10 +53,23 @@ func (c *Controller) resize(ctx context.Context, claim *v1.PersistentVolumeClaim
 			return err
 		}
 	}
-	if got := claim.Status.Capacity[v1.ResourceStorage]; got.Cmp(want) >= 0 {
-		return nil
+	got := claim.Status.Capacity[v1.ResourceStorage]
+	if got.Cmp(want) >= 0 {
+		if !resizing(claim) {
+			return nil
+		}
+		// Grown again while the informer still showed the PV at its old
+		// size: the claim was done already, and is marked Resizing now.
+		want = got
 	}
 	return c.resized(ctx, claim, want)
+}
+
+// resizing reports whether claim carries the marks of an expansion under
+// way (growPV's): a Resizing condition or a resize status.
+func resizing(claim *v1.PersistentVolumeClaim) bool {
+	_, inProgress := claim.Status.AllocatedResourceStatuses[v1.ResourceStorage]
+	return inProgress || len(withoutResizing(claim.Status.Conditions)) != len(claim.Status.Conditions)
 }
 
 // resizes reports whether pv, bound to claim, is this controller's to grow.

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -156,4 +159,41 @@ func waitEvent(t *testing.T, client *fake.Clientset, msg string) {
 		}
 		return false, fmt.Sprint(evs.Items)
 	})
+}
+
+// A claim whose expansion is done, passed again while the informer still
+// shows its PV at the old size (the PV's update not seen yet), is left
+// done: its capacity kept and no Resizing condition or resize status left
+// behind for ever.
+func TestResizeDoneWhileThePVCacheLags(t *testing.T) {
+	p := &expandingProvisioner{expanded: map[string]int64{}}
+	grow := class("grow", LocalName)
+	grow.AllowVolumeExpansion = ptr.To(true)
+	claim, stale := boundPair("mine", "grow", LocalName, "node-a", "2Gi")
+	claim.Status.Capacity[v1.ResourceStorage] = resource.MustParse("2Gi")
+	grown := stale.DeepCopy()
+	grown.Spec.Capacity[v1.ResourceStorage] = resource.MustParse("2Gi")
+	client := fake.NewClientset(grow, claim, grown)
+	c, err := New(Config{Client: client, Logger: zap.NewNop(), Provisioner: p, Node: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []struct {
+		inf interface{ GetStore() cache.Store }
+		obj any
+	}{{c.factory.Core().V1().PersistentVolumes().Informer(), stale}, {c.factory.Storage().V1().StorageClasses().Informer(), grow}} {
+		if err := o.inf.GetStore().Add(o.obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.resize(t.Context(), claim); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), "mine", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Capacity.Storage().String() != "2Gi" || len(got.Status.Conditions) != 0 || len(got.Status.AllocatedResourceStatuses) != 0 {
+		t.Errorf("claim status %+v; want 2Gi, no Resizing condition, no resize in progress", got.Status)
+	}
 }
