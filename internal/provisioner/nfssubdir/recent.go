@@ -13,7 +13,9 @@ import (
 const annRecent = "volume-agent.io/nfs-subdir-recent"
 
 // recentVolumes are the subdirectories this process provisioned, by PV
-// name, until a caller's list of PVs shows their PV. Two Provision calls
+// name, until a caller's list of PVs shows their PV, or their PV is
+// committed (it exists: the caller lists it from then on), abandoned or
+// deleted. Two Provision calls
 // whose paths meet can run one after the other before the caller has
 // recorded the first one's PV (the binder starts every provisioning of a
 // pass at once); the second must still see the first, or it would make

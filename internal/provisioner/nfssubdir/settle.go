@@ -14,6 +14,7 @@ import (
 // Commit implements provisioner.Settler: pv exists, so the marker that a
 // Tentative Provision wrote in its subdirectory goes.
 func (p *Provisioner) Commit(ctx context.Context, pv *v1.PersistentVolume) error {
+	p.recent.forget(pv.Name) // the caller lists its PV from now on
 	t, err := parseTarget(pv)
 	if err != nil {
 		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)

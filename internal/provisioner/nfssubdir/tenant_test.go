@@ -272,3 +272,27 @@ func TestNestedPatternsBeforeTheirPVsAreKnown(t *testing.T) {
 		})
 	}
 }
+
+// TestCommittedVolumeIsNotRemembered: once its PV is committed, a volume
+// is known by the caller's list alone. A PV deleted by hand (its data
+// left in place) is then gone from it, and the next claim choosing its
+// directory is refused for what the directory holds, not for a
+// provisioning that ended long ago.
+func TestCommittedVolumeIsNotRemembered(t *testing.T) {
+	f := &fakeExports{files: t.TempDir()}
+	p, _ := newProvisioner(t, f)
+	files := f.exportDir("s", "/e")
+	cl := &cluster{t: t, p: p, params: archiveParams}
+	pv, err := cl.provision(tenantClaim("team-a", "old", "u-old", "legacy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(files, "legacy", "data"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl.pvs = slices.DeleteFunc(cl.pvs, func(o *v1.PersistentVolume) bool { return o.Name == pv.Name }) // deleted by hand
+	_, err = cl.provision(tenantClaim("team-b", "taker", "u-taker", "legacy"))
+	if err == nil || !strings.Contains(err.Error(), `holds "data"`) || strings.Contains(err.Error(), "being provisioned") {
+		t.Errorf("Provision of a directory a deleted PV left data in = %v; want a refusal for what it holds", err)
+	}
+}
