@@ -30,7 +30,7 @@ const (
 // to deploy/daemonset.yaml: the same objects with the same fields, compared
 // as parsed objects (comments, key order and quoting aside). The one object
 // the chart leaves out is the Namespace: helm install keeps its release
-// record in the namespace, so that must exist first (README "Helm").
+// record in the namespace, so that must exist first (docs/deploying.md "Helm").
 func TestDefaultRendering(t *testing.T) {
 	want := deployObjects(t)
 	for key, o := range want {
@@ -38,7 +38,7 @@ func TestDefaultRendering(t *testing.T) {
 			continue
 		}
 		if o.GetName() != DefaultRelease.Namespace {
-			t.Errorf("%s: Namespace %s, but the README's helm install uses namespace %s", deployFile, o.GetName(), DefaultRelease.Namespace)
+			t.Errorf("%s: Namespace %s, but the helm install of docs/deploying.md uses namespace %s", deployFile, o.GetName(), DefaultRelease.Namespace)
 		}
 		delete(want, key)
 	}

@@ -28,7 +28,7 @@ type Release struct {
 	Namespace string
 }
 
-// DefaultRelease is the release the README's helm install makes. With the
+// DefaultRelease is the release the helm install of docs/deploying.md makes. With the
 // chart's default values it renders the objects of deploy/daemonset.yaml
 // but the Namespace, which exists before the release.
 var DefaultRelease = Release{Name: "volume-agent", Namespace: "volume-agent"}

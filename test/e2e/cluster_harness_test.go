@@ -127,7 +127,7 @@ func boundToken(t *testing.T, c kubernetes.Interface, ref *authenticationv1.Boun
 	return tr.Status.Token
 }
 
-// installObjects are the objects the README's Helm install creates, in the
+// installObjects are the objects the Helm install of docs/deploying.md creates, in the
 // order it creates them: the namespace, labelled by kubectl (the Namespace
 // of deploy/daemonset.yaml is that object), then the chart's rendering for
 // the release volume-agent in it, with values over the chart's defaults,

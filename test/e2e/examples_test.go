@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// TestBundledExamplesBecomeReady runs the agent the way the README tells a
-// newcomer to: on examples/manifests. Every example pod must become ready.
+// TestBundledExamplesBecomeReady runs the agent the way the README's quick start
+// tells a newcomer to: on examples/manifests. Every example pod must become ready.
 func TestBundledExamplesBecomeReady(t *testing.T) {
 	a := newAgent(t)
 	examples, err := filepath.Abs("../../examples/manifests")

@@ -158,7 +158,7 @@ func lastStatusBeforeDeletion(t *testing.T, events <-chan watch.Event, timeout t
 	}
 }
 
-// installChart installs the agent as the README's Helm install does: the
+// installChart installs the agent as the Helm install of docs/deploying.md does: the
 // labelled namespace, then every object of the chart's rendering, with
 // three values set. image is the one imported into the node; nodeIdentity
 // names where the test node's kubelet keeps its kubeconfig and client
