@@ -201,16 +201,16 @@ type symptomFinder struct {
 
 // missing says why s is not found in the code, or "" when it is.
 func (f *symptomFinder) missing(s symptom) string {
-	switch {
-	case s.tag == "":
+	switch s.tag {
+	case "":
 		if !f.messages[s.text] {
 			return "no longer occurs in the code as a message (if it is built otherwise, tag it (text))"
 		}
-	case s.tag == "text":
+	case "text":
 		if !inLiterals(s.text, f.code) {
 			return "is in no string literal of the code (its parts between … must be in one, in order)"
 		}
-	case s.tag == "metric":
+	case "metric":
 		names := metricName.FindAllString(s.text, -1)
 		if len(names) == 0 {
 			return "names no volume_agent_… metric"
