@@ -127,6 +127,23 @@ type sideBySide struct {
 }
 
 func kubeletScenario(r *runner, o options, rep *report, cfg agentConfig) {
+	k := startSideBySide(r, o, rep, cfg)
+	for round := range o.rounds {
+		// Alternate the order of the mixes from round to round.
+		mixes := slices.Clone(kubeletMixes)
+		if round%2 == 1 {
+			slices.Reverse(mixes)
+		}
+		for _, m := range mixes {
+			rr := k.round(round, m)
+			rep.Kubelet = append(rep.Kubelet, rr)
+		}
+	}
+}
+
+// startSideBySide starts the control plane, the node (unless
+// -without-kubelet) and the agent for the same node name.
+func startSideBySide(r *runner, o options, rep *report, cfg agentConfig) *sideBySide {
 	cp := controlplane.Start(r, controlplane.Options{Logf: r.Logf})
 	cp.CreateNamespace(r, namespace)
 	config := cp.AdminConfig()
@@ -168,17 +185,7 @@ func kubeletScenario(r *runner, o options, rep *report, cfg agentConfig) {
 	k.a = newAgent(r, cfg)
 	k.a.start()
 	k.a.waitSynced()
-	for round := range o.rounds {
-		// Alternate the order of the mixes from round to round.
-		mixes := slices.Clone(kubeletMixes)
-		if round%2 == 1 {
-			slices.Reverse(mixes)
-		}
-		for _, m := range mixes {
-			rr := k.round(round, m)
-			rep.Kubelet = append(rep.Kubelet, rr)
-		}
-	}
+	return k
 }
 
 // findKubeletLog is the file the node's kubelet writes its log to.

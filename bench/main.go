@@ -50,7 +50,7 @@ type options struct {
 	logLevel       string
 	rootParent     string   // where agents' root directories are made
 	agentArgs      []string // more flags for every agent (-agent-args)
-	scenario       string   // "suite" (every figure), "usage", "bursts" or "kubelet"
+	scenario       string   // "suite" (every figure), "usage", "bursts", "kubelet" or "kubelet-edit"
 	rounds         int      // bursts of the bursts scenario, or of each mix in the kubelet scenario
 	pods           int      // pods of each burst in the kubelet scenario
 	withoutKubelet bool     // the kubelet scenario's control: no node, the agent alone
@@ -89,8 +89,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the agents' --log-level (debug shows each step with its time)")
 	fs.StringVar(&o.rootParent, "root-parent", "", "directory in which each agent's --root-dir is made (default: the temporary directory); its file system's metadata costs are part of every figure")
 	fs.StringVar(&o.agent, "agent", "", "volume-agent binary to measure (default: build ./cmd/volume-agent)")
-	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0), bursts (idle memory, then -rounds bursts of 110 pods created and removed at once, with the memory at rest between), or kubelet (bursts side by side with a real kubelet of test/node, same node and control plane)")
-	fs.IntVar(&o.rounds, "rounds", 0, "bursts of 110 pods in -scenario bursts (default 3), of each volume mix in -scenario kubelet (default 5)")
+	fs.StringVar(&o.scenario, "scenario", "suite", "suite (every figure), usage (bursts of set-ups beside emptyDirs full of files; compare -agent-args --volume-stats-period=1s with =0), bursts (idle memory, then -rounds bursts of 110 pods created and removed at once, with the memory at rest between), kubelet (bursts side by side with a real kubelet of test/node, same node and control plane), or kubelet-edit (the ConfigMaps of -pods running pods updated at once, side by side with the kubelet: until each shows the new content)")
+	fs.IntVar(&o.rounds, "rounds", 0, "bursts of 110 pods in -scenario bursts (default 3), of each volume mix in -scenario kubelet (default 5), of updates in -scenario kubelet-edit (default 3)")
 	fs.IntVar(&o.pods, "pods", 50, "pods created at once in each burst of -scenario kubelet")
 	fs.StringVar(&o.agentIdentity, "agent-identity", "node", "-scenario kubelet: the agent's credentials, node (the node's, system:node:<name>, as the DaemonSet gives it) or admin (as the suite's cluster mode)")
 	fs.BoolVar(&o.withoutKubelet, "without-kubelet", false, "-scenario kubelet with no node: the same bursts, the agent alone (a control)")
@@ -105,8 +105,13 @@ func parseFlags(args []string) (options, error) {
 		o.rounds = cmp.Or(o.rounds, 3)
 	case "kubelet":
 		o.rounds = cmp.Or(o.rounds, 5)
+	case "kubelet-edit":
+		o.rounds = cmp.Or(o.rounds, 3)
+		if o.withoutKubelet {
+			return o, errors.New("-scenario kubelet-edit compares with the kubelet: drop -without-kubelet")
+		}
 	default:
-		return o, fmt.Errorf("-scenario %q: want suite, usage, bursts or kubelet", o.scenario)
+		return o, fmt.Errorf("-scenario %q: want suite, usage, bursts, kubelet or kubelet-edit", o.scenario)
 	}
 	if o.agentIdentity != "node" && o.agentIdentity != "admin" {
 		return o, fmt.Errorf("-agent-identity %q: want node or admin", o.agentIdentity)
@@ -128,7 +133,7 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.modes = append(o.modes, m)
 	}
-	if o.scenario == "kubelet" {
+	if o.scenario == "kubelet" || o.scenario == "kubelet-edit" {
 		o.modes = []string{"cluster"} // the kubelet reads its pods from the API server
 	}
 	return o, nil
@@ -198,6 +203,8 @@ func runMode(o options, rep *report, mode string, cfg agentConfig, logf func(str
 	switch {
 	case o.scenario == "kubelet":
 		kubeletScenario(r, o, rep, cfg)
+	case o.scenario == "kubelet-edit":
+		kubeletEditScenario(r, o, rep, cfg)
 	case mode == "manifest":
 		manifestMode(r, o, rep, cfg)
 	default:
