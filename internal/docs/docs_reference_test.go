@@ -266,9 +266,9 @@ var (
 	refCommentMarker = regexp.MustCompile(`^\s*(?://|#)\s?`)
 )
 
-// refSourceExts are the files outside the markdown that name sections of
-// it in their comments.
-var refSourceExts = []string{".go", ".yaml", ".yml", ".json", ".sh"}
+// refSourceExts are the files that name sections of the docs: comments of
+// code and configuration, and the prose of the markdown itself.
+var refSourceExts = []string{".go", ".yaml", ".yml", ".json", ".sh", ".md"}
 
 // TestSectionMentionsResolve checks that every section of the docs that a
 // Go, YAML or shell file names in prose (`docs/deploying.md "Helm"`) is a heading of that file, so that a
