@@ -229,6 +229,9 @@ func (b *btrfsDriver) destroyQgroup(ctx context.Context, id uint64) error {
 		return fmt.Errorf("subvolume %d: %w: %w", id, errNotDropped, err)
 	}
 	listed, err := b.tool.HasQgroup(ctx, b.root, id)
+	if errors.Is(err, btrfs.ErrQuotasOff) {
+		return nil // turning quotas off dropped every qgroup; turning them on makes none for a deleted subvolume
+	}
 	if err != nil || !listed {
 		return err // not listed: the kernel destroyed it with the subvolume
 	}

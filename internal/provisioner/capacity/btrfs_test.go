@@ -377,3 +377,22 @@ func TestBtrfsNestedSubvolumeCountsAgainstTheSize(t *testing.T) {
 	}
 	checkGone(t, root, "vol", id)
 }
+
+// TestBtrfsDeleteWithQuotasOff: a volume made while quotas were on is
+// deleted after they were turned off (which dropped every qgroup):
+// there is no qgroup left to destroy, and nothing to wait for.
+func TestBtrfsDeleteWithQuotasOff(t *testing.T) {
+	root := btrfsRoot(t, true)
+	b, _ := open(t, Config{Root: root})
+	dir, err := b.Create(t.Context(), "vol", 4*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "btrfs", "quota", "disable", root)
+	if err := b.Delete(t.Context(), "vol"); err != nil {
+		t.Fatalf("delete with quotas off: %v", err)
+	}
+	if ok, err := lexists(dir); err != nil || ok {
+		t.Errorf("the subvolume is still there (%t, %v)", ok, err)
+	}
+}
