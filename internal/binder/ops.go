@@ -260,13 +260,14 @@ func (ops *operations) failedCall(res opResult) {
 	b.delay = min(max(2*b.delay, ops.retryMin), backoffCap(res.err))
 	b.due = time.Now().Add(b.delay)
 	ops.backoff[res.pv] = b
-	log := ops.log.Warn
+	fields := []zap.Field{zap.String("operation", res.what), zap.String("pv", res.pv),
+		zap.Duration("retryIn", b.delay), zap.Bool("deadline", errors.Is(res.err, context.DeadlineExceeded)), zap.Error(res.err)}
 	if ops.st.failed[res.pv] == res.err.Error() {
-		log = ops.log.Debug
+		ops.log.Debug("storage operation failed", fields...)
+		return
 	}
 	ops.st.failed[res.pv] = res.err.Error()
-	log("storage operation failed", zap.String("operation", res.what), zap.String("pv", res.pv),
-		zap.Duration("retryIn", b.delay), zap.Bool("deadline", errors.Is(res.err, context.DeadlineExceeded)), zap.Error(res.err))
+	ops.log.Warn("storage operation failed", fields...)
 }
 
 // backoffCap is the longest wait before a call that failed with err is

@@ -271,7 +271,7 @@ func TestEnforcedClassRefusedWithoutQuotas(t *testing.T) {
 		return c.Phase == "Pending" && strings.Contains(c.Error, "btrfs quotas are off") && strings.Contains(c.Error, "btrfs quota enable"), fmt.Sprintf("%+v", c)
 	})
 	a.waitPod("default", "use-plain", 20*time.Second, ready)
-	if !strings.Contains(a.logs.String(), "volumes of enforced capacity not made until the cause is fixed") {
+	if !strings.Contains(a.logs.String(), "capacity not enforced on the local path root") {
 		t.Error("no warning that capacity is not enforced")
 	}
 	if out, err := exec.Command("btrfs", "qgroup", "show", root).CombinedOutput(); err == nil {

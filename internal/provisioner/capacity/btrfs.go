@@ -24,10 +24,6 @@ const dropTimeout = 30 * time.Second
 // the kernel has dropped the subvolume.
 var errNotDropped = errors.New("the kernel has not dropped the deleted subvolume yet (is a file in it still open?); the next attempt finishes the deletion")
 
-// errQuotasOff: the root's file system has quotas off, so no volume's
-// size can be limited.
-var errQuotasOff = errors.New("btrfs quotas are off")
-
 // btrfsDriver makes each volume a subvolume limited by its qgroup. Paths
 // given to btrfs(8) are absolute, so none is read as an option (btrfs(8)
 // does not take "--" everywhere).
@@ -46,12 +42,12 @@ var _ driver = (*btrfsDriver)(nil)
 // while they are off; a warning says so now.
 func newBtrfs(ctx context.Context, cfg Config) (*btrfsDriver, error) {
 	b := &btrfsDriver{root: cfg.Root, mode: cfg.VolumeMode, tool: btrfs.Tool{Timeout: cfg.Timeout, Hook: crashPoint}}
-	err := b.quotasOn(ctx)
+	on, err := b.tool.QuotasOn(ctx, b.root)
 	switch {
-	case err == nil:
+	case err == nil && on:
 		return b, nil
-	case !cfg.EnableBtrfsQuota || !errors.Is(err, errQuotasOff):
-		cfg.Logger.Warn("volumes of enforced capacity not made until the cause is fixed", zap.String("root", b.root), zap.Error(err))
+	case err != nil || !cfg.EnableBtrfsQuota:
+		cfg.Logger.Warn("capacity not enforced on the local path root", zap.String("root", b.root), zap.Error(b.quotasErr(on, err)))
 		return b, nil
 	}
 	if err := b.tool.EnableQuotas(ctx, b.root); err != nil {
@@ -65,7 +61,12 @@ func newBtrfs(ctx context.Context, cfg Config) (*btrfsDriver, error) {
 // operator who follows the error's advice is served at the next retry,
 // with no restart.
 func (b *btrfsDriver) quotasOn(ctx context.Context) error {
-	on, err := b.tool.QuotasOn(ctx, b.root)
+	return b.quotasErr(b.tool.QuotasOn(ctx, b.root))
+}
+
+// quotasErr is the error of btrfs.Tool.QuotasOn's answer: what to do when
+// quotas are off, nil when they are on.
+func (b *btrfsDriver) quotasErr(on bool, err error) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("check btrfs quotas on local path root %s: %w", b.root, err)
@@ -77,7 +78,7 @@ func (b *btrfsDriver) quotasOn(ctx context.Context) error {
 
 // quotasOff says what to do about quotas being off, cause first.
 func (b *btrfsDriver) quotasOff() error {
-	return fmt.Errorf("%w on the local path root %s: turn them on (btrfs quota enable %s) to enforce volume sizes", errQuotasOff, b.root, b.root)
+	return fmt.Errorf("btrfs quotas are off on the local path root %s: turn them on (btrfs quota enable %s) to enforce volume sizes", b.root, b.root)
 }
 
 func (b *btrfsDriver) kind() string { return "btrfs" }

@@ -140,7 +140,7 @@ func hasQgroup(t *testing.T, root string, id uint64) bool {
 func TestBtrfsQuotaOff(t *testing.T) {
 	root := btrfsRoot(t, false)
 	b, logs := open(t, Config{Root: root})
-	if logs.FilterMessage("volumes of enforced capacity not made until the cause is fixed").Len() != 1 {
+	if logs.FilterMessage("capacity not enforced on the local path root").Len() != 1 {
 		t.Error("no warning at open that quotas are off")
 	}
 	want := "btrfs quotas are off on the local path root " + root + ": turn them on (btrfs quota enable " + root + ")"
