@@ -18,9 +18,27 @@ import (
 // only its own PersistentVolume.
 const opTimeout = 2 * time.Minute
 
+// The backoff of a failed call doubles from retryMin up to a cap that
+// depends on how it failed (backoffCap).
+const (
+	// fixRetryMax caps the backoff of a call that failed by itself. Its
+	// cause is one the operator fixes outside the agent's sight (quotas
+	// off, no room, a tool missing, a class parameter) or a passing one,
+	// and the provisioners look at every cause again on each call, so a
+	// fix is taken up within these seconds; such a retry costs a few
+	// cheap checks (a statfs, a btrfs qgroup show), one call at a time per
+	// PersistentVolume.
+	fixRetryMax = 5 * time.Second
+	// hungRetryMax caps the backoff of a call that ran into its deadline:
+	// storage that hangs may keep a stuck tool (or thread) of each try
+	// for up to opTimeout, so such calls are made at most once a minute.
+	hungRetryMax = time.Minute
+)
+
 // operations runs the provisioners' calls that plan asks for: at most one
 // per PersistentVolume name, each on its own goroutine under a deadline, a
-// failed one again after a backoff (doubling from retryMin up to retryMax).
+// failed one again after a backoff (doubling from retryMin up to
+// backoffCap).
 // It keeps their results until a pass has recorded them. Only the binding
 // loop uses it, so it needs no lock.
 type operations struct {
@@ -213,13 +231,7 @@ func (ops *operations) launch(ctx context.Context, name, what, size string, call
 func (ops *operations) finish(res opResult) {
 	delete(ops.st.running, res.pv)
 	if res.err != nil {
-		b := ops.backoff[res.pv]
-		b.delay = min(max(2*b.delay, ops.retryMin), retryMax)
-		b.due = time.Now().Add(b.delay)
-		ops.backoff[res.pv] = b
-		ops.st.failed[res.pv] = res.err.Error()
-		ops.log.Warn("storage operation failed", zap.String("operation", res.what), zap.String("pv", res.pv),
-			zap.Duration("retryIn", b.delay), zap.Bool("deadline", errors.Is(res.err, context.DeadlineExceeded)), zap.Error(res.err))
+		ops.failedCall(res)
 		return
 	}
 	delete(ops.st.failed, res.pv)
@@ -238,6 +250,35 @@ func (ops *operations) finish(res opResult) {
 	default:
 		ops.st.deleted[res.pv] = true
 	}
+}
+
+// failedCall backs off a failed call. A failure is logged as a warning
+// when it is new (or says something new), else at debug level: the same
+// cause retried every few seconds is one line, not one a retry.
+func (ops *operations) failedCall(res opResult) {
+	b := ops.backoff[res.pv]
+	b.delay = min(max(2*b.delay, ops.retryMin), backoffCap(res.err))
+	b.due = time.Now().Add(b.delay)
+	ops.backoff[res.pv] = b
+	fields := []zap.Field{zap.String("operation", res.what), zap.String("pv", res.pv),
+		zap.Duration("retryIn", b.delay), zap.Bool("deadline", errors.Is(res.err, context.DeadlineExceeded)), zap.Error(res.err)}
+	if ops.st.failed[res.pv] == res.err.Error() {
+		ops.log.Debug("storage operation failed", fields...)
+		return
+	}
+	ops.st.failed[res.pv] = res.err.Error()
+	ops.log.Warn("storage operation failed", fields...)
+}
+
+// backoffCap is the longest wait before a call that failed with err is
+// made again: hungRetryMax after its deadline, else fixRetryMax. Either
+// way it is at most a minute, so a claim waits at most that long after
+// the operator fixed what its reason names.
+func backoffCap(err error) time.Duration {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return hungRetryMax
+	}
+	return fixRetryMax
 }
 
 // arm sets the timer to the earliest backoff expiry among the wanted calls

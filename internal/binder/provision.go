@@ -7,11 +7,13 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/reclaim"
+	"github.com/volume-agent/volume-agent/internal/suggest"
 )
 
 // opsState is what the driver's operations (provisioning, moving aside,
@@ -168,12 +170,23 @@ func (o *outcome) knownPVs(w world) func() []*v1.PersistentVolume {
 	return func() []*v1.PersistentVolume { return pvs }
 }
 
+// didYouMean suggests the class of classes that name, which names none,
+// is most likely a misspelling of: ` (did you mean "x"?)`, or "".
+func didYouMean(name string, classes map[string]*storagev1.StorageClass) string {
+	if near := suggest.Nearest(name, slices.Collect(maps.Keys(classes))); near != "" {
+		return fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return ""
+}
+
 // provision decides for claim c, which no PersistentVolume fits (why): if
 // its StorageClass exists and names a provisioner the agent runs, a
 // record of its provisioning (phaseProvisioning), which provisionRecorded
 // turns into a provisionOp once it is on disk. It returns the claim's
-// pending reason. A class missing from the synced source makes the claim
-// wait, as any missing object does; it never falls back to another class.
+// pending reason, the cause first (a table that cuts it still shows it).
+// A class missing from the synced source makes the claim wait, as any
+// missing object does, with the nearest class named as a suggestion; it
+// never falls back to another class.
 func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) string {
 	className := storagehelpers.GetPersistentVolumeClaimClass(c)
 	switch {
@@ -189,9 +202,9 @@ func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) st
 	class, ok := w.classes[className]
 	switch {
 	case !ok:
-		return fmt.Sprintf("%s; StorageClass %q does not exist", why, className)
+		return fmt.Sprintf("StorageClass %q does not exist%s: %s", className, didYouMean(className, w.classes), why)
 	case !w.provisioners[provisioner.Canonical(class.Provisioner)]:
-		return fmt.Sprintf("%s; StorageClass %q names provisioner %q, which this agent does not run", why, className, class.Provisioner)
+		return fmt.Sprintf("StorageClass %q names provisioner %q, which this agent does not run: %s", className, class.Provisioner, why)
 	}
 	name, err := pvNameFor(c, w.node.Name)
 	if err != nil {

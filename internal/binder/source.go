@@ -30,10 +30,13 @@ import (
 const DefaultSettle = 750 * time.Millisecond
 
 // After a failed write of the records, the loop tries again after
-// retryMin, doubling up to retryMax, until a write succeeds.
+// retryMin, doubling up to retryMax, until a write succeeds (every pass
+// that changes a record tries too). A minute at most: the cause (a full
+// or read-only file system) is one the operator fixes, and the fix is
+// then taken up within that minute, not after a restart.
 const (
 	retryMin = time.Second
-	retryMax = 2 * time.Minute
+	retryMax = time.Minute
 )
 
 // Inner is the source a binder wraps: one without a PV controller, that

@@ -30,10 +30,17 @@ const (
 	// resync is the safety net of the level-triggered loop: every claim and
 	// PV is looked at again this often, even without a change.
 	resync = 10 * time.Minute
-	// Failed keys are retried after backoffMin, doubling up to backoffMax.
+	// Failed keys are retried after backoffMin, doubling up to backoffMax:
+	// a minute at most, so that a claim is served within a minute of the
+	// operator fixing what its reason names (quotas off, no room).
 	backoffMin = time.Second
-	backoffMax = 5 * time.Minute
+	backoffMax = time.Minute
 )
+
+// newRateLimiter is the backoff of failed keys.
+func newRateLimiter() workqueue.TypedRateLimiter[key] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[key](backoffMin, backoffMax)
+}
 
 // Config configures a Controller.
 type Config struct {
@@ -135,7 +142,7 @@ func New(cfg Config) (*Controller, error) {
 		client: cfg.Client,
 		log:    cfg.Logger.Named("provisioner").With(zap.String("provisioner", cfg.Provisioner.Name())),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[key](backoffMin, backoffMax),
+			newRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "provisioner " + cfg.Provisioner.Name()}),
 		factory: informers.NewSharedInformerFactory(cfg.Client, resync),
 		asided:  map[string]bool{},

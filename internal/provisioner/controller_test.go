@@ -473,3 +473,18 @@ func TestLeftoversSettledAtStart(t *testing.T) {
 			fmt.Sprintf("committed %v, abandoned %v", committed, abandoned)
 	})
 }
+
+// TestBackoffAtMostAMinute: a claim whose provisioning keeps failing (on a
+// cause the operator fixes, such as quotas off) is tried again at least
+// once a minute, so the fix is taken up within a minute, with no restart.
+func TestBackoffAtMostAMinute(t *testing.T) {
+	rl := newRateLimiter()
+	k := key{namespace: "default", name: "data"}
+	var last time.Duration
+	for range 30 {
+		last = rl.When(k)
+	}
+	if last != time.Minute {
+		t.Errorf("backoff after 30 failures %v; want a minute", last)
+	}
+}

@@ -268,7 +268,7 @@ func TestEnforcedClassRefusedWithoutQuotas(t *testing.T) {
 	a.writeManifest("pod.yaml", writerPod)
 	waitFor(t, 20*time.Second, "the claim refused with the reason", func() (bool, string) {
 		c := claimOf(a.claims(), "data")
-		return c.Phase == "Pending" && strings.Contains(c.Error, "enforces capacity") && strings.Contains(c.Error, "btrfs quota enable"), fmt.Sprintf("%+v", c)
+		return c.Phase == "Pending" && strings.Contains(c.Error, "btrfs quotas are off") && strings.Contains(c.Error, "btrfs quota enable"), fmt.Sprintf("%+v", c)
 	})
 	a.waitPod("default", "use-plain", 20*time.Second, ready)
 	if !strings.Contains(a.logs.String(), "capacity not enforced on the local path root") {
@@ -276,6 +276,41 @@ func TestEnforcedClassRefusedWithoutQuotas(t *testing.T) {
 	}
 	if out, err := exec.Command("btrfs", "qgroup", "show", root).CombinedOutput(); err == nil {
 		t.Errorf("quotas were turned on: %s", out)
+	}
+}
+
+// TestQuotasTurnedOnServesPendingClaim: the fix the refusal names works
+// with no restart. A claim of an enforced class on a btrfs root with
+// quotas off waits, its reason naming the command; once it has failed
+// for long enough that an uncapped doubling backoff would be at 16 s, the
+// operator runs exactly that command, and the claim is Bound, its pod
+// ready and its size enforced within 40 s (the backoff of such a failure
+// is capped at 5 s; 40 s leaves room for a slow machine), with no restart.
+func TestQuotasTurnedOnServesPendingClaim(t *testing.T) {
+	root := btrfsLocalRoot(t, false)
+	a := newAgent(t)
+	a.start("--provisioners", "local", "--local-path-root", root)
+	a.writeManifest("class.yaml", enforcedClass)
+	a.writeManifest("claim.yaml", strings.Replace(enforcedClaim, "100Mi", "20Mi", 1))
+	a.writeManifest("pod.yaml", writerPod)
+	fix := "btrfs quota enable " + root
+	waitFor(t, 20*time.Second, "the claim refused with the fix", func() (bool, string) {
+		c := claimOf(a.claims(), "data")
+		return c.Phase == "Pending" && strings.Contains(c.Error, "btrfs quotas are off") && strings.Contains(c.Error, fix), fmt.Sprintf("%+v", c)
+	})
+	time.Sleep(20 * time.Second) // failures at 1, 2, 4, 8 s: doubling, the next wait would be 16 s
+	if c := claimOf(a.claims(), "data"); c.Phase != "Pending" || !strings.Contains(c.Error, fix) {
+		t.Fatalf("claim before the fix: %+v; want Pending naming %q", c, fix)
+	}
+	run(t, "btrfs", "quota", "enable", root)
+	took := waitFor(t, 40*time.Second, "the claim bound once quotas are on", func() (bool, string) {
+		c := claimOf(a.claims(), "data")
+		return c.Phase == "Bound", fmt.Sprintf("%+v", c)
+	})
+	t.Logf("claim bound %v after btrfs quota enable", took)
+	v := a.waitPod("default", "writer", 20*time.Second, ready).volume("store")
+	if n, err := fill(filepath.Join(v.Path, "big"), 30<<20); !errors.Is(err, unix.EDQUOT) {
+		t.Errorf("30 MiB into a 20Mi claim provisioned once quotas were on: %d bytes, %v; want EDQUOT", n, err)
 	}
 }
 

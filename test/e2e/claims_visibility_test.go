@@ -32,9 +32,9 @@ func TestClaimReasonsReachStatus(t *testing.T) {
 	a.writeManifest("claim.yaml", dataClaim)
 	a.writeManifest("pod.yaml", fmt.Sprintf(claimPod, "db"))
 	a.start()
-	want := `waiting: claim default/data is not bound yet: no PersistentVolume fits claim default/data (1 checked: pv-far: node affinity check failed: its spec.nodeAffinity does not match node "node-1")`
+	want := `waiting: claim default/data is not bound yet: StorageClass "local" does not exist: no PersistentVolume fits claim default/data (1 checked: pv-far: node affinity check failed: its spec.nodeAffinity does not match node "node-1")`
 	p := a.waitPod("default", "db", 10*time.Second, func(p apiPod) bool { return strings.HasPrefix(p.volume("store").Error, want) })
-	want = p.volume("store").Error // and, after it: the class "local" is not a StorageClass to provision from
+	want = p.volume("store").Error
 	if p.Ready || p.volume("store").State != "Pending" {
 		t.Errorf("pod db = %+v; want Pending", p)
 	}

@@ -92,8 +92,9 @@ type Config struct {
 	Mounter mount.Mounter
 	// EnableBtrfsQuota lets Open turn quotas on for a btrfs root where
 	// they are off. Quotas are a file system wide setting with a cost (a
-	// rescan, slower snapshot removal), so by default Open refuses such a
-	// root and says how to turn them on.
+	// rescan, slower snapshot removal), so by default Open leaves them
+	// off, and each creation is refused, saying how to turn them on, until
+	// they are on (looked at again each time: no restart is needed).
 	EnableBtrfsQuota bool
 	// ForceImage uses images even on a btrfs root (for tests).
 	ForceImage bool

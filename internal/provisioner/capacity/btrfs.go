@@ -35,18 +35,20 @@ type btrfsDriver struct {
 
 var _ driver = (*btrfsDriver)(nil)
 
-// newBtrfs checks that quotas are on for root, turning them on when cfg
-// allows it.
+// newBtrfs makes the driver of a btrfs root, turning quotas on when cfg
+// allows it. Quotas off (or btrfs(8) missing) is no reason to refuse the
+// root: the operator can fix either while the agent runs, so each
+// creation and expansion looks again (quotasOn) and fails with what to do
+// while they are off; a warning says so now.
 func newBtrfs(ctx context.Context, cfg Config) (*btrfsDriver, error) {
 	b := &btrfsDriver{root: cfg.Root, mode: cfg.VolumeMode, tool: btrfs.Tool{Timeout: cfg.Timeout, Hook: crashPoint}}
 	on, err := b.tool.QuotasOn(ctx, b.root)
 	switch {
-	case err != nil:
-		return nil, fmt.Errorf("check btrfs quotas on local path root %s: %w", b.root, err)
-	case on:
+	case err == nil && on:
 		return b, nil
-	case !cfg.EnableBtrfsQuota:
-		return nil, fmt.Errorf("btrfs quotas are off on the local path root %s: turn them on (btrfs quota enable %s) to enforce volume sizes", b.root, b.root)
+	case err != nil || !cfg.EnableBtrfsQuota:
+		cfg.Logger.Warn("capacity not enforced on the local path root", zap.String("root", b.root), zap.Error(b.quotasErr(on, err)))
+		return b, nil
 	}
 	if err := b.tool.EnableQuotas(ctx, b.root); err != nil {
 		return nil, fmt.Errorf("turn on btrfs quotas on local path root %s: %w", b.root, err)
@@ -55,13 +57,42 @@ func newBtrfs(ctx context.Context, cfg Config) (*btrfsDriver, error) {
 	return b, nil
 }
 
+// quotasOn checks, as it is now, that quotas are on for the root: an
+// operator who follows the error's advice is served at the next retry,
+// with no restart.
+func (b *btrfsDriver) quotasOn(ctx context.Context) error {
+	return b.quotasErr(b.tool.QuotasOn(ctx, b.root))
+}
+
+// quotasErr is the error of btrfs.Tool.QuotasOn's answer: what to do when
+// quotas are off, nil when they are on.
+func (b *btrfsDriver) quotasErr(on bool, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("check btrfs quotas on local path root %s: %w", b.root, err)
+	case !on:
+		return b.quotasOff()
+	}
+	return nil
+}
+
+// quotasOff says what to do about quotas being off, cause first.
+func (b *btrfsDriver) quotasOff() error {
+	return fmt.Errorf("btrfs quotas are off on the local path root %s: turn them on (btrfs quota enable %s) to enforce volume sizes", b.root, b.root)
+}
+
 func (b *btrfsDriver) kind() string { return "btrfs" }
 
 func (b *btrfsDriver) dir(v *record) string { return filepath.Join(b.root, v.Name) }
 
 func (b *btrfsDriver) exists(v *record) (bool, error) { return lexists(b.dir(v)) }
 
+// create checks quotas first: a subvolume made without them could not be
+// limited and would only be taken down again.
 func (b *btrfsDriver) create(ctx context.Context, v *record, save func() error) error {
+	if err := b.quotasOn(ctx); err != nil {
+		return err
+	}
 	dir := b.dir(v)
 	sub, err := btrfs.IsSubvolume(dir)
 	if err != nil {
@@ -105,8 +136,12 @@ func (b *btrfsDriver) attach(ctx context.Context, v *record) error {
 
 // limit puts the volume's limit on its qgroup, and limits every
 // subvolume a pod made inside it to the room left (btrfs.Tool.Enforce).
+// Quotas off is reported with what to do.
 func (b *btrfsDriver) limit(ctx context.Context, v *record) error {
 	_, err := b.tool.Enforce(ctx, b.dir(v), v.Size)
+	if errors.Is(err, btrfs.ErrQuotasOff) {
+		return b.quotasOff()
+	}
 	return err
 }
 
@@ -195,6 +230,9 @@ func (b *btrfsDriver) destroyQgroup(ctx context.Context, id uint64) error {
 		return fmt.Errorf("subvolume %d: %w: %w", id, errNotDropped, err)
 	}
 	listed, err := b.tool.HasQgroup(ctx, b.root, id)
+	if errors.Is(err, btrfs.ErrQuotasOff) {
+		return nil // turning quotas off dropped every qgroup; turning them on makes none for a deleted subvolume
+	}
 	if err != nil || !listed {
 		return err // not listed: the kernel destroyed it with the subvolume
 	}

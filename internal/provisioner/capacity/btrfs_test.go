@@ -133,15 +133,39 @@ func hasQgroup(t *testing.T, root string, id uint64) bool {
 	return ok
 }
 
-// TestBtrfsQuotaOff: a root without quotas is refused, unless the config
-// lets Open turn them on.
+// TestBtrfsQuotaOff: a root without quotas is opened, with a warning; a
+// volume is refused with the command that fixes it, leaving nothing
+// behind, until the operator runs that command: then the same backend,
+// with no restart, makes it. Open turns quotas on when the config lets it.
 func TestBtrfsQuotaOff(t *testing.T) {
 	root := btrfsRoot(t, false)
-	_, err := Open(t.Context(), Config{Root: root, Logger: zapNop()})
-	if err == nil || !strings.Contains(err.Error(), "btrfs quotas are off") {
-		t.Fatalf("open without quotas: %v", err)
+	b, logs := open(t, Config{Root: root})
+	if logs.FilterMessage("capacity not enforced on the local path root").Len() != 1 {
+		t.Error("no warning at open that quotas are off")
 	}
-	b, logs := open(t, Config{Root: root, EnableBtrfsQuota: true})
+	want := "btrfs quotas are off on the local path root " + root + ": turn them on (btrfs quota enable " + root + ")"
+	for range 2 {
+		if _, err := b.Create(t.Context(), "vol", 4*mi); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("create without quotas: %v; want it saying %q", err, want)
+		}
+	}
+	if ok, err := lexists(filepath.Join(root, "vol")); err != nil || ok {
+		t.Errorf("a refused creation left its subvolume (%t, %v)", ok, err)
+	}
+	sh(t, "btrfs", "quota", "enable", root)
+	if _, err := b.Create(t.Context(), "vol", 4*mi); err != nil {
+		t.Fatalf("create once quotas are on, same backend: %v", err)
+	}
+	if err := b.Expand(t.Context(), "vol", 8*mi); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "btrfs", "quota", "disable", root)
+	if err := b.Expand(t.Context(), "vol", 12*mi); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("expand without quotas: %v; want it saying %q", err, want)
+	}
+
+	root = btrfsRoot(t, false)
+	b, logs = open(t, Config{Root: root, EnableBtrfsQuota: true})
 	if logs.FilterMessage("turned on btrfs quotas on the local path root").Len() != 1 {
 		t.Error("no log line for turning quotas on")
 	}
@@ -352,4 +376,23 @@ func TestBtrfsNestedSubvolumeCountsAgainstTheSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGone(t, root, "vol", id)
+}
+
+// TestBtrfsDeleteWithQuotasOff: a volume made while quotas were on is
+// deleted after they were turned off (which dropped every qgroup):
+// there is no qgroup left to destroy, and nothing to wait for.
+func TestBtrfsDeleteWithQuotasOff(t *testing.T) {
+	root := btrfsRoot(t, true)
+	b, _ := open(t, Config{Root: root})
+	dir, err := b.Create(t.Context(), "vol", 4*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "btrfs", "quota", "disable", root)
+	if err := b.Delete(t.Context(), "vol"); err != nil {
+		t.Fatalf("delete with quotas off: %v", err)
+	}
+	if ok, err := lexists(dir); err != nil || ok {
+		t.Errorf("the subvolume is still there (%t, %v)", ok, err)
+	}
 }

@@ -5,7 +5,8 @@
 // A Backend makes, grows, measures and removes volumes, each a directory
 // <root>/<name>, through a driver of idempotent steps:
 //
-//   - btrfs (the root is on btrfs with quotas on): each volume is a
+//   - btrfs (the root is on btrfs; quotas must be on, which each creation
+//     checks again, so turning them on needs no restart): each volume is a
 //     subvolume whose qgroup limits the bytes it references, and every
 //     subvolume made inside it is limited to the room the volume has left
 //     (btrfs.Tool.Enforce); usage is the sum of their qgroups, after their

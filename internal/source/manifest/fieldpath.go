@@ -2,10 +2,14 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+
+	"github.com/volume-agent/volume-agent/internal/suggest"
 )
 
 // step is one step of a field path: a field or map key, or a list index.
@@ -113,45 +117,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 }
 
 // suggestion returns the field of fields that name is most likely a
-// misspelling of: the same name in another case, or one at most two edits
-// away (one for short names). It returns "" when none is close.
+// misspelling of (suggest.Nearest), or "" when none is close.
 func suggestion(name string, fields map[string]reflect.Type) string {
-	maxDist := 2
-	if len(name) <= 4 {
-		maxDist = 1
-	}
-	best, bestDist := "", maxDist+1
-	for f := range fields {
-		if strings.EqualFold(f, name) {
-			return f
-		}
-		if d := editDistance(name, f); d < bestDist || (d == bestDist && f < best) {
-			best, bestDist = f, d
-		}
-	}
-	if bestDist > maxDist {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return suggest.Nearest(name, slices.Collect(maps.Keys(fields)))
 }
