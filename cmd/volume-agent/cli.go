@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -106,7 +107,70 @@ func parseQuietly(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	defer func() { fs.SetOutput(out); fs.Usage = usage }()
-	return fs.Parse(args)
+	return flagError(fs, fs.Parse(args))
+}
+
+// The flag package's words for a flag it does not know and for a value
+// that does not parse; it keeps only the text of the value's error
+// ("parse error" for a duration), which says nothing of what to give.
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+	invalidValue  = regexp.MustCompile(`^invalid value ("(?:[^"\\]|\\.)*") for flag -([^:]+): `)
+)
+
+// flagError says err, an error of fs.Parse, in words that say what to do:
+// the flags nearest to an unknown one, and what a duration looks like.
+// Any other error is returned as it is.
+func flagError(fs *flag.FlagSet, err error) error {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if m := undefinedFlag.FindStringSubmatch(err.Error()); m != nil {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if near := closest(m[1], names); len(near) > 0 {
+			return fmt.Errorf("unknown flag --%s; did you mean %s?", m[1], joinList(dashed(near), "or"))
+		}
+		return fmt.Errorf("unknown flag --%s", m[1])
+	}
+	if m := invalidValue.FindStringSubmatch(err.Error()); m != nil {
+		if want := wantedValue(fs.Lookup(m[2])); want != "" {
+			return fmt.Errorf("--%s %s: want %s", m[2], m[1], want)
+		}
+	}
+	return err
+}
+
+// wantedValue says what flag f takes, for a value that does not parse;
+// "" when the flag package's own words are enough.
+func wantedValue(f *flag.Flag) string {
+	if f == nil {
+		return ""
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "a duration such as 10m or 30s (a number with a unit: ms, s, m or h)"
+	case float64:
+		return "a number, such as " + f.DefValue
+	case int:
+		return "a whole number, such as " + f.DefValue
+	case bool:
+		return "true or false"
+	}
+	return ""
+}
+
+// dashed returns names as flags: --name.
+func dashed(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "--" + n
+	}
+	return out
 }
 
 // parseArgs parses the flags wherever they stand among args (`wait UID

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -316,5 +317,19 @@ func TestWaitWhenTheAgentRefusesToWait(t *testing.T) {
 	}
 	if asked := f.requests(); strings.Join(asked, ",") != "broken-1 wait=2s,broken-1 wait=,broken-1 wait=2s" {
 		t.Errorf("requests %q; want a wait refused, a look, and a wait again", asked)
+	}
+}
+
+// TestWaitHelpSaysTheBoundOnWaitingRequests: the number of waiting
+// requests wait --help names is the server's bound, not a number of its
+// own that can fall behind it (it said 64 while the bound was 512).
+func TestWaitHelpSaysTheBoundOnWaitingRequests(t *testing.T) {
+	var out strings.Builder
+	if code := runWait(cmdEnv{stdout: &out, stderr: &out}, []string{"--help"}); code != exitOK {
+		t.Fatalf("wait --help: exit %d", code)
+	}
+	want := fmt.Sprintf("an agent with %d requests waiting already refuses", status.DefaultMaxWaiting)
+	if got := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(got, want) {
+		t.Errorf("wait --help does not say %q:\n%s", want, out.String())
 	}
 }
