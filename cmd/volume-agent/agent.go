@@ -130,8 +130,16 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	a.server = status.New(status.Config{Addr: o.statusAddr, Listener: lns.status, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
-		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling})
+	cfg := status.Config{Addr: o.statusAddr, Listener: lns.status, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
+		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling}
+	if a.binder != nil {
+		if cfg.OperatorToken, err = writeOperatorToken(root); err != nil {
+			lns.close()
+			return err
+		}
+		cfg.Deleter = a.binder
+	}
+	a.server = status.New(cfg)
 	if lns.metrics != nil {
 		a.others["metrics endpoint"] = metricsServer{ln: lns.metrics, gatherer: reg, log: log.Named("metrics")}
 	}

@@ -36,13 +36,23 @@ const (
 // defaultAddr is the agent's default --status-addr.
 const defaultAddr = "127.0.0.1:9810"
 
-// cmdEnv is where a subcommand writes and the clock it shows ages with.
+// cmdEnv is where a subcommand writes and the clock it shows ages with;
+// stdin is where a confirmation is read from, when isTTY says it is a
+// terminal.
 type cmdEnv struct {
 	stdout, stderr io.Writer
 	now            func() time.Time
+	stdin          io.Reader
+	isTTY          func() bool
 }
 
-func stdEnv() cmdEnv { return cmdEnv{stdout: os.Stdout, stderr: os.Stderr, now: time.Now} }
+func stdEnv() cmdEnv {
+	return cmdEnv{stdout: os.Stdout, stderr: os.Stderr, now: time.Now, stdin: os.Stdin, isTTY: func() bool { return isTerminal(os.Stdin) }}
+}
+
+// terminal reports whether the standard input is a terminal an operator
+// types at.
+func (e cmdEnv) terminal() bool { return e.stdin != nil && e.isTTY != nil && e.isTTY() }
 
 // subcommands are the names runSubcommand takes, for help and for the
 // suggestion made for a mistyped one (a test holds the list to
@@ -129,9 +139,9 @@ func flagError(fs *flag.FlagSet, err error) error {
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 		if near := closest(m[1], names); len(near) > 0 {
-			return fmt.Errorf("unknown flag --%s; did you mean %s?", m[1], joinList(dashed(near), "or"))
+			return fmt.Errorf("%w; did you mean %s?", err, joinList(dashed(near), "or"))
 		}
-		return fmt.Errorf("unknown flag --%s", m[1])
+		return err
 	}
 	if m := invalidValue.FindStringSubmatch(err.Error()); m != nil {
 		if want := wantedValue(fs.Lookup(m[2])); want != "" {

@@ -186,7 +186,7 @@ func TestWaitUsage(t *testing.T) {
 		{[]string{"/app"}, exitUsage, `pod "/app": want`},
 		{[]string{"team/app", "--bogus"}, exitUsage, "volume-agent wait: flag provided but not defined: -bogus (see volume-agent wait --help)\n"},
 		{[]string{"a", "--timeout", "-1s"}, exitUsage, "--timeout -1s: want 0 or more"},
-		{[]string{"a", "--timeout", "soon"}, exitUsage, `invalid value "soon" for flag -timeout`},
+		{[]string{"a", "--timeout", "soon"}, exitUsage, `--timeout "soon": want a duration such as 10m or 30s`},
 		{[]string{"a", "--addr", "ftp://x:1"}, exitUsage, "want host:port"},
 		{[]string{"--help"}, exitOK, "  4  the agent did not know the pod"},
 		{[]string{"--help"}, exitOK, "POD is the pod's UID, or its namespace/name"},

@@ -102,9 +102,9 @@ func TestFlagErrorsSayWhatToGive(t *testing.T) {
 		{[]string{"--volume-stats-period", "1 minute"}, `--volume-stats-period "1 minute": want a duration such as 10m or 30s`},
 		{[]string{"--kube-api-qps", "fast"}, `--kube-api-qps "fast": want a number, such as 50`},
 		{[]string{"--kube-api-burst", "1.5"}, `--kube-api-burst "1.5": want a whole number, such as 100`},
-		{[]string{"--manifest", "/m"}, "unknown flag --manifest; did you mean --manifests?"},
-		{[]string{"--reclaim-dealy", "1m"}, "unknown flag --reclaim-dealy; did you mean --reclaim-delay?"},
-		{[]string{"--bogus"}, "unknown flag --bogus (see volume-agent --help)"},
+		{[]string{"--manifest", "/m"}, "flag provided but not defined: -manifest; did you mean --manifests?"},
+		{[]string{"--reclaim-dealy", "1m"}, "flag provided but not defined: -reclaim-dealy; did you mean --reclaim-delay?"},
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus (see volume-agent --help)"},
 	} {
 		_, err := parseFlags(append([]string{"--node-name", "n"}, tc.args...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "parse error") {
@@ -116,8 +116,8 @@ func TestFlagErrorsSayWhatToGive(t *testing.T) {
 		want string
 	}{
 		{[]string{"wait", "default/app", "--timeout", "5"}, `volume-agent wait: --timeout "5": want a duration such as 10m or 30s`},
-		{[]string{"wait", "default/app", "--timout", "5s"}, "volume-agent wait: unknown flag --timout; did you mean --timeout? (see volume-agent wait --help)"},
-		{[]string{"claims", "--adr", "x"}, "volume-agent claims: unknown flag --adr; did you mean --addr?"},
+		{[]string{"wait", "default/app", "--timout", "5s"}, "volume-agent wait: flag provided but not defined: -timout; did you mean --timeout? (see volume-agent wait --help)"},
+		{[]string{"claims", "--adr", "x"}, "volume-agent claims: flag provided but not defined: -adr; did you mean --addr?"},
 	} {
 		var out strings.Builder
 		code, _ := runSubcommand(tc.args, cmdEnv{stdout: &out, stderr: &out})

@@ -60,14 +60,14 @@ func TestCLIUsage(t *testing.T) {
 
 	t.Run("bad flag said once", func(t *testing.T) {
 		r := runCLI(t, "--manifests", a.manifests, "--bogus")
-		if want := "volume-agent: unknown flag --bogus (see volume-agent --help)\n"; r.code != 2 || r.stdout != "" || r.stderr != want {
+		if want := "volume-agent: flag provided but not defined: -bogus (see volume-agent --help)\n"; r.code != 2 || r.stdout != "" || r.stderr != want {
 			t.Fatalf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
 		}
 	})
 
 	t.Run("mistyped flag and duration", func(t *testing.T) {
 		r := runCLI(t, "--manifest", a.manifests)
-		if want := "volume-agent: unknown flag --manifest; did you mean --manifests? (see volume-agent --help)\n"; r.code != 2 || r.stderr != want {
+		if want := "volume-agent: flag provided but not defined: -manifest; did you mean --manifests? (see volume-agent --help)\n"; r.code != 2 || r.stderr != want {
 			t.Errorf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
 		}
 		r = runCLI(t, "--manifests", a.manifests, "--reclaim-delay", "10")
