@@ -96,7 +96,7 @@ func (s *Source) decideDeleteNow(req DeleteNowRequest) error {
 	}
 	next, err := reclaim.DeleteNow(r.Reclaim, reclaim.Facts{Wanted: back, InUse: s.inUse != nil && s.inUse(r.PV), MovedAside: s.ops.st.asided[r.PV]})
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrRefused, what, err)
+		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
 	}
 	was := r.Reclaim
 	r.Reclaim = next

@@ -41,7 +41,12 @@ func TestDeleteNowIsRecordedBeforeItBegins(t *testing.T) {
 		t.Fatalf("records %v after refusals; want pvc-u1 still Aside", recs)
 	}
 	prov.fail(nil, errPartlyDeleted)
-	if err := h.b.DeleteNow(ctx, req); err != nil {
+	var err error
+	h.eventually("the move's result taken in", func() bool {
+		err = h.b.DeleteNow(ctx, req)
+		return err == nil || !strings.Contains(err.Error(), "under way")
+	})
+	if err != nil {
 		t.Fatalf("DeleteNow = %v", err)
 	}
 	if recs, _ := newStore(path).load(); recs["pvc-u1"].Reclaim.Step != reclaim.Deleting {

@@ -21,10 +21,10 @@ import (
 type ClaimStatus struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-	// UID is the claim's metadata.uid (none for a manifest claim without
-	// one); with PV, it names a released claim's storage to
-	// POST /v1/claims/delete-now, which a new claim of the same name never
-	// matches.
+	// UID is, on a Released claim, the metadata.uid of the claim that
+	// released the storage (none for a manifest claim without one); with
+	// PV it names that storage to POST /v1/claims/delete-now, which a new
+	// claim of the same name never matches.
 	UID   types.UID `json:"uid,omitempty"`
 	Phase Phase     `json:"phase"`
 	// PV is the PersistentVolume the claim is bound to (or released).
@@ -101,7 +101,7 @@ func (s *Source) Claims() []ClaimStatus {
 			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, UID: r.UID, Phase: PhaseReleased, PV: r.PV,
 				ReclaimPolicy: r.reclaimPolicy(), PendingDeletion: r.pendingDeletion()})
 		case !present[r.claim()]:
-			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, UID: r.UID, Phase: PhaseBound, PV: r.PV,
+			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseBound, PV: r.PV,
 				ReclaimPolicy: r.reclaimPolicy(), Error: st.held[r.claim()]})
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Source) Claims() []ClaimStatus {
 
 func (s *Source) claimStatus(c *v1.PersistentVolumeClaim, st *state) ClaimStatus {
 	view := s.claimView(c, st)
-	cs := ClaimStatus{Namespace: c.Namespace, Name: c.Name, UID: c.UID, Phase: Phase(view.Status.Phase), PV: view.Spec.VolumeName,
+	cs := ClaimStatus{Namespace: c.Namespace, Name: c.Name, Phase: Phase(view.Status.Phase), PV: view.Spec.VolumeName,
 		Error: st.pending[keyOf(c)]}
 	if r, ok := st.recs.bound(keyOf(c)); ok {
 		cs.ReclaimPolicy = r.reclaimPolicy()
