@@ -172,3 +172,27 @@ func drain(f *os.File) (int, error) {
 		}
 	}
 }
+
+// TestStartLogCountsEnforcedVolumes: the start-up line "capacity enforced
+// on the local path root" counts the volumes of enforced capacity the root
+// holds (it said 0 with one image volume there).
+func TestStartLogCountsEnforcedVolumes(t *testing.T) {
+	root := imageLocalRoot(t)
+	a := newAgent(t)
+	a.start("--provisioners", "local", "--local-path-root", root)
+	a.writeManifest("class.yaml", enforcedClass)
+	a.writeManifest("claim.yaml", fmt.Sprintf(deleteNowClaim, "uid-1"))
+	a.writeManifest("pod.yaml", writerPod)
+	a.waitPod("default", "writer", 60*time.Second, ready)
+	a.restart(false)
+	a.waitPod("default", "writer", 60*time.Second, ready)
+	var line string
+	for _, l := range strings.Split(a.logs.String(), "\n") {
+		if strings.Contains(l, "capacity enforced on the local path root") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `"volumes":1`) {
+		t.Errorf("the start after the restart logs %q, want volumes 1", line)
+	}
+}
