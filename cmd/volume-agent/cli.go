@@ -21,7 +21,8 @@ import (
 
 // The operator subcommands — status, claims, wait, version, help — read a
 // running agent's status endpoint (or the binary's build information, or
-// print usage) and change nothing. Without a subcommand the binary runs the
+// print usage) and change nothing, but claims delete-now
+// (cli_deletenow.go), which asks the agent to delete released storage. Without a subcommand the binary runs the
 // agent.
 
 // Exit codes of the subcommands; each one's --help lists those it uses.

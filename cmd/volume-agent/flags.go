@@ -74,6 +74,7 @@ Usage:
   volume-agent --manifests DIR [flags]          # no cluster: pods from a manifest directory
   volume-agent --kubeconfig FILE [flags]        # a node agent of a cluster (in a pod: no flag needed)
   volume-agent status|claims [flags]            # what a running agent serves
+  volume-agent claims delete-now NS/NAME        # delete a released claim's storage before --reclaim-delay ends
   volume-agent wait UID|NAMESPACE/NAME [flags]  # wait until a pod's volumes are ready
   volume-agent validate DIR                     # check a manifest directory, running nothing
   volume-agent version                          # the build (also: --version)

@@ -4,7 +4,9 @@
 // that only root and one group can connect to (listen.go), each within the
 // bounds of serve.go (timeouts, sizes, a cap on waiting requests).
 //
-// It only reads the desired and actual state. It never serves, logs or puts
+// It only reads the desired and actual state; its one request that
+// changes anything, POST /v1/claims/delete-now (deletenow.go), hands an
+// operator's request, with the operator token, to the binder. It never serves, logs or puts
 // into an error the content of a ConfigMap or Secret, and never removes a
 // file at a socket's path that is not a stale socket.
 package status

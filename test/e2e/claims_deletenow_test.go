@@ -103,7 +103,8 @@ func TestClaimsDeleteNow(t *testing.T) {
 	checkFile(t, filepath.Join(newer.Path, "written"), "new data")
 
 	logs := a.logs.String()
-	for _, want := range []string{"released storage to be deleted before its reclaim delay ends, at an operator's request", "uid-old", "released storage set aside until its deletion"} {
+	for _, want := range []string{"released storage to be deleted before its reclaim delay ends, at an operator's request", `"uid":"uid-old"`,
+		`"by":"user=root uid=0`, "released storage set aside until its deletion"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log lacks %q", want)
 		}
