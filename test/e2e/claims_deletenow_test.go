@@ -197,3 +197,53 @@ func TestStartLogCountsEnforcedVolumes(t *testing.T) {
 		t.Errorf("the start after the restart logs %q, want volumes 1", line)
 	}
 }
+
+// TestClaimsDeleteNowSurvivesAKill: the deletion delete-now asks for is
+// recorded (step Deleting in claims.json) before it begins; an agent
+// killed with SIGKILL while it fails (the image made immutable) finishes
+// it after the restart, and the storage is never given back.
+func TestClaimsDeleteNowSurvivesAKill(t *testing.T) {
+	needTool(t, "chattr")
+	root := imageLocalRoot(t)
+	a := newAgent(t)
+	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "1h")
+	a.writeManifest("class.yaml", enforcedClass)
+	a.writeManifest("claim.yaml", fmt.Sprintf(deleteNowClaim, "uid-kill"))
+	a.writeManifest("pod.yaml", writerPod)
+	v := a.waitPod("default", "writer", 60*time.Second, ready).volume("store")
+	a.removeManifest("pod.yaml")
+	a.removeManifest("claim.yaml")
+	waitFor(t, 30*time.Second, "the storage aside", func() (bool, string) {
+		c := claimOf(a.claims(), "data")
+		return c.PendingDeletion != nil && c.PendingDeletion.Step == "Aside", fmt.Sprintf("%+v", c)
+	})
+	imgs, _ := filepath.Glob(filepath.Join(root, "*.img"))
+	if len(imgs) != 1 {
+		t.Fatalf("images %v, want one", imgs)
+	}
+	run(t, "chattr", "+i", imgs[0])
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", imgs[0]).Run() })
+	r := runCLI(t, "claims", "delete-now", "default/data", "--confirm", "default/data", "--timeout", "0", "--addr", a.addr, "--root-dir", a.root)
+	if r.code != 0 || !strings.Contains(r.stdout, "deletion recorded and under way") {
+		t.Fatalf("delete-now: exit %d, %q %q; want 0, recorded", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, 30*time.Second, "the deletion failing", func() (bool, string) {
+		return strings.Contains(a.logs.String(), "storage operation failed"), ""
+	})
+	state, err := os.ReadFile(filepath.Join(a.root, "claims.json"))
+	if err != nil || !strings.Contains(string(state), `"step":"Deleting"`) && !strings.Contains(string(state), `"step": "Deleting"`) {
+		t.Fatalf("claims.json while the deletion fails: %s (%v); want the step Deleting recorded", state, err)
+	}
+	a.kill()
+	run(t, "chattr", "-i", imgs[0])
+	a.start(a.extra...)
+	waitFor(t, 60*time.Second, "the deletion finished after the restart", func() (bool, string) {
+		for _, c := range a.claims() {
+			if c.PV == v.PV {
+				return false, fmt.Sprintf("%+v", c)
+			}
+		}
+		_, err := os.Stat(imgs[0])
+		return errors.Is(err, os.ErrNotExist), fmt.Sprint(err)
+	})
+}
