@@ -64,3 +64,12 @@ func TestDeleteNowIsRecordedBeforeItBegins(t *testing.T) {
 		t.Errorf("records %v; want none once deleted", recs)
 	}
 }
+
+// TestAsideStepIsLoggedAsSetAside: the Aside step's log line says set
+// aside: a volume of enforced capacity (an image's mount, a subvolume) is
+// kept in place, and its provisioner logs so for the same step.
+func TestAsideStepIsLoggedAsSetAside(t *testing.T) {
+	if m := stepMessage(reclaim.State{Step: reclaim.Aside, DeleteAfter: time.Now()}); strings.Contains(m, "moved") || !strings.Contains(m, "set aside") {
+		t.Errorf("the Aside step is logged %q, want it set aside, not moved", m)
+	}
+}
