@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,8 +130,16 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	a.server = status.New(status.Config{Addr: o.statusAddr, Listener: lns.status, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
-		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling})
+	cfg := status.Config{Addr: o.statusAddr, Listener: lns.status, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
+		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Gatherer: reg, Logger: log, Profiling: o.profiling}
+	if a.binder != nil {
+		if cfg.OperatorToken, err = writeOperatorToken(root); err != nil {
+			lns.close()
+			return err
+		}
+		cfg.Deleter = a.binder
+	}
+	a.server = status.New(cfg)
 	if lns.metrics != nil {
 		a.others["metrics endpoint"] = metricsServer{ln: lns.metrics, gatherer: reg, log: log.Named("metrics")}
 	}
@@ -161,19 +170,32 @@ func listen(o options) (_ listeners, retErr error) {
 	}()
 	var err error
 	if l.status, err = listenAddr(o.statusAddr, o.socketGID); err != nil {
-		return listeners{}, fmt.Errorf("status endpoint: %w", err)
+		return listeners{}, fmt.Errorf("status endpoint: %w", inUse(err, "status-addr", o.statusAddr))
 	}
 	if o.metricsAddr != "" {
 		if l.metrics, err = listenAddr(o.metricsAddr, o.socketGID); err != nil {
-			return listeners{}, fmt.Errorf("metrics endpoint: %w", err)
+			return listeners{}, fmt.Errorf("metrics endpoint: %w", inUse(err, "metrics-addr", o.metricsAddr))
 		}
 	}
 	if o.healthzAddr != "" {
 		if l.healthz, err = listenAddr(o.healthzAddr, o.socketGID); err != nil {
-			return listeners{}, fmt.Errorf("health endpoint: %w", err)
+			return listeners{}, fmt.Errorf("health endpoint: %w", inUse(err, "healthz-addr", o.healthzAddr))
 		}
 	}
 	return l, nil
+}
+
+// inUse says, for a port in use, which flag gave it and how to find who
+// holds it: most often another agent, started twice or not stopped yet.
+// Any other error of listening on --flag addr is returned as it is.
+func inUse(err error, flag, addr string) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	return fmt.Errorf("--%s %s: the port is in use: another volume-agent may be running "+
+		"(volume-agent status --addr %s answers if so; ss -ltnp 'sport = :%s' names the process that holds it): "+
+		"stop it, or give --%s another address: %w", flag, addr, addr, port, flag, err)
 }
 
 // listenAddr binds addr, as status.ParseAddr reads it (validated with the

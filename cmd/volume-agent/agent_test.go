@@ -54,10 +54,10 @@ func TestAFailedStartRecordsNoNode(t *testing.T) {
 		wantErr string
 	}{
 		{"missing manifest directory", func(o *options) { o.manifests = filepath.Join(o.manifests, "missing") }, "", "manifest directory"},
-		{"status port in use", func(o *options) { o.statusAddr = taken.Addr().String() }, "", "status endpoint: listen tcp"},
-		{"metrics port in use", func(o *options) { o.metricsAddr = taken.Addr().String() }, "", "metrics endpoint: listen tcp"},
+		{"status port in use", func(o *options) { o.statusAddr = taken.Addr().String() }, "", "status endpoint: --status-addr " + taken.Addr().String() + ": the port is in use: another volume-agent may be running (volume-agent status --addr " + taken.Addr().String()},
+		{"metrics port in use", func(o *options) { o.metricsAddr = taken.Addr().String() }, "", "metrics endpoint: --metrics-addr " + taken.Addr().String() + ": the port is in use: another volume-agent may be running"},
 		{"status socket another agent serves", func(o *options) { o.statusAddr = "unix://" + live }, "", "another process is listening"},
-		{"health port in use, after the status socket", func(o *options) { o.statusAddr, o.healthzAddr = "unix://"+ours, taken.Addr().String() }, "", "health endpoint: listen tcp"},
+		{"health port in use, after the status socket", func(o *options) { o.statusAddr, o.healthzAddr = "unix://"+ours, taken.Addr().String() }, "", "health endpoint: --healthz-addr " + taken.Addr().String() + ": the port is in use"},
 		{"another node's root, checked first", func(o *options) { o.manifests = filepath.Join(o.manifests, "missing") }, "node-0\n",
 			`belongs to node "node-0"`},
 	} {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +21,8 @@ import (
 
 // The operator subcommands — status, claims, wait, version, help — read a
 // running agent's status endpoint (or the binary's build information, or
-// print usage) and change nothing. Without a subcommand the binary runs the
+// print usage) and change nothing, but claims delete-now
+// (cli_deletenow.go), which asks the agent to delete released storage. Without a subcommand the binary runs the
 // agent.
 
 // Exit codes of the subcommands; each one's --help lists those it uses.
@@ -35,13 +37,23 @@ const (
 // defaultAddr is the agent's default --status-addr.
 const defaultAddr = "127.0.0.1:9810"
 
-// cmdEnv is where a subcommand writes and the clock it shows ages with.
+// cmdEnv is where a subcommand writes and the clock it shows ages with;
+// stdin is where a confirmation is read from, when isTTY says it is a
+// terminal.
 type cmdEnv struct {
 	stdout, stderr io.Writer
 	now            func() time.Time
+	stdin          io.Reader
+	isTTY          func() bool
 }
 
-func stdEnv() cmdEnv { return cmdEnv{stdout: os.Stdout, stderr: os.Stderr, now: time.Now} }
+func stdEnv() cmdEnv {
+	return cmdEnv{stdout: os.Stdout, stderr: os.Stderr, now: time.Now, stdin: os.Stdin, isTTY: func() bool { return isTerminal(os.Stdin) }}
+}
+
+// terminal reports whether the standard input is a terminal an operator
+// types at.
+func (e cmdEnv) terminal() bool { return e.stdin != nil && e.isTTY != nil && e.isTTY() }
 
 // subcommands are the names runSubcommand takes, for help and for the
 // suggestion made for a mistyped one (a test holds the list to
@@ -106,7 +118,70 @@ func parseQuietly(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	defer func() { fs.SetOutput(out); fs.Usage = usage }()
-	return fs.Parse(args)
+	return flagError(fs, fs.Parse(args))
+}
+
+// The flag package's words for a flag it does not know and for a value
+// that does not parse; it keeps only the text of the value's error
+// ("parse error" for a duration), which says nothing of what to give.
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+	invalidValue  = regexp.MustCompile(`^invalid value ("(?:[^"\\]|\\.)*") for flag -([^:]+): `)
+)
+
+// flagError says err, an error of fs.Parse, in words that say what to do:
+// the flags nearest to an unknown one, and what a duration looks like.
+// Any other error is returned as it is.
+func flagError(fs *flag.FlagSet, err error) error {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if m := undefinedFlag.FindStringSubmatch(err.Error()); m != nil {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if near := closest(m[1], names); len(near) > 0 {
+			return fmt.Errorf("%w; did you mean %s?", err, joinList(dashed(near), "or"))
+		}
+		return err
+	}
+	if m := invalidValue.FindStringSubmatch(err.Error()); m != nil {
+		if want := wantedValue(fs.Lookup(m[2])); want != "" {
+			return fmt.Errorf("--%s %s: want %s", m[2], m[1], want)
+		}
+	}
+	return err
+}
+
+// wantedValue says what flag f takes, for a value that does not parse;
+// "" when the flag package's own words are enough.
+func wantedValue(f *flag.Flag) string {
+	if f == nil {
+		return ""
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "a duration such as 10m or 30s (a number with a unit: ms, s, m or h)"
+	case float64:
+		return "a number, such as " + f.DefValue
+	case int:
+		return "a whole number, such as " + f.DefValue
+	case bool:
+		return "true or false"
+	}
+	return ""
+}
+
+// dashed returns names as flags: --name.
+func dashed(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "--" + n
+	}
+	return out
 }
 
 // parseArgs parses the flags wherever they stand among args (`wait UID

@@ -30,6 +30,10 @@ Nothing is changed.
                 characters (-o wide and -o json have it in full)
 -o json prints the endpoint's answer as it is.
 
+volume-agent claims delete-now NAMESPACE/NAME deletes the storage a
+released claim left, now rather than at the end of --reclaim-delay (see
+volume-agent claims delete-now --help).
+
 Exit codes:
   0  the claims were shown
   2  bad arguments
@@ -39,6 +43,9 @@ Flags:
 `
 
 func runClaims(env cmdEnv, args []string) int {
+	if len(args) > 0 && args[0] == "delete-now" {
+		return runDeleteNow(env, args[1:])
+	}
 	return listCommand[binder.ClaimStatus]{name: "claims", usage: claimsUsage, path: "/v1/claims", key: "claims",
 		none: "No claims on this agent.", write: writeClaims}.run(env, args)
 }

@@ -218,7 +218,7 @@ func TestRun(t *testing.T) {
 		{[]string{"--version", "--node-name", "x"}, exitOK, version, ""}, // nothing to serve, yet not refused
 		{[]string{"--bogus"}, exitUsage, "", "volume-agent: flag provided but not defined: -bogus (see volume-agent --help)\n"},
 		{[]string{"--manifests", "/m", "--reclaim-delay", "soon"}, exitUsage, "",
-			"volume-agent: invalid value \"soon\" for flag -reclaim-delay: parse error (see volume-agent --help)\n"},
+			"volume-agent: --reclaim-delay \"soon\": want a duration such as 10m or 30s (a number with a unit: ms, s, m or h) (see volume-agent --help)\n"},
 		{[]string{"--manifests"}, exitUsage, "", "volume-agent: flag needs an argument: -manifests (see volume-agent --help)\n"},
 		{[]string{"--manifests", "/m", "status"}, exitUsage, "", "volume-agent: unexpected arguments: status\n"},
 		{[]string{"--node-name", "n"}, exitUsage, "", "volume-agent: nothing to serve: give --manifests DIR and/or --kubeconfig FILE (see --help)\n"},

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/status"
 )
 
-const waitUsage = `Usage: volume-agent wait POD [--addr ADDR] [--timeout 30s]
+var waitUsage = strings.Replace(`Usage: volume-agent wait POD [--addr ADDR] [--timeout 30s]
 
 Waits until the volumes of a pod are ready on a running agent: every
 volume in the pod's spec is Mounted. For container runtimes and scripts
@@ -32,7 +33,7 @@ exits 2: give the UID.
 
 It asks the status endpoint once and is answered at the change (GET
 /v1/pods/UID?wait=...; a wait longer than the endpoint's 5 minutes asks
-again; an agent with 64 requests waiting already refuses to wait, and is
+again; an agent with MAXWAITING requests waiting already refuses to wait, and is
 then asked without waiting, a second apart). --timeout 0 looks once and does not wait. A pod the agent does not
 know yet is waited for too: it may come with the next manifest or watch
 event (a namespace/name is looked up again, at most a second apart).
@@ -48,7 +49,7 @@ Exit codes:
   4  the agent did not know the pod before --timeout passed
 
 Flags:
-`
+`, "MAXWAITING", strconv.Itoa(status.DefaultMaxWaiting), 1)
 
 // Errors of waitPod, for the exit code.
 var (

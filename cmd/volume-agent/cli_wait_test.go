@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -185,7 +186,7 @@ func TestWaitUsage(t *testing.T) {
 		{[]string{"/app"}, exitUsage, `pod "/app": want`},
 		{[]string{"team/app", "--bogus"}, exitUsage, "volume-agent wait: flag provided but not defined: -bogus (see volume-agent wait --help)\n"},
 		{[]string{"a", "--timeout", "-1s"}, exitUsage, "--timeout -1s: want 0 or more"},
-		{[]string{"a", "--timeout", "soon"}, exitUsage, `invalid value "soon" for flag -timeout`},
+		{[]string{"a", "--timeout", "soon"}, exitUsage, `--timeout "soon": want a duration such as 10m or 30s`},
 		{[]string{"a", "--addr", "ftp://x:1"}, exitUsage, "want host:port"},
 		{[]string{"--help"}, exitOK, "  4  the agent did not know the pod"},
 		{[]string{"--help"}, exitOK, "POD is the pod's UID, or its namespace/name"},
@@ -316,5 +317,19 @@ func TestWaitWhenTheAgentRefusesToWait(t *testing.T) {
 	}
 	if asked := f.requests(); strings.Join(asked, ",") != "broken-1 wait=2s,broken-1 wait=,broken-1 wait=2s" {
 		t.Errorf("requests %q; want a wait refused, a look, and a wait again", asked)
+	}
+}
+
+// TestWaitHelpSaysTheBoundOnWaitingRequests: the number of waiting
+// requests wait --help names is the server's bound, not a number of its
+// own that can fall behind it (it said 64 while the bound was 512).
+func TestWaitHelpSaysTheBoundOnWaitingRequests(t *testing.T) {
+	var out strings.Builder
+	if code := runWait(cmdEnv{stdout: &out, stderr: &out}, []string{"--help"}); code != exitOK {
+		t.Fatalf("wait --help: exit %d", code)
+	}
+	want := fmt.Sprintf("an agent with %d requests waiting already refuses", status.DefaultMaxWaiting)
+	if got := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(got, want) {
+		t.Errorf("wait --help does not say %q:\n%s", want, out.String())
 	}
 }

@@ -59,6 +59,9 @@ type options struct {
 	version bool
 }
 
+// manifestKinds are the kinds --manifests reads (package manifest's).
+const manifestKinds = "Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim, StorageClass (storage.k8s.io/v1) and Node"
+
 // The names --provisioners takes.
 const (
 	provLocal     = "local"
@@ -71,6 +74,7 @@ Usage:
   volume-agent --manifests DIR [flags]          # no cluster: pods from a manifest directory
   volume-agent --kubeconfig FILE [flags]        # a node agent of a cluster (in a pod: no flag needed)
   volume-agent status|claims [flags]            # what a running agent serves
+  volume-agent claims delete-now NS/NAME        # delete a released claim's storage before --reclaim-delay ends
   volume-agent wait UID|NAMESPACE/NAME [flags]  # wait until a pod's volumes are ready
   volume-agent validate DIR                     # check a manifest directory, running nothing
   volume-agent version                          # the build (also: --version)
@@ -87,7 +91,7 @@ func agentFlags(o *options) (fs *flag.FlagSet, finish func()) {
 	// The defaults of --node-name and --leader-election-namespace come from
 	// the environment, after parsing: the usage says where from, once.
 	fs.StringVar(&o.nodeName, "node-name", "", "this node's name; pods with spec.nodeName equal to it (or empty, in manifests) are served; recorded in <root-dir>/node-name once the agent has started (default $NODE_NAME, else the hostname)")
-	fs.StringVar(&o.manifests, "manifests", "", "directory of Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim and Node manifests (*.yaml, *.yml, *.json), watched for changes")
+	fs.StringVar(&o.manifests, "manifests", "", "directory of manifests (*.yaml, *.yml, *.json) of the kinds "+manifestKinds+", watched for changes")
 	fs.StringVar(&o.statusAddr, "status-addr", defaultAddr, "address of the HTTP status endpoint (/healthz, /readyz, /v1/pods, /v1/claims, /metrics): host:port, or unix:///path for a unix socket of mode 0660 that only root and --status-socket-group may connect to (the DaemonSet's unix:///run/volume-agent/status.sock); on TCP every local user can read the node's pods, claims and paths")
 	fs.StringVar(&o.socketGroup, "status-socket-group", "", "group (name or number) of the unix sockets the agent listens on, whose members may read the status endpoint; default the agent's own group (root)")
 	fs.StringVar(&o.healthzAddr, "healthz-addr", "", "also serve /healthz and /readyz, and nothing else, on this address (the DaemonSet's 127.0.0.1:9810, for the kubelet's probes while the status endpoint is a unix socket); default off")

@@ -88,3 +88,56 @@ func TestParseGroup(t *testing.T) {
 		t.Errorf("no --status-socket-group: gid %d, want -1 (the agent's own)", o.socketGID)
 	}
 }
+
+// TestFlagErrorsSayWhatToGive: a value that does not parse says what the
+// flag takes (the flag package says "parse error"), and an unknown flag
+// suggests the nearest, for the agent's flags and a subcommand's alike.
+func TestFlagErrorsSayWhatToGive(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--reclaim-delay", "10"}, `--reclaim-delay "10": want a duration such as 10m or 30s`},
+		{[]string{"--volume-check-period=30"}, `--volume-check-period "30": want a duration such as 10m or 30s`},
+		{[]string{"--volume-stats-period", "1 minute"}, `--volume-stats-period "1 minute": want a duration such as 10m or 30s`},
+		{[]string{"--kube-api-qps", "fast"}, `--kube-api-qps "fast": want a number, such as 50`},
+		{[]string{"--kube-api-burst", "1.5"}, `--kube-api-burst "1.5": want a whole number, such as 100`},
+		{[]string{"--manifest", "/m"}, "flag provided but not defined: -manifest; did you mean --manifests?"},
+		{[]string{"--reclaim-dealy", "1m"}, "flag provided but not defined: -reclaim-dealy; did you mean --reclaim-delay?"},
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus (see volume-agent --help)"},
+	} {
+		_, err := parseFlags(append([]string{"--node-name", "n"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "parse error") {
+			t.Errorf("parseFlags(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"wait", "default/app", "--timeout", "5"}, `volume-agent wait: --timeout "5": want a duration such as 10m or 30s`},
+		{[]string{"wait", "default/app", "--timout", "5s"}, "volume-agent wait: flag provided but not defined: -timout; did you mean --timeout? (see volume-agent wait --help)"},
+		{[]string{"claims", "--adr", "x"}, "volume-agent claims: flag provided but not defined: -adr; did you mean --addr?"},
+	} {
+		var out strings.Builder
+		code, _ := runSubcommand(tc.args, cmdEnv{stdout: &out, stderr: &out})
+		if code != exitUsage || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%q: exit %d, %q; want %d and %q", tc.args, code, out.String(), exitUsage, tc.want)
+		}
+	}
+}
+
+// TestManifestsHelpNamesEveryKind: --manifests' help lists every kind the
+// manifest source reads (it left out StorageClass).
+func TestManifestsHelpNamesEveryKind(t *testing.T) {
+	var out strings.Builder
+	writeAgentUsage(&out)
+	help := out.String()
+	help = help[strings.Index(help, "  -manifests string"):]
+	help = help[:strings.Index(help, "\n  -")]
+	for _, kind := range []string{"Pod", "ConfigMap", "Secret", "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "Node"} {
+		if !strings.Contains(help, kind) {
+			t.Errorf("--manifests' help does not name %s: %s", kind, help)
+		}
+	}
+}

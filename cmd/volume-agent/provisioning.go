@@ -117,13 +117,26 @@ func openCapacity(ctx context.Context, o options, localRoot string, mounter moun
 		return nil, err
 	}
 	vols, err := b.Recover(ctx)
+	failed := 0
 	if err != nil {
 		// Each volume is recovered on its own: those that failed are
 		// named here, and the next start tries again.
 		log.Warn("volumes of enforced capacity not all recovered", zap.String("root", localRoot), zap.Error(err))
+		failed = len(joined(err))
 	}
-	log.Info("capacity enforced on the local path root", zap.String("root", localRoot), zap.String("backend", b.Kind()), zap.Int("volumes", len(vols)))
+	// volumes counts every volume the root holds, recovered or not: one
+	// whose recovery failed is there all the same, with its data.
+	log.Info("capacity enforced on the local path root", zap.String("root", localRoot), zap.String("backend", b.Kind()),
+		zap.Int("volumes", len(vols)+failed), zap.Int("notRecovered", failed))
 	return b, nil
+}
+
+// joined returns the errors err joins (errors.Join), or err alone.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // the join itself, not one in its chain
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // forBinder lists the provisioners manifest mode's binder uses.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,5 +39,19 @@ func TestOpenCapacity(t *testing.T) {
 	}
 	if logs.FilterMessage("capacity enforced on the local path root").Len() != 1 {
 		t.Errorf("logs %v, want one line saying the backend", logs.All())
+	}
+
+	// A volume whose recovery fails (here: a record of a state this
+	// version does not know) is on the root all the same, and counted.
+	record := `{"name": "vol-a", "backend": "` + b.Kind() + `", "state": "shredding", "size": 1048576}`
+	if err := os.WriteFile(filepath.Join(root, ".capacity", "vol-a.json"), []byte(record), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openCapacity(t.Context(), options{}, root, mount.System{}, zap.New(core)); err != nil {
+		t.Fatal(err)
+	}
+	lines := logs.FilterMessage("capacity enforced on the local path root").All()
+	if f := lines[len(lines)-1].ContextMap(); f["volumes"] != int64(1) || f["notRecovered"] != int64(1) {
+		t.Errorf("with one volume not recovered the start logs %v; want volumes 1, notRecovered 1", f)
 	}
 }

@@ -74,7 +74,7 @@ func stepMessage(s reclaim.State) string {
 	if s.Step == reclaim.Deleting {
 		return "released storage is being deleted"
 	}
-	return "released storage moved aside until its deletion"
+	return "released storage set aside until its deletion"
 }
 
 // backWhile says why a claim back in the source waits for r, its Released

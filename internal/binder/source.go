@@ -131,6 +131,8 @@ type Source struct {
 	// waitsOnUse is set while a decision waits for a PersistentVolume to
 	// be torn down (see NotifyActual).
 	waitsOnUse atomic.Bool
+	// deleteNow takes DeleteNow's requests to the binding loop.
+	deleteNow chan deleteNowCall
 	// newNonce draws the nonces of claims made for ephemeral volumes;
 	// nil: evidence.NewNonce (tests set a predictable one).
 	newNonce func() string
@@ -199,18 +201,19 @@ func New(cfg Config) (*Source, error) {
 		settle = DefaultSettle
 	}
 	return &Source{
-		settle:   settle,
-		delay:    cfg.ReclaimDelay,
-		inUse:    cfg.InUse,
-		inner:    cfg.Inner,
-		nodeName: cfg.NodeName,
-		store:    st,
-		onChange: cfg.OnChange,
-		log:      log,
-		wake:     wakeup.New("binder"),
-		retryMin: retryMin,
-		ops:      newOperations(cfg.Provisioners, log),
-		st:       &state{recs: recs, made: made},
+		settle:    settle,
+		delay:     cfg.ReclaimDelay,
+		inUse:     cfg.InUse,
+		inner:     cfg.Inner,
+		nodeName:  cfg.NodeName,
+		store:     st,
+		onChange:  cfg.OnChange,
+		log:       log,
+		wake:      wakeup.New("binder"),
+		deleteNow: make(chan deleteNowCall),
+		retryMin:  retryMin,
+		ops:       newOperations(cfg.Provisioners, log),
+		st:        &state{recs: recs, made: made},
 	}, nil
 }
 
@@ -338,6 +341,9 @@ func (s *Source) loop(ctx context.Context) {
 			notified = false
 		case <-s.ops.retry():
 			notified = false
+		case call := <-s.deleteNow:
+			call.reply <- s.decideDeleteNow(call.req)
+			notified = true // the claims changed: tell the owner
 		}
 	}
 }

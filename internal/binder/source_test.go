@@ -182,7 +182,7 @@ func TestReleaseAndBindAgain(t *testing.T) {
 
 	claims := inner.PersistentVolumeClaims()
 	h.update(func(f *fakeInner) { f.claims, f.pods = nil, nil }, "released", func() bool {
-		return slices.Equal(h.claimStatus("data"), []ClaimStatus{{Namespace: "default", Name: "data", Phase: PhaseReleased, PV: "pv-a", ReclaimPolicy: "Retain"}})
+		return slices.Equal(h.claimStatus("data"), []ClaimStatus{{Namespace: "default", Name: "data", UID: "u1", Phase: PhaseReleased, PV: "pv-a", ReclaimPolicy: "Retain"}})
 	})
 	pv := h.pv("pv-a")
 	if pv.Status.Phase != v1.VolumeReleased || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Name != "data" || pv.Spec.ClaimRef.UID != "u1" {
@@ -221,7 +221,7 @@ func TestNewClaimNeverGetsAReleasedPV(t *testing.T) {
 	want := []ClaimStatus{
 		{Namespace: "default", Name: "data", Phase: PhasePending,
 			Error: "no PersistentVolume fits claim default/data (1 checked: pv-a: released by default/data and retained for it)"},
-		{Namespace: "default", Name: "data", Phase: PhaseReleased, PV: "pv-a", ReclaimPolicy: "Retain"},
+		{Namespace: "default", Name: "data", UID: "u1", Phase: PhaseReleased, PV: "pv-a", ReclaimPolicy: "Retain"},
 	}
 	if got := h.claimStatus("data"); !slices.Equal(got, want) {
 		t.Errorf("Claims() = %+v, want %+v", got, want)

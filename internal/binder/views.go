@@ -9,8 +9,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
+	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/reclaim"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -19,7 +21,12 @@ import (
 type ClaimStatus struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-	Phase     Phase  `json:"phase"`
+	// UID is, on a Released claim, the metadata.uid of the claim that
+	// released the storage (none for a manifest claim without one); with
+	// PV it names that storage to POST /v1/claims/delete-now, which a new
+	// claim of the same name never matches.
+	UID   types.UID `json:"uid,omitempty"`
+	Phase Phase     `json:"phase"`
 	// PV is the PersistentVolume the claim is bound to (or released).
 	PV string `json:"pv,omitempty"`
 	// Capacity is the capacity of the PersistentVolume the claim is bound
@@ -52,6 +59,9 @@ type PendingDeletion struct {
 	Step string `json:"step"`
 	// DeleteAfter is when storage Aside is deleted.
 	DeleteAfter *time.Time `json:"deleteAfter,omitempty"`
+	// Archive: the deletion archives the storage instead (the class's
+	// archiveOnDelete, as recorded on the PersistentVolume).
+	Archive bool `json:"archive,omitempty"`
 }
 
 // Objects passes ConfigMaps and Secrets through, and returns claims and
@@ -88,7 +98,7 @@ func (s *Source) Claims() []ClaimStatus {
 					"the provisioning is finished, then the PersistentVolume released", r.PV)})
 		case r.Phase == phaseProvisioning: // the claim's own status says Pending, and why
 		case r.Phase == PhaseReleased:
-			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseReleased, PV: r.PV,
+			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, UID: r.UID, Phase: PhaseReleased, PV: r.PV,
 				ReclaimPolicy: r.reclaimPolicy(), PendingDeletion: r.pendingDeletion()})
 		case !present[r.claim()]:
 			out = append(out, ClaimStatus{Namespace: r.Namespace, Name: r.Name, Phase: PhaseBound, PV: r.PV,
@@ -269,7 +279,9 @@ func (r record) pendingDeletion() *PendingDeletion {
 	if r.Phase != PhaseReleased || !r.deletable() {
 		return nil
 	}
-	return PendingDeletionOf(r.Reclaim)
+	p := PendingDeletionOf(r.Reclaim)
+	p.Archive = r.Provisioned.Annotations[provisioner.AnnArchiveOnDelete] == "true"
+	return p
 }
 
 // PendingDeletionOf describes storage at reclaim step s, for /v1/claims.

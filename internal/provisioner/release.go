@@ -185,9 +185,9 @@ func (c *Controller) act(ctx context.Context, pv *v1.PersistentVolume, s reclaim
 			return fmt.Errorf("move aside the storage of PersistentVolume %s: %w", pv.Name, err)
 		}
 		c.setMovedAside(pv.Name, true)
-		msg := fmt.Sprintf("storage moved aside; deleted after %s unless the reclaim policy is set to Retain first", s.DeleteAfter.UTC().Format(time.RFC3339))
+		msg := fmt.Sprintf("storage set aside; deleted after %s unless the reclaim policy is set to Retain first", s.DeleteAfter.UTC().Format(time.RFC3339))
 		c.event(pv, v1.EventTypeNormal, ReasonVolumeMovedAside, msg)
-		log.Info("released volume moved aside", zap.Time("deleteAfter", s.DeleteAfter))
+		log.Info("released volume set aside", zap.Time("deleteAfter", s.DeleteAfter))
 		c.queue.AddAfter(key{pv: true, name: pv.Name}, max(time.Until(s.DeleteAfter), 0))
 	case reclaim.Restore:
 		pv, ok, err := c.confirmed(ctx, pv, s, evidence.GiveBack)

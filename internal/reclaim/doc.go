@@ -21,7 +21,10 @@
 //     name no pod and no claim can reach; it is deleted for good once
 //     DeleteAfter has passed (now + the reclaim delay when the step began).
 //     Until then it can be restored: the same claim back (manifest mode), or
-//     an operator's request (cluster mode), moves it back.
+//     an operator's request (cluster mode), moves it back. An operator may
+//     also ask for it to be deleted at once (DeleteNow): only storage
+//     Aside, moved aside, not in use and not wanted back; it then goes to
+//     Deleting as at the end of the delay.
 //   - Deleting: the storage is being removed or archived. A volume in this
 //     step is never bound again, and the step is finished once begun: its
 //     storage may already be half gone. Callers act on a recorded step
@@ -36,5 +39,6 @@
 //     anywhere finishes the step it finds recorded, exactly once.
 //   - Nothing is moved, restored or deleted while the volume is in use: while
 //     any pod on the node has it set up, or that is not known yet.
-//   - Nothing is deleted before DeleteAfter.
+//   - Nothing is deleted before DeleteAfter, unless an operator asked for
+//     that volume, by name, once it was aside (DeleteNow).
 package reclaim

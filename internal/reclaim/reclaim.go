@@ -114,3 +114,32 @@ func Due(s State) time.Time {
 // Restorable reports whether a volume in s can still be given back: its
 // deletion has not begun.
 func Restorable(s State) bool { return s.Step == Released || s.Step == Aside }
+
+// DeleteNow returns the state to record for storage an operator wants
+// deleted before its DeleteAfter: Deleting, whose action (Delete) removes
+// or archives it as the reclaim delay's end would. Only storage Aside, moved
+// aside since the caller started, not in use and not wanted back is
+// deleted early; anything else is refused with an error that says which
+// step it is in and what to do.
+func DeleteNow(s State, f Facts) (State, error) {
+	if err := Valid(s); err != nil {
+		return s, err
+	}
+	switch {
+	case s.Step == Deleting:
+		return s, errors.New("its storage is being deleted already: nothing to do but wait")
+	case s.Step == Released && f.InUse:
+		return s, errors.New("its storage is released but still in place: a pod on this node has it set up; " +
+			"stop that pod, and once the storage is aside (volume-agent claims shows DELETION Aside), ask again")
+	case s.Step == Released:
+		return s, errors.New("its storage is released but not moved aside yet; ask again once volume-agent claims shows DELETION Aside")
+	case f.Wanted:
+		return s, errors.New("its claim is back, and its storage is being given back to it; " +
+			"to delete the data, remove the claim again and ask once its storage is aside")
+	case f.InUse:
+		return s, errors.New("a pod on this node has its storage set up; stop that pod, then ask again")
+	case !f.MovedAside:
+		return s, errors.New("its storage is being moved aside again since the agent started; ask again in a few seconds")
+	}
+	return State{Step: Deleting}, nil
+}

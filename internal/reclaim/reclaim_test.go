@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,5 +82,36 @@ func TestDueAndRestorable(t *testing.T) {
 	}
 	if !Restorable(State{}) || !Restorable(State{Step: Aside}) || Restorable(State{Step: Deleting}) {
 		t.Error("Restorable: want Released and Aside only")
+	}
+}
+
+// TestDeleteNow: only storage aside, moved, not in use and not wanted
+// back is deleted early; everything else is refused, saying its step.
+func TestDeleteNow(t *testing.T) {
+	aside := State{Step: Aside, DeleteAfter: time.Now().Add(time.Hour)}
+	for _, tc := range []struct {
+		name    string
+		s       State
+		f       Facts
+		wantErr string
+	}{
+		{"aside, moved, free: deleting", aside, Facts{MovedAside: true}, ""},
+		{"released, in use", State{}, Facts{InUse: true}, "still in place: a pod on this node has it set up"},
+		{"released, free", State{}, Facts{}, "not moved aside yet"},
+		{"aside, wanted back", aside, Facts{MovedAside: true, Wanted: true}, "its claim is back"},
+		{"aside, in use", aside, Facts{MovedAside: true, InUse: true}, "a pod on this node has its storage set up"},
+		{"aside, not moved since start", aside, Facts{}, "being moved aside again"},
+		{"deleting", State{Step: Deleting}, Facts{MovedAside: true}, "being deleted already"},
+		{"unknown step", State{Step: "Shredding"}, Facts{MovedAside: true}, "unknown reclaim step"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DeleteNow(tc.s, tc.f)
+			switch {
+			case tc.wantErr == "" && (err != nil || got != State{Step: Deleting}):
+				t.Errorf("DeleteNow = %+v, %v; want Deleting", got, err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || got != tc.s):
+				t.Errorf("DeleteNow = %+v, %v; want %+v unchanged and an error with %q", got, err, tc.s, tc.wantErr)
+			}
+		})
 	}
 }

@@ -4,7 +4,9 @@
 // that only root and one group can connect to (listen.go), each within the
 // bounds of serve.go (timeouts, sizes, a cap on waiting requests).
 //
-// It only reads the desired and actual state. It never serves, logs or puts
+// It only reads the desired and actual state; its one request that
+// changes anything, POST /v1/claims/delete-now (deletenow.go), hands an
+// operator's request, with the operator token, to the binder. It never serves, logs or puts
 // into an error the content of a ConfigMap or Secret, and never removes a
 // file at a socket's path that is not a stale socket.
 package status
@@ -53,6 +55,10 @@ type Config struct {
 	// Claims lists the claims the agent bound itself (manifest mode), for
 	// GET /v1/claims; may be nil.
 	Claims Claims
+	// Deleter, with OperatorToken, serves POST /v1/claims/delete-now
+	// (deletenow.go); may be nil: no such route.
+	Deleter       ClaimDeleter
+	OperatorToken string
 	// Profiling serves Go's profiles under /debug/pprof/ (off by default,
 	// as in the kubelet: a profile shows what the agent is doing).
 	Profiling bool
@@ -246,6 +252,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/pods/{uid}", s.pod)
 	mux.HandleFunc("GET /v1/sources", s.sources)
 	mux.HandleFunc("GET /v1/claims", s.claims)
+	if s.cfg.Deleter != nil {
+		mux.HandleFunc("POST /v1/claims/delete-now", s.deleteNow)
+	}
 	if s.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
 	}

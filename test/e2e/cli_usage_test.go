@@ -65,6 +65,25 @@ func TestCLIUsage(t *testing.T) {
 		}
 	})
 
+	t.Run("mistyped flag and duration", func(t *testing.T) {
+		r := runCLI(t, "--manifest", a.manifests)
+		if want := "volume-agent: flag provided but not defined: -manifest; did you mean --manifests? (see volume-agent --help)\n"; r.code != 2 || r.stderr != want {
+			t.Errorf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
+		}
+		r = runCLI(t, "--manifests", a.manifests, "--reclaim-delay", "10")
+		if want := `volume-agent: --reclaim-delay "10": want a duration such as 10m or 30s`; r.code != 2 || !strings.HasPrefix(r.stderr, want) {
+			t.Errorf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
+		}
+	})
+
+	t.Run("status port in use", func(t *testing.T) {
+		r := runCLI(t, "--manifests", t.TempDir(), "--root-dir", t.TempDir(), "--node-name", "node-1", "--status-addr", a.addr, "--log-format", "json")
+		want := "--status-addr " + a.addr + ": the port is in use: another volume-agent may be running (volume-agent status --addr " + a.addr + " answers if so"
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Fatalf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+		}
+	})
+
 	t.Run("wait namespace/name", func(t *testing.T) {
 		r := runCLI(t, "wait", "default/app", addr, "--timeout", "10s")
 		if want := "pod default/app (" + app.UID + "): volumes ready\n"; r.code != 0 || r.stdout != want {
