@@ -26,9 +26,11 @@ type Actual interface {
 // disk at start) and is missing from the spec, or whose spec now names
 // another plugin, another volumeMode, or readOnly where it was mounted
 // writable (or the reverse), stays as it is, with a problem saying why,
-// until the pod goes: tearing it down would delete an emptyDir's data on
-// an edit or a partial write, and a remount under running containers
-// would change what they already hold. The decision rests on the actual
+// until the pod goes; so does a claim's volume whose claim is being
+// deleted (removed from the manifests while the pod runs), shown as the
+// pod's volume, with its usage. Tearing a volume down would delete an
+// emptyDir's data on an edit or a partial write, and a remount under
+// running containers would change what they already hold. The decision rests on the actual
 // state only, which is rebuilt from disk after a restart (whether a mount
 // is read-only, from the kernel's mount table), so it survives one.
 func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
@@ -37,6 +39,9 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 		present[v.Name] = true
 		a, ok := setUp[v.Name]
 		switch {
+		case ok && v.Deleting:
+			d.Volumes[i].Kept = true
+			d.Volumes[i].Problem += keptWhileDeleting
 		case ok && v.Plugin != "" && v.Plugin != a.Plugin:
 			d.Volumes[i] = dsw.Volume{Name: v.Name, Problem: fmt.Sprintf(
 				"volume %q of a running pod changed from %s to %s: a pod's volumes cannot change; the %s volume is kept until the pod is deleted",
@@ -61,6 +66,11 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 			"volume %q is set up but not in the pod's spec: a pod's volumes cannot change; it is kept until the pod is deleted", name)})
 	}
 }
+
+// keptWhileDeleting ends the problem of a set-up volume whose claim is
+// being deleted: the pod's containers still use it, so its mount stays as
+// it is, and the claim's storage is released only once the pod ends.
+const keptWhileDeleting = "; the volume stays set up as it is while this pod runs, and is released when the pod ends"
 
 // accessNames names the access a volume was set up with, and the one its
 // spec now asks for, readOnly or not.
