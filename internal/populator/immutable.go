@@ -39,7 +39,10 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 		present[v.Name] = true
 		a, ok := setUp[v.Name]
 		switch {
-		case ok && v.Deleting:
+		case ok && v.Deleting && (a.State == asw.Mounted || a.Access != asw.AccessUnknown):
+			// Mounted, or found mounted at start: kept. A directory found
+			// without its mount (after a reboot) is not shown as set up;
+			// it stays as it is all the same (Problem: never set up).
 			d.Volumes[i].Kept = true
 			d.Volumes[i].Problem += keptWhileDeleting
 		case ok && v.Plugin != "" && v.Plugin != a.Plugin:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"go.uber.org/zap/zaptest"
 
@@ -271,6 +272,26 @@ func TestSetUpVolumeOfDeletedClaimIsKept(t *testing.T) {
 		if v.Name != "pv-1" || v.SpecName != "vol" || v.Claim != "data" || v.Plugin != local.Name || !v.Deleting || v.Kept != setUp ||
 			!strings.HasPrefix(v.Problem, "claim ns/data "+why) || strings.Contains(v.Problem, keptWhileDeleting) != setUp {
 			t.Fatalf("set up %v: volume = %+v", setUp, v)
+		}
+	}
+}
+
+// After a restart, a volume of a deleted claim found mounted is kept as
+// set up; one found as a bare directory (its mount gone with a reboot) is
+// not shown as set up, and is not set up either.
+func TestVolumeOfDeletedClaimFoundOnDisk(t *testing.T) {
+	removed := boundClaim("data", "pv-1")
+	removed.DeletionTimestamp = &metav1.Time{}
+	for access, kept := range map[asw.Access]bool{asw.ReadWrite: true, asw.AccessUnknown: false} {
+		src := newSource("api", true, testPod("u1", "web", claimVolume("vol", "data")))
+		src.objects = plugintest.Objects{Claims: map[string]*v1.PersistentVolumeClaim{"ns/data": removed},
+			PVs: map[string]*v1.PersistentVolume{"pv-1": localPV("pv-1", "data")}}
+		h, actual := withActual(t, src)
+		actual.Set(asw.Volume{PodUID: "u1", Name: "pv-1", Plugin: local.Name, State: asw.Uncertain, Reconstructed: true, Access: access})
+		h.p.Populate()
+		v := h.volume(t, "u1", "pv-1")
+		if v.Kept != kept || !v.Deleting || !strings.HasPrefix(v.Problem, "claim ns/data is being deleted") {
+			t.Errorf("access %v: volume = %+v; want kept %v", access, v, kept)
 		}
 	}
 }

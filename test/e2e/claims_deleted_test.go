@@ -15,7 +15,7 @@ import (
 // for it, Mounted and ready, the words of volume-agent claims as its
 // reason, its usage still measured (/v1/pods and /metrics), no second row
 // "not in the pod's spec"; the volume is neither torn down nor remounted,
-// and its data stays. Once the pod goes, the claim is released, as before.
+// and its data stays, across a restart too. Once the pod goes, the claim is released, as before.
 func TestClaimDeletedWhilePodRuns(t *testing.T) {
 	a := newAgent(t)
 	store := disk(t, "store")
@@ -66,6 +66,22 @@ func TestClaimDeletedWhilePodRuns(t *testing.T) {
 	}
 	if after := mountIDsUnder(t, a.resolvedRoot()); after != mounts {
 		t.Errorf("the volume was remounted: %s -> %s", mounts, after)
+	}
+	checkFile(t, filepath.Join(path, "written-by-pod"), "db data")
+
+	// A restart finds it as it was: the same one row, its usage measured
+	// again, nothing remounted.
+	a.restart(false)
+	p = a.waitPod("default", "db", 10*time.Second, func(p apiPod) bool {
+		v := p.volume("store")
+		return len(p.Volumes) == 1 && p.Ready && v.State == "Mounted" && strings.HasPrefix(v.Error, want)
+	})
+	waitFor(t, 15*time.Second, "the volume measured after the restart", func() (bool, string) {
+		u := a.usageOf("default", "db")["store"]
+		return u != nil && u.UsedBytes > 0, fmt.Sprint(u)
+	})
+	if after := mountIDsUnder(t, a.resolvedRoot()); after != mounts {
+		t.Errorf("the restart remounted the volume: %s -> %s", mounts, after)
 	}
 	checkFile(t, filepath.Join(path, "written-by-pod"), "db data")
 
