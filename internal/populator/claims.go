@@ -20,7 +20,7 @@ type claimOutcome struct {
 	problem error  // the claim cannot be used: the volume is Failed
 	// deleting says why the claim is being deleted: its volume stays as
 	// it is set up while the pod runs, and is never set up anew.
-	deleting string
+	deleting error
 }
 
 // resolveClaim follows a pod's claim to its PersistentVolume, as the PV
@@ -104,20 +104,21 @@ func followToPV(spec *volume.Spec, out claimOutcome, what string) claimOutcome {
 	return out
 }
 
-// deleting says why claim is being deleted, or "": removed from the
+// deleting says why claim is being deleted, or nil: removed from the
 // manifests while its binding is kept (volume.ClaimRemoved, in the words
 // GET /v1/claims shows for it), or deleted in a cluster whose
 // pvc-protection finalizer holds it while a pod uses it.
-func deleting(claim *v1.PersistentVolumeClaim, what string) string {
+func deleting(claim *v1.PersistentVolumeClaim, what string) error {
 	for _, c := range claim.Status.Conditions {
 		if c.Type == volume.ClaimRemoved {
-			return what + " " + c.Message
+			// The binder's words, documented where it says them.
+			return fmt.Errorf("%s %w", what, errors.New(c.Message))
 		}
 	}
 	if claim.DeletionTimestamp != nil {
-		return what + " is being deleted"
+		return fmt.Errorf("%s is being deleted", what)
 	}
-	return ""
+	return nil
 }
 
 // notBound is why claim is not bound, as the binder that serves it says
@@ -153,8 +154,8 @@ func (p *Populator) claimVolume(spec *volume.Spec) dsw.Volume {
 		d.Name, d.SpecName, d.PV = out.claim.Spec.VolumeName, spec.Volume.Name, out.claim.Spec.VolumeName
 	}
 	d = p.boundVolume(d, spec, out)
-	if out.deleting != "" {
-		d.Problem, d.Waiting, d.Unsupported, d.Deleting = out.deleting, "", false, true
+	if out.deleting != nil {
+		d.Problem, d.Unsupported, d.Deleting = out.deleting.Error(), false, true
 	}
 	return d
 }

@@ -40,11 +40,13 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 		a, ok := setUp[v.Name]
 		switch {
 		case ok && v.Deleting && (a.State == asw.Mounted || a.Access != asw.AccessUnknown):
-			// Mounted, or found mounted at start: kept. A directory found
-			// without its mount (after a reboot) is not shown as set up;
-			// it stays as it is all the same (Problem: never set up).
+			// Mounted, or found mounted at start: kept, as the pod's
+			// containers still use it; the claim's storage is released
+			// once the pod ends. A directory found without its mount
+			// (after a reboot) is not shown as set up; it stays as it is
+			// all the same (Problem: never set up).
 			d.Volumes[i].Kept = true
-			d.Volumes[i].Problem += keptWhileDeleting
+			d.Volumes[i].Problem = fmt.Sprintf("%s; the volume stays set up as it is while this pod runs, and is released when the pod ends", v.Problem)
 		case ok && v.Plugin != "" && v.Plugin != a.Plugin:
 			d.Volumes[i] = dsw.Volume{Name: v.Name, Problem: fmt.Sprintf(
 				"volume %q of a running pod changed from %s to %s: a pod's volumes cannot change; the %s volume is kept until the pod is deleted",
@@ -69,11 +71,6 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 			"volume %q is set up but not in the pod's spec: a pod's volumes cannot change; it is kept until the pod is deleted", name)})
 	}
 }
-
-// keptWhileDeleting ends the problem of a set-up volume whose claim is
-// being deleted: the pod's containers still use it, so its mount stays as
-// it is, and the claim's storage is released only once the pod ends.
-const keptWhileDeleting = "; the volume stays set up as it is while this pod runs, and is released when the pod ends"
 
 // accessNames names the access a volume was set up with, and the one its
 // spec now asks for, readOnly or not.
