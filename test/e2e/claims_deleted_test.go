@@ -63,6 +63,9 @@ func TestClaimDeletedWhilePodRuns(t *testing.T) {
 		if len(args) == 5 && !strings.Contains(out.stdout, want) {
 			t.Errorf("volume-agent status -o wide:\n%s\nwant %q", out.stdout, want)
 		}
+		if under := reasonsUnder(out.stdout)["default/db store"]; len(args) == 3 && under != v.Error {
+			t.Errorf("volume-agent status:\n%s\nwant under the row of store %q", out.stdout, v.Error)
+		}
 	}
 	if after := mountIDsUnder(t, a.resolvedRoot()); after != mounts {
 		t.Errorf("the volume was remounted: %s -> %s", mounts, after)
