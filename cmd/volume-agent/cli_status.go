@@ -35,9 +35,14 @@ has it in full).
   AGE     how long it has been in that state
   USED    the bytes it uses, in binary units (Ki, Mi, Gi...; - until measured)
   SIZE    the capacity of its file system (- until measured)
-  ERROR   why it is not Mounted, or why its last refresh failed, or the
-          warning of a disk emptyDir over its sizeLimit; cut to 80
-          characters (-o wide and -o json have it in full)
+  ERROR   why it is not Mounted, or why its last refresh failed, or why
+          it is kept as it is (a claim deleted while the pod runs), or
+          the warning of a disk emptyDir over its sizeLimit; cut to 80
+          characters
+A reason longer than 80 characters is also shown whole under its row,
+wrapped at 100 columns and indented: an error says last what caused it
+and what to do. At most 8 lines: a longer one keeps its first line and
+its end. -o wide has every reason whole on its row, -o json as it is.
 -o wide adds the pod's UID (for volume-agent wait) and the volume's path on
 the host, and never cuts an error. -o json prints the endpoint's answer as
 it is.
@@ -55,6 +60,14 @@ const statusTimeout = 10 * time.Second
 
 // maxErrorWidth is where the table cuts an error.
 const maxErrorWidth = 80
+
+// A reason the table cuts is shown whole under its row, in at most
+// maxReasonLines lines of reasonWidth characters (reasonLines).
+const (
+	reasonWidth    = 100
+	maxReasonLines = 8
+	reasonIndent   = "    "
+)
 
 func runStatus(env cmdEnv, args []string) int {
 	return listCommand[status.Pod]{name: "status", usage: statusUsage, path: "/v1/pods", key: "pods",
@@ -117,15 +130,16 @@ func writeTable(env cmdEnv, pods []status.Pod, wide bool) {
 		rows[0] = []string{"POD", "UID", "VOLUME", "PLUGIN", "STATE", "AGE", "USED", "SIZE", "PATH", "ERROR"}
 	}
 	now := env.now()
+	under := [][]string{nil} // the lines under each row: none under the header
 	for _, p := range pods {
 		for _, v := range volumeRows(p) {
 			text := cmp.Or(v.Error, v.Warning)
 			if p.State == status.Held {
 				text = cmp.Or(text, p.Reason) // why it is kept as it is
 			}
-			msg := cut(text, maxErrorWidth)
+			msg, lines := cut(text, maxErrorWidth), reasonLines(text)
 			if wide {
-				msg = strings.Join(strings.Fields(text), " ") // one line, whole
+				msg, lines = strings.Join(strings.Fields(text), " "), nil // one line, whole
 			}
 			used, size := usedAndSize(v.Usage)
 			row := []string{p.Namespace + "/" + p.Name, v.Name, orDash(v.Plugin), orDash(v.State), age(now, v.Since), used, size, msg}
@@ -133,14 +147,27 @@ func writeTable(env cmdEnv, pods []status.Pod, wide bool) {
 				row = slices.Insert(row, 1, p.UID)
 				row = slices.Insert(row, 8, orDash(v.Path))
 			}
-			rows = append(rows, row)
+			rows, under = append(rows, row), append(under, lines)
 		}
 	}
-	writeAligned(env.stdout, rows)
+	for i, line := range aligned(rows) {
+		fmt.Fprintln(env.stdout, line)
+		for _, l := range under[i] {
+			fmt.Fprintln(env.stdout, l)
+		}
+	}
 }
 
 // writeAligned writes rows in aligned columns, without trailing blanks.
 func writeAligned(w io.Writer, rows [][]string) {
+	for _, line := range aligned(rows) {
+		fmt.Fprintln(w, line)
+	}
+}
+
+// aligned returns rows as lines of aligned columns, without trailing
+// blanks: one line per row.
+func aligned(rows [][]string) []string {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, cells := range rows {
@@ -149,11 +176,58 @@ func writeAligned(w io.Writer, rows [][]string) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	_ = tw.Flush()
+	var out []string
 	for _, line := range strings.SplitAfter(b.String(), "\n") {
 		if line != "" {
-			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+			out = append(out, strings.TrimRight(line, " \n"))
 		}
 	}
+	return out
+}
+
+// reasonLines shows a reason the table cuts (longer than maxErrorWidth)
+// whole under its row: wrapped at reasonWidth, indented. Errors wrap
+// their causes from the outside in, so the end of a long one says what
+// caused it and what to do: one that takes more than maxReasonLines
+// lines keeps its first line (what failed) and its end. nil for a reason
+// the cell holds whole.
+func reasonLines(text string) []string {
+	words := strings.Fields(text)
+	if len([]rune(strings.Join(words, " "))) <= maxErrorWidth {
+		return nil
+	}
+	lines := wrap(words, reasonWidth)
+	if len(lines) > maxReasonLines {
+		lines = slices.Concat(lines[:1], []string{"..."}, lines[len(lines)-(maxReasonLines-2):])
+	}
+	for i := range lines {
+		lines[i] = reasonIndent + lines[i]
+	}
+	return lines
+}
+
+// wrap puts words on lines of at most width characters; a longer word is
+// split.
+func wrap(words []string, width int) []string {
+	var lines []string
+	var line []rune
+	for _, w := range words {
+		r := []rune(w)
+		if len(line) > 0 && len(line)+1+len(r) > width {
+			lines, line = append(lines, string(line)), nil
+		}
+		if len(line) > 0 {
+			line = append(line, ' ')
+		}
+		line = append(line, r...)
+		for len(line) > width {
+			lines, line = append(lines, string(line[:width])), line[width:]
+		}
+	}
+	if len(line) > 0 {
+		lines = append(lines, string(line))
+	}
+	return lines
 }
 
 // volumeRows returns p's volumes sorted by name, or one "<none>" row.

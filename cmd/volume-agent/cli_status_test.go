@@ -155,8 +155,8 @@ func TestBytesIEC(t *testing.T) {
 }
 
 // TestStatusCutsErrors: an error is one line in the table, cut to
-// maxErrorWidth characters; a pod without volumes has one row; a volume
-// without since has no age.
+// maxErrorWidth characters, and whole under its row, wrapped; a pod
+// without volumes has one row; a volume without since has no age.
 func TestStatusCutsErrors(t *testing.T) {
 	long := "mount nfs 10.0.0.1:/export:\n  " + strings.Repeat("mount.nfs: Connection timed out ", 6)
 	body := `{"pods":[{"uid":"u1","namespace":"ns","name":"nfs","ready":false,"volumes":[{"name":"data","plugin":"kubernetes.io/nfs","path":"","state":"Failed","error":` +
@@ -166,7 +166,10 @@ func TestStatusCutsErrors(t *testing.T) {
 	want := "Ready: yes\n" +
 		"POD      VOLUME  PLUGIN             STATE   AGE  USED  SIZE  ERROR\n" +
 		"ns/bare  <none>  -                  -       -    -     -\n" +
-		"ns/nfs   data    kubernetes.io/nfs  Failed  -    -     -     mount nfs 10.0.0.1:/export: mount.nfs: Connection timed out mount.nfs: Connec...\n"
+		"ns/nfs   data    kubernetes.io/nfs  Failed  -    -     -     mount nfs 10.0.0.1:/export: mount.nfs: Connection timed out mount.nfs: Connec...\n" +
+		"    mount nfs 10.0.0.1:/export: mount.nfs: Connection timed out mount.nfs: Connection timed out\n" +
+		"    mount.nfs: Connection timed out mount.nfs: Connection timed out mount.nfs: Connection timed out\n" +
+		"    mount.nfs: Connection timed out\n"
 	if out.code != exitOK || out.stdout != want {
 		t.Fatalf("exit %d, stdout\n%s\nwant\n%s", out.code, out.stdout, want)
 	}
@@ -293,4 +296,76 @@ func TestStatusShowsWhyAPodIsHeld(t *testing.T) {
 	if out.code != exitOK || !strings.Contains(out.stdout, "Held") || !strings.Contains(out.stdout, "the manifests list nothing") {
 		t.Fatalf("exit %d, stdout:\n%s\nwant the volume Held with its pod's reason", out.code, out.stdout)
 	}
+}
+
+// TestStatusShowsLongReasonsWhole: a reason whose cause and fix come
+// hundreds of characters in (btrfs quotas off, behind a claim's binding
+// reasons; a claim deleted while its pod runs) is shown whole under its
+// row, wrapped at 100 columns, so that the table says what to do; one
+// longer than 8 lines keeps its first line and its end.
+func TestStatusShowsLongReasonsWhole(t *testing.T) {
+	fix := "btrfs quotas are off on the local path root /var/lib/volume-agent/local: " +
+		"turn them on (btrfs quota enable /var/lib/volume-agent/local) to enforce volume sizes"
+	var checked []string
+	for _, pv := range []string{"pv-a", "pv-b", "pv-c"} {
+		checked = append(checked, pv+`: node affinity check failed: its spec.nodeAffinity does not match node "node-1"`)
+	}
+	quotas := "waiting: claim default/data is not bound yet: no PersistentVolume fits claim default/data (3 checked: " +
+		strings.Join(checked, "; ") + `); StorageClass "enforced" cannot provision it: ` + fix
+	deleted := "claim default/data removed from the manifests but not released: a pod that is not terminated still names it; " +
+		"the volume stays set up as it is while this pod runs, and is released when the pod ends"
+	huge := "mount nfs 10.0.0.1:/export: " + strings.Repeat("mount.nfs: Connection timed out ", 40) + "check that the server answers"
+	vol := func(name, state, msg string) string {
+		return `{"name":"` + name + `","plugin":"p","path":"","state":"` + state + `","error":` + jsonString(t, msg) + `}`
+	}
+	body := `{"pods":[{"uid":"u1","namespace":"default","name":"db","ready":false,"volumes":[` +
+		vol("a-quotas", "Pending", quotas) + "," + vol("b-deleted", "Mounted", deleted) + "," + vol("c-huge", "Failed", huge) + `]}]}`
+	out := runCmd(recordedAt, "status", "--addr", serve(t, "/v1/pods", http.StatusOK, []byte(body)))
+	if out.code != exitOK {
+		t.Fatalf("exit %d: %s", out.code, out.stderr)
+	}
+	under := reasonsUnderRows(out.stdout)
+	for name, want := range map[string]string{"a-quotas": quotas, "b-deleted": deleted} {
+		if got := under[name]; got != want {
+			t.Errorf("under the row of %s: %q; want the whole reason %q\n%s", name, got, want, out.stdout)
+		}
+	}
+	if got := under["c-huge"]; !strings.HasPrefix(got, "mount nfs 10.0.0.1:/export: ") || !strings.HasSuffix(got, "check that the server answers") ||
+		!strings.Contains(got, " ... ") {
+		t.Errorf("under the row of c-huge: %q; want its first line and its end", got)
+	}
+	lines := 0
+	for _, line := range strings.Split(out.stdout, "\n") {
+		if !strings.HasPrefix(line, tableIndent) {
+			if lines > 8 {
+				t.Errorf("%d reason lines under a row, want at most 8", lines)
+			}
+			lines = 0
+			continue
+		}
+		lines++
+		if len(line) > len(tableIndent)+100 {
+			t.Errorf("line %q longer than 100 characters", line)
+		}
+	}
+}
+
+// tableIndent begins each line of a reason shown under its row.
+const tableIndent = "    "
+
+// reasonsUnderRows returns the reason lines under each row of a status
+// table, joined, by volume.
+func reasonsUnderRows(table string) map[string]string {
+	out := map[string]string{}
+	var volume string
+	for _, line := range strings.Split(table, "\n") {
+		if rest, ok := strings.CutPrefix(line, tableIndent); ok {
+			out[volume] = strings.TrimSpace(out[volume] + " " + rest)
+			continue
+		}
+		if f := strings.Fields(line); len(f) > 1 {
+			volume = f[1]
+		}
+	}
+	return out
 }

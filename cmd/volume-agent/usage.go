@@ -40,7 +40,7 @@ func (t usageTargets) UsageTargets() []volumeusage.Target {
 			}
 			key := dsw.Key{PodUID: p.UID, Volume: d.Name}
 			a, ok := t.actual.Get(key)
-			if !ok || a.State != asw.Mounted || a.Path == "" || a.Block {
+			if !ok || !measurable(d, a) {
 				continue
 			}
 			name := d.SpecName
@@ -58,6 +58,18 @@ func (t usageTargets) UsageTargets() []volumeusage.Target {
 		}
 	}
 	return out
+}
+
+// measurable reports whether the set-up volume a of d is measured: once
+// mounted; and a claim's volume kept as it is while its claim is being
+// deleted, which is never set up again (after a restart it stays
+// Uncertain), once a mount of it was found at start. A published device
+// is not.
+func measurable(d dsw.Volume, a asw.Volume) bool {
+	if a.Path == "" || a.Block {
+		return false
+	}
+	return a.State == asw.Mounted || (d.Deleting && d.Kept && a.Access != asw.AccessUnknown)
 }
 
 // watchedSizeLimit is the sizeLimit of a disk emptyDir in bytes, 0 for

@@ -243,10 +243,42 @@ func (o objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVo
 	if why := st.refused[namespace+"/"+name]; why != "" && errors.Is(err, volume.ErrNotFound) {
 		return nil, errors.New(why)
 	}
+	if errors.Is(err, volume.ErrNotFound) {
+		if view := o.s.removedView(namespace, name, st); view != nil {
+			return view, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return o.s.claimView(c, st), nil
+}
+
+// removedView returns the view of claim namespace/name, removed from the
+// source, whose Bound record is kept (st.held says why), as a cluster shows
+// a claim its pvc-protection finalizer holds: still bound, and being
+// deleted (the volume.ClaimRemoved condition, with the words GET
+// /v1/claims shows). A pod that still runs with it keeps its volume as it
+// is. nil when there is no such record.
+func (s *Source) removedView(namespace, name string, st *state) *v1.PersistentVolumeClaim {
+	for _, r := range st.recs.sorted() {
+		why := st.held[r.claim()]
+		if r.Phase != PhaseBound || r.Namespace != namespace || r.Name != name || why == "" {
+			continue
+		}
+		view := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: r.UID}}
+		metav1.SetMetaDataAnnotation(&view.ObjectMeta, storagehelpers.AnnBindCompleted, "yes")
+		view.Spec.VolumeName = r.PV
+		view.Status = v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound,
+			Conditions: []v1.PersistentVolumeClaimCondition{{Type: volume.ClaimRemoved, Status: v1.ConditionTrue, Message: why}}}
+		if pv, err := s.persistentVolume(r.PV, st); err == nil {
+			view.Spec.VolumeMode = pv.Spec.VolumeMode
+			view.Status.AccessModes = slices.Clone(pv.Spec.AccessModes)
+			view.Status.Capacity = pv.Spec.Capacity.DeepCopy()
+		}
+		return view
+	}
+	return nil
 }
 
 // shadowed says why a claim of the source is not used: m, made for an

@@ -55,10 +55,15 @@ type Volume struct {
 	// named like another volume), with a Problem saying why. It is never
 	// set up, and never shown with what is set up in that directory.
 	Conflict bool
-	// Kept marks a volume that is set up (or was found on disk) but is not
-	// in the pod's spec: it stays until the pod goes, with a Problem saying
-	// why, and does not count for the pod's readiness.
+	// Kept marks a volume that is set up (or was found on disk) and stays
+	// as it is until the pod goes, with a Problem saying why: it is not in
+	// the pod's spec (it does not count for the pod's readiness then), or
+	// its claim is being deleted (Deleting).
 	Kept bool
+	// Deleting marks a claim's volume whose claim is being deleted while
+	// the pod runs (removed from the manifests, or held by pvc-protection),
+	// with a Problem saying so: it is never set up anew; set up, it is Kept.
+	Deleting bool
 	// Waiting, when set, says which input of the content is not known yet
 	// (a watch that has not listed): the volume is not set up or refreshed
 	// until it is, and this is not a failure.

@@ -96,6 +96,6 @@ func samePod(a, b Pod) bool {
 // whether the desired state would signal a change from one to the other.
 func (v Volume) Equal(o Volume) bool {
 	return v.Name == o.Name && v.Plugin == o.Plugin && v.Version == o.Version && v.Problem == o.Problem &&
-		v.Unsupported == o.Unsupported && v.Kept == o.Kept && v.Conflict == o.Conflict && v.SpecName == o.SpecName && v.Claim == o.Claim &&
+		v.Unsupported == o.Unsupported && v.Kept == o.Kept && v.Deleting == o.Deleting && v.Conflict == o.Conflict && v.SpecName == o.SpecName && v.Claim == o.Claim &&
 		v.PV == o.PV && v.Waiting == o.Waiting && v.Block == o.Block && v.ReadOnly == o.ReadOnly && slices.Equal(v.SubPaths, o.SubPaths)
 }

@@ -18,7 +18,7 @@ var volumeStatsDescs = []struct {
 	value func(usage.Measurement) uint64
 }{
 	{prometheus.NewDesc("volume_agent_volume_stats_capacity_bytes",
-		"Capacity in bytes of the file system the volume is on (its own, when it is its own file system), as kubelet_volume_stats_capacity_bytes.",
+		"Capacity in bytes of the file system the volume is on (its own, when it is its own file system; the sizeLimit of an emptyDir whose file system does not enforce it), as kubelet_volume_stats_capacity_bytes.",
 		volumeStatsLabels, nil), func(m usage.Measurement) uint64 { return m.CapacityBytes }},
 	{prometheus.NewDesc("volume_agent_volume_stats_available_bytes",
 		"Bytes still available to unprivileged users on the file system the volume is on, as kubelet_volume_stats_available_bytes.",
@@ -45,6 +45,13 @@ var volumeStatsDescs = []struct {
 	}},
 }
 
+// sizeLimitDesc is the sizeLimit of a volume that has one (a disk
+// emptyDir): its capacity in the stats too, unless a btrfs qgroup
+// enforces it (the qgroup's limit, with room for metadata, is then).
+var sizeLimitDesc = prometheus.NewDesc("volume_agent_volume_size_limit_bytes",
+	"The sizeLimit in bytes of an emptyDir volume on disk that has one; absent for other volumes.",
+	volumeStatsLabels, nil)
+
 // VolumeStatsLister gives the latest measurement of every volume measured.
 type VolumeStatsLister interface {
 	Stats() []usage.Stat
@@ -63,6 +70,7 @@ func (c volumeStatsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range volumeStatsDescs {
 		ch <- d.desc
 	}
+	ch <- sizeLimitDesc
 }
 
 // Collect sends the metrics of every measured volume. A claim used by two
@@ -82,6 +90,9 @@ func (c volumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, d := range volumeStatsDescs {
 			ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, float64(d.value(s.Measurement)), labels...)
+		}
+		if s.SizeLimit > 0 {
+			ch <- prometheus.MustNewConstMetric(sizeLimitDesc, prometheus.GaugeValue, float64(s.SizeLimit), labels...)
 		}
 	}
 }

@@ -31,7 +31,7 @@ func TestVolumeStats(t *testing.T) {
 # TYPE volume_agent_volume_stats_used_bytes gauge
 volume_agent_volume_stats_used_bytes{namespace="ns",persistentvolumeclaim="",pod="web",volume="cache"} 5.24288e+06
 volume_agent_volume_stats_used_bytes{namespace="ns",persistentvolumeclaim="data",pod="",volume=""} 5.24288e+06
-# HELP volume_agent_volume_stats_capacity_bytes Capacity in bytes of the file system the volume is on (its own, when it is its own file system), as kubelet_volume_stats_capacity_bytes.
+# HELP volume_agent_volume_stats_capacity_bytes Capacity in bytes of the file system the volume is on (its own, when it is its own file system; the sizeLimit of an emptyDir whose file system does not enforce it), as kubelet_volume_stats_capacity_bytes.
 # TYPE volume_agent_volume_stats_capacity_bytes gauge
 volume_agent_volume_stats_capacity_bytes{namespace="ns",persistentvolumeclaim="",pod="web",volume="cache"} 8.388608e+06
 volume_agent_volume_stats_capacity_bytes{namespace="ns",persistentvolumeclaim="data",pod="",volume=""} 8.388608e+06
@@ -57,5 +57,25 @@ volume_agent_volume_stats_capacity_bytes{namespace="ns",persistentvolumeclaim="d
 	*s = (*s)[:1]
 	if n := testutil.CollectAndCount(volumeStatsCollector{s}); n != 7 {
 		t.Errorf("%d series after a volume went, want 7", n)
+	}
+}
+
+// An emptyDir with a sizeLimit has it as a metric of its own, with the
+// labels of its other metrics; other volumes have none.
+func TestVolumeSizeLimit(t *testing.T) {
+	m := usage.Measurement{CapacityBytes: 10 << 20, UsedBytes: 12 << 20, SizeLimitBytes: 10 << 20, Method: usage.MethodWalk}
+	s := &stats{
+		{Target: usage.Target{Key: dsw.Key{PodUID: "a", Volume: "cache"}, Namespace: "ns", Pod: "web", Volume: "cache", SizeLimit: 10 << 20}, Measurement: m},
+		{Target: usage.Target{Key: dsw.Key{PodUID: "a", Volume: "pv-1"}, Namespace: "ns", Pod: "web", Volume: "data", Claim: "data"}, Measurement: m},
+	}
+	reg := prometheus.NewPedanticRegistry()
+	New(reg, func() map[string]int { return nil }, VolumeStats(s))
+	want := `
+# HELP volume_agent_volume_size_limit_bytes The sizeLimit in bytes of an emptyDir volume on disk that has one; absent for other volumes.
+# TYPE volume_agent_volume_size_limit_bytes gauge
+volume_agent_volume_size_limit_bytes{namespace="ns",persistentvolumeclaim="",pod="web",volume="cache"} 1.048576e+07
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "volume_agent_volume_size_limit_bytes"); err != nil {
+		t.Fatal(err)
 	}
 }

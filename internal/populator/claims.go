@@ -18,6 +18,9 @@ type claimOutcome struct {
 	pv      *v1.PersistentVolume
 	waiting string // the claim is not usable yet: the volume is Pending
 	problem error  // the claim cannot be used: the volume is Failed
+	// deleting says why the claim is being deleted: its volume stays as
+	// it is set up while the pod runs, and is never set up anew.
+	deleting error
 }
 
 // resolveClaim follows a pod's claim to its PersistentVolume, as the PV
@@ -45,10 +48,8 @@ func resolveClaim(spec *volume.Spec) claimOutcome {
 	if err := ownedByPod(spec, claim); err != nil {
 		return claimOutcome{problem: err}
 	}
-	out := claimOutcome{claim: claim}
+	out := claimOutcome{claim: claim, deleting: deleting(claim, what)}
 	switch {
-	case claim.DeletionTimestamp != nil:
-		out.problem = fmt.Errorf("%s is being deleted", what)
 	case claim.Status.Phase == v1.ClaimLost:
 		out.problem = fmt.Errorf("%s is Lost: its PersistentVolume %q is gone", what, claim.Spec.VolumeName)
 	case claim.Spec.VolumeName == "" || claim.Status.Phase != v1.ClaimBound:
@@ -103,6 +104,23 @@ func followToPV(spec *volume.Spec, out claimOutcome, what string) claimOutcome {
 	return out
 }
 
+// deleting says why claim is being deleted, or nil: removed from the
+// manifests while its binding is kept (volume.ClaimRemoved, in the words
+// GET /v1/claims shows for it), or deleted in a cluster whose
+// pvc-protection finalizer holds it while a pod uses it.
+func deleting(claim *v1.PersistentVolumeClaim, what string) error {
+	for _, c := range claim.Status.Conditions {
+		if c.Type == volume.ClaimRemoved {
+			// The binder's words, documented where it says them.
+			return fmt.Errorf("%s %w", what, errors.New(c.Message))
+		}
+	}
+	if claim.DeletionTimestamp != nil {
+		return fmt.Errorf("%s is being deleted", what)
+	}
+	return nil
+}
+
 // notBound is why claim is not bound, as the binder that serves it says
 // (volume.ClaimNotBound), or "".
 func notBound(claim *v1.PersistentVolumeClaim) string {
@@ -122,7 +140,10 @@ func volumeMode(m *v1.PersistentVolumeMode) v1.PersistentVolumeMode {
 }
 
 // claimVolume describes a persistentVolumeClaim volume: named after its PV
-// once the claim is bound, served by the plugin of the PV's type.
+// once the claim is bound, served by the plugin of the PV's type. A claim
+// being deleted is described as bound, with a problem saying so: its
+// volume is never set up anew, and one set up stays as it is
+// (keepSetUpVolumes).
 func (p *Populator) claimVolume(spec *volume.Spec) dsw.Volume {
 	d := dsw.Volume{Name: spec.Volume.Name, Claim: claimName(spec)}
 	out := resolveClaim(spec)
@@ -132,6 +153,15 @@ func (p *Populator) claimVolume(spec *volume.Spec) dsw.Volume {
 		// the claim has a problem.
 		d.Name, d.SpecName, d.PV = out.claim.Spec.VolumeName, spec.Volume.Name, out.claim.Spec.VolumeName
 	}
+	d = p.boundVolume(d, spec, out)
+	if out.deleting != nil {
+		d.Problem, d.Unsupported, d.Deleting = out.deleting.Error(), false, true
+	}
+	return d
+}
+
+// boundVolume describes the volume d of a claim as out resolved it.
+func (p *Populator) boundVolume(d dsw.Volume, spec *volume.Spec, out claimOutcome) dsw.Volume {
 	switch {
 	case out.problem != nil:
 		d.Problem = out.problem.Error()

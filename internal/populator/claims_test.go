@@ -91,6 +91,9 @@ func TestClaimVolumes(t *testing.T) {
 		// containers of the pod; block: the volume is to be published as a device.
 		containers []v1.Container
 		block      bool
+		// deleting: the claim is being deleted; its volume keeps its PV and
+		// plugin, never to be set up anew.
+		deleting bool
 	}{
 		{name: "bound local PV", claim: boundClaim("data", "pv-1"), pv: localPV("pv-1", "data"), wantKey: "pv-1"},
 		{name: "missing claim", wantKey: "vol", problem: "claim ns/data not found"},
@@ -124,7 +127,14 @@ func TestClaimVolumes(t *testing.T) {
 			c := boundClaim("data", "pv-1")
 			c.DeletionTimestamp = &metav1.Time{}
 			return c
-		}(), pv: localPV("pv-1", "data"), wantKey: "pv-1", problem: "is being deleted"},
+		}(), pv: localPV("pv-1", "data"), wantKey: "pv-1", problem: "claim ns/data is being deleted", deleting: true},
+		{name: "claim removed from the manifests, its binding kept", claim: func() *v1.PersistentVolumeClaim {
+			c := boundClaim("data", "pv-1")
+			c.Status.Conditions = []v1.PersistentVolumeClaimCondition{{Type: volume.ClaimRemoved, Status: v1.ConditionTrue,
+				Message: "removed from the manifests but not released: a pod that is not terminated still names it"}}
+			return c
+		}(), pv: localPV("pv-1", "data"), wantKey: "pv-1", deleting: true,
+			problem: "claim ns/data removed from the manifests but not released: a pod that is not terminated still names it"},
 		{name: "block mode", claim: blockClaim(), pv: blockPV(), wantKey: "pv-1", block: true,
 			containers: []v1.Container{{Name: "app", VolumeDevices: []v1.VolumeDevice{{Name: "vol", DevicePath: "/dev/xvda"}}}}},
 		{name: "block mode, used by no container", claim: blockClaim(), pv: blockPV(), wantKey: "pv-1", block: true},
@@ -172,8 +182,8 @@ func TestClaimVolumes(t *testing.T) {
 			}
 			switch {
 			case tt.problem != "":
-				if !strings.Contains(v.Problem, tt.problem) || v.Plugin != "" {
-					t.Fatalf("volume = %+v; want problem %q and no plugin", v, tt.problem)
+				if !strings.Contains(v.Problem, tt.problem) || (v.Plugin != "") != tt.deleting || v.Deleting != tt.deleting {
+					t.Fatalf("volume = %+v; want problem %q, deleting %v, a plugin only then", v, tt.problem, tt.deleting)
 				}
 			case tt.waiting != "":
 				if !strings.Contains(v.Waiting, tt.waiting) || v.Problem != "" {

@@ -26,9 +26,11 @@ type Actual interface {
 // disk at start) and is missing from the spec, or whose spec now names
 // another plugin, another volumeMode, or readOnly where it was mounted
 // writable (or the reverse), stays as it is, with a problem saying why,
-// until the pod goes: tearing it down would delete an emptyDir's data on
-// an edit or a partial write, and a remount under running containers
-// would change what they already hold. The decision rests on the actual
+// until the pod goes; so does a claim's volume whose claim is being
+// deleted (removed from the manifests while the pod runs), shown as the
+// pod's volume, with its usage. Tearing a volume down would delete an
+// emptyDir's data on an edit or a partial write, and a remount under
+// running containers would change what they already hold. The decision rests on the actual
 // state only, which is rebuilt from disk after a restart (whether a mount
 // is read-only, from the kernel's mount table), so it survives one.
 func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
@@ -37,6 +39,14 @@ func keepSetUpVolumes(d *dsw.Pod, setUp map[string]asw.Volume) {
 		present[v.Name] = true
 		a, ok := setUp[v.Name]
 		switch {
+		case ok && v.Deleting && (a.State == asw.Mounted || a.Access != asw.AccessUnknown):
+			// Mounted, or found mounted at start: kept, as the pod's
+			// containers still use it; the claim's storage is released
+			// once the pod ends. A directory found without its mount
+			// (after a reboot) is not shown as set up; it stays as it is
+			// all the same (Problem: never set up).
+			d.Volumes[i].Kept = true
+			d.Volumes[i].Problem = fmt.Sprintf("%s; the volume stays set up as it is while this pod runs, and is released when the pod ends", v.Problem)
 		case ok && v.Plugin != "" && v.Plugin != a.Plugin:
 			d.Volumes[i] = dsw.Volume{Name: v.Name, Problem: fmt.Sprintf(
 				"volume %q of a running pod changed from %s to %s: a pod's volumes cannot change; the %s volume is kept until the pod is deleted",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"go.uber.org/zap/zaptest"
 
@@ -242,5 +243,55 @@ func TestReadOnlyChangeReportedOnceAndUndone(t *testing.T) {
 	h.p.Populate()
 	if v := h.volume(t, "u1", "pv-1"); v.Problem != "" || v.Plugin != local.Name || v.ReadOnly || v.Version != before.Version {
 		t.Fatalf("volume = %+v; want it as before the edit", v)
+	}
+}
+
+// A claim removed from the manifests while its pod runs is still bound
+// (the binder's view: volume.ClaimRemoved): the pod's volume keeps its
+// name, its PV and its plugin, is kept as it is set up with a problem
+// saying why (the binder's words), and there is no second volume "not in
+// the pod's spec". Not set up, it is only refused.
+func TestSetUpVolumeOfDeletedClaimIsKept(t *testing.T) {
+	removed := boundClaim("data", "pv-1")
+	why := "removed from the manifests but not released: a pod that is not terminated still names it"
+	removed.Status.Conditions = []v1.PersistentVolumeClaimCondition{{Type: volume.ClaimRemoved, Status: v1.ConditionTrue, Message: why}}
+	for _, setUp := range []bool{true, false} {
+		src := newSource("manifests", true, testPod("u1", "web", claimVolume("vol", "data")))
+		src.objects = plugintest.Objects{Claims: map[string]*v1.PersistentVolumeClaim{"ns/data": removed},
+			PVs: map[string]*v1.PersistentVolume{"pv-1": localPV("pv-1", "data")}}
+		h, actual := withActual(t, src)
+		if setUp {
+			actual.Set(asw.Volume{PodUID: "u1", Name: "pv-1", Plugin: local.Name, State: asw.Mounted, SpecName: "vol", PV: "pv-1"})
+		}
+		h.p.Populate()
+		got, _ := h.desired.Pod("u1")
+		if len(got.Volumes) != 1 {
+			t.Fatalf("set up %v: volumes = %+v; want the claim's volume alone", setUp, got.Volumes)
+		}
+		v := got.Volumes[0]
+		if v.Name != "pv-1" || v.SpecName != "vol" || v.Claim != "data" || v.Plugin != local.Name || !v.Deleting || v.Kept != setUp ||
+			!strings.HasPrefix(v.Problem, "claim ns/data "+why) || strings.HasSuffix(v.Problem, "; the volume stays set up as it is while this pod runs, and is released when the pod ends") != setUp {
+			t.Fatalf("set up %v: volume = %+v", setUp, v)
+		}
+	}
+}
+
+// After a restart, a volume of a deleted claim found mounted is kept as
+// set up; one found as a bare directory (its mount gone with a reboot) is
+// not shown as set up, and is not set up either.
+func TestVolumeOfDeletedClaimFoundOnDisk(t *testing.T) {
+	removed := boundClaim("data", "pv-1")
+	removed.DeletionTimestamp = &metav1.Time{}
+	for access, kept := range map[asw.Access]bool{asw.ReadWrite: true, asw.AccessUnknown: false} {
+		src := newSource("api", true, testPod("u1", "web", claimVolume("vol", "data")))
+		src.objects = plugintest.Objects{Claims: map[string]*v1.PersistentVolumeClaim{"ns/data": removed},
+			PVs: map[string]*v1.PersistentVolume{"pv-1": localPV("pv-1", "data")}}
+		h, actual := withActual(t, src)
+		actual.Set(asw.Volume{PodUID: "u1", Name: "pv-1", Plugin: local.Name, State: asw.Uncertain, Reconstructed: true, Access: access})
+		h.p.Populate()
+		v := h.volume(t, "u1", "pv-1")
+		if v.Kept != kept || !v.Deleting || !strings.HasPrefix(v.Problem, "claim ns/data is being deleted") {
+			t.Errorf("access %v: volume = %+v; want kept %v", access, v, kept)
+		}
 	}
 }

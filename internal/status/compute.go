@@ -129,7 +129,10 @@ type SubPath struct {
 // measured ("statfs": the volume is its own file system; "quota": a btrfs
 // subvolume's qgroup, its limit the capacity; "walk": a du-style walk of
 // its directory, capacity and available being those of the file system it
-// is on) and when (UTC, whole seconds).
+// is on) and when (UTC, whole seconds). For a disk emptyDir whose
+// sizeLimit its file system does not enforce, the capacity is that
+// sizeLimit, and what is available what it still leaves, so that
+// used/capacity compares with the limit as it does for a claim.
 type Usage struct {
 	CapacityBytes  uint64    `json:"capacityBytes"`
 	AvailableBytes uint64    `json:"availableBytes"`

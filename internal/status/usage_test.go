@@ -104,3 +104,25 @@ func TestPodsShowSizeLimitExceeded(t *testing.T) {
 		t.Errorf("JSON %s; want sizeLimitExceeded and warning", raw)
 	}
 }
+
+// The volume of a claim being deleted while its pod runs, kept as it is
+// set up (after a restart: Uncertain, never set up again), shows as the
+// pod's volume under its name in the spec: Mounted, its usage, the pod
+// ready, the problem saying why.
+func TestVolumeOfDeletedClaimShowsUsage(t *testing.T) {
+	u := &fakeUsage{m: map[dsw.Key]usage.Measurement{}}
+	worlds := Worlds{Desired: dsw.New(nil), Actual: asw.New(nil), Usage: u}
+	why := "claim ns/data is being deleted; the volume stays set up as it is while this pod runs, and is released when the pod ends"
+	worlds.Desired.SetPod(dsw.Pod{UID: "p", Namespace: "ns", Name: "db", Volumes: []dsw.Volume{{Name: "pv-1", SpecName: "store", Claim: "data", PV: "pv-1",
+		Plugin: "kubernetes.io/local-volume", Problem: why, Deleting: true, Kept: true}}})
+	worlds.Actual.Set(asw.Volume{PodUID: "p", Name: "pv-1", Plugin: "kubernetes.io/local-volume", Path: "/pv-1", State: asw.Uncertain, Reconstructed: true, Access: asw.ReadWrite})
+	u.set(dsw.Key{PodUID: "p", Volume: "pv-1"}, usage.Measurement{CapacityBytes: 100, UsedBytes: 10, Method: usage.MethodWalk})
+	pods := worlds.Pods()
+	if len(pods) != 1 || len(pods[0].Volumes) != 1 || !pods[0].Ready {
+		t.Fatalf("pods = %+v; want db ready with one volume", pods)
+	}
+	v := pods[0].Volumes[0]
+	if v.Name != "store" || v.State != Mounted || v.Path != "/pv-1" || v.Error != why || v.Usage == nil || v.Usage.UsedBytes != 10 || v.Claim != "data" {
+		t.Fatalf("volume = %+v; want store Mounted with its usage and why", v)
+	}
+}

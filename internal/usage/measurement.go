@@ -29,7 +29,8 @@ type Measurement struct {
 	Method                                   string
 	Time                                     time.Time
 	// SizeLimitBytes is the target's SizeLimit when it was measured; 0
-	// for a measurement by quota, the qgroup limit enforcing it.
+	// for a measurement by quota, the qgroup limit enforcing it. When set,
+	// it is CapacityBytes too (withSizeLimit).
 	SizeLimitBytes int64
 	// NotEnforced says why the size of a volume the agent limits with a
 	// btrfs qgroup (Target.QuotaLimit) is not enforced now (quotas off,
@@ -37,6 +38,21 @@ type Measurement struct {
 	// than the agent limits); "" when it is, or the volume has no such
 	// limit. Each measurement tries again.
 	NotEnforced string
+}
+
+// withSizeLimit is m as the volume's users see it when it has a size
+// limit nothing enforces (SizeLimitBytes): the limit is its capacity, and
+// what is available what the limit still leaves (never more than its file
+// system has), so that alerts on used/capacity work as they do for a
+// claim. A measurement without such a limit is returned as it is.
+func (m Measurement) withSizeLimit() Measurement {
+	if m.SizeLimitBytes <= 0 {
+		return m
+	}
+	limit := uint64(m.SizeLimitBytes)
+	m.CapacityBytes = limit
+	m.AvailableBytes = min(m.AvailableBytes, limit-min(m.UsedBytes, limit))
+	return m
 }
 
 // Exceeded reports whether the volume used more than its size limit.

@@ -374,6 +374,7 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 		// first).
 		if m.Method != MethodQuota || m.NotEnforced != "" || m.UsedBytes > m.CapacityBytes {
 			m.SizeLimitBytes = t.SizeLimit
+			m = m.withSizeLimit()
 		}
 		u.logEnforcement(log, s, m.NotEnforced)
 		s.m, s.have = m, true

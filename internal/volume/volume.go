@@ -42,6 +42,14 @@ type Objects interface {
 // use the claim say why they wait.
 const ClaimNotBound v1.PersistentVolumeClaimConditionType = "volume-agent.io/NotBound"
 
+// ClaimRemoved is the condition a binder puts on the view of a claim
+// removed from its source whose binding it keeps (a pod that is not
+// terminated still names it, or the removal does not count yet), with
+// why as its message: the words GET /v1/claims shows for the claim, so
+// that the pod's volume says the same. Such a claim is being deleted, as
+// one a cluster's pvc-protection finalizer holds (deletionTimestamp set).
+const ClaimRemoved v1.PersistentVolumeClaimConditionType = "volume-agent.io/Removed"
+
 // Spec is one volume of one pod, with everything a plugin needs to set it up.
 type Spec struct {
 	// Pod is the pod as last seen by its source. Read-only.

@@ -114,7 +114,9 @@ func unscheduledPod(ns, name, claim string) *v1.Pod {
 // testLocalPVScheduled: with WaitForFirstConsumer, the scheduler places a
 // pod on the node its claim's local PV is on, the PV controller completes
 // the binding, and the agent of that node mounts the PV and reports the pod
-// ready. A PV of another node, and its pod, are never touched here.
+// ready. A PV of another node, and its pod, are never touched here. The
+// claim deleted while the pod runs (held by pvc-protection) leaves the
+// pod's volume as it is, saying so.
 func (env *clusterEnv) testLocalPVScheduled(t *testing.T) {
 	ctx := context.Background()
 	ns := "pv-local"
@@ -176,6 +178,19 @@ func (env *clusterEnv) testLocalPVScheduled(t *testing.T) {
 			t.Errorf("the PV of another node is mounted at %s", m.point)
 		}
 	}
+
+	// The claim deleted while its pod runs: pvc-protection holds it, and
+	// the pod's volume stays as it is, one row saying so, ready.
+	if err := env.client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-here", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held := a.waitPod(ns, "db", 30*time.Second, func(p apiPod) bool {
+		return strings.HasPrefix(p.volume("store").Error, "claim "+ns+"/data-here is being deleted; the volume stays set up")
+	})
+	if hv := held.volume("store"); len(held.Volumes) != 1 || !held.Ready || hv.State != "Mounted" || hv.Path != v.Path || hv.PV != "pv-here" {
+		t.Fatalf("pod db with its claim being deleted = %+v; want its one volume Mounted as it was", held)
+	}
+	checkFile(t, filepath.Join(v.Path, "written"), "by db")
 
 	if err := env.client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
