@@ -245,12 +245,12 @@ func isSelector(e ast.Expr, x, sel string) bool {
 	return ok && id.Name == x && s.Sel.Name == sel
 }
 
-// oneVolumeStat lists one measured emptyDir: a family shows only once it
-// has a series.
+// oneVolumeStat lists one measured emptyDir with a sizeLimit: a family
+// shows only once it has a series.
 type oneVolumeStat struct{}
 
 func (oneVolumeStat) Stats() []usage.Stat {
-	return []usage.Stat{{Target: usage.Target{Namespace: "ns", Pod: "web", Volume: "cache"}, Measurement: usage.Measurement{Method: usage.MethodWalk}}}
+	return []usage.Stat{{Target: usage.Target{Namespace: "ns", Pod: "web", Volume: "cache", SizeLimit: 1 << 20}, Measurement: usage.Measurement{Method: usage.MethodWalk}}}
 }
 
 // syncedSource is a synced source with nothing in it.
