@@ -129,6 +129,9 @@ func (b *btrfsDriver) taken(ctx context.Context, v *record) (int64, error) {
 	return u.UsedBytes, err
 }
 
+// footprint is the volume's size: its qgroup limit.
+func (b *btrfsDriver) footprint(v *record) (int64, error) { return v.Size, nil }
+
 // remove deletes the subvolume, waits for the kernel to drop it, then
 // destroys its qgroup unless the kernel did (Linux 6.7 and later do).
 func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) error {

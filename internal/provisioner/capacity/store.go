@@ -32,6 +32,10 @@ type driver interface {
 	usage(ctx context.Context, v *record) (Usage, error)
 	// taken is how many bytes of the root's file system v takes now.
 	taken(ctx context.Context, v *record) (int64, error)
+	// footprint is how many bytes of the root's file system v may take
+	// in all: its size, or its image, larger than its size by what ext4
+	// keeps for itself.
+	footprint(v *record) (int64, error)
 	// remove removes what v uses, whatever part of it exists.
 	remove(ctx context.Context, v *record, save func() error) error
 }
@@ -278,15 +282,42 @@ func (s *store) promised(ctx context.Context, name string) int64 {
 		return 0
 	case r.State == deleting:
 		return 0
-	case r.State == creating:
+	}
+	all, err := s.d.footprint(r)
+	if err != nil {
+		s.log.Warn("volume counted with its size: what it may take cannot be measured", zap.String("volume", name), zap.Error(err))
 		return r.Size
+	}
+	if r.State == creating {
+		return all
 	}
 	used, err := s.d.taken(ctx, r)
 	if err != nil {
 		s.log.Warn("volume counted with all it may hold: what it takes cannot be measured", zap.String("volume", name), zap.Error(err))
-		return r.Size
+		return all
 	}
-	return max(0, r.Size-used)
+	return max(0, all-used)
+}
+
+// Footprinter is implemented by a Backend whose volumes take more of the
+// root's file system than their size: the image backend, whose images
+// hold ext4's own metadata besides.
+type Footprinter interface {
+	// Footprint is how many bytes of the root's file system a volume of
+	// size bytes may take once made (an estimate a few per mille high).
+	Footprint(size int64, block bool) int64
+}
+
+var _ Footprinter = (*store)(nil)
+
+// Footprint: see Footprinter.
+func (s *store) Footprint(size int64, block bool) int64 {
+	size = (size + sizeUnit - 1) / sizeUnit * sizeUnit
+	n, err := s.d.footprint(&record{Size: size, Block: block})
+	if err != nil {
+		return size
+	}
+	return n
 }
 
 // Delete: see Backend.
