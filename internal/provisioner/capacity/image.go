@@ -374,6 +374,28 @@ func (d *imageDriver) remove(ctx context.Context, v *record, _ func() error) err
 	return nil
 }
 
+// archive unmounts the volume v and removes its mount point, detaches
+// every loop device of its image, and renames the image to a's.
+func (d *imageDriver) archive(ctx context.Context, v, a *record) error {
+	if err := mount.RemoveMountPoint(ctx, d.mounter, d.dir(v)); err != nil {
+		return err
+	}
+	img := d.img(v)
+	devs, err := d.loops(ctx, img)
+	if err != nil {
+		return err
+	}
+	if err := d.published(ctx, v, devs); err != nil {
+		return err
+	}
+	for _, dev := range devs {
+		if _, err := d.run.run(ctx, "losetup", "--detach", dev); err != nil {
+			return err
+		}
+	}
+	return move(img, d.img(a))
+}
+
 // published refuses to remove a raw block volume whose loop device a
 // mount shows (a pod's published device): detaching it would leave the
 // pod a device without its data. Only mounts of the node the agent sees

@@ -38,6 +38,9 @@ type driver interface {
 	footprint(v *record) (int64, error)
 	// remove removes what v uses, whatever part of it exists.
 	remove(ctx context.Context, v *record, save func() error) error
+	// archive takes v out of use and moves what it uses to the names of
+	// a, whatever part of that is done already.
+	archive(ctx context.Context, v, a *record) error
 }
 
 // sizeUnit: sizes are rounded up to whole 4 KiB blocks.
@@ -107,6 +110,8 @@ func (s *store) createVolume(ctx context.Context, name string, size int64, block
 		return "", err
 	case r.State == deleting:
 		return "", fmt.Errorf("create volume %s: it is being deleted; retry once it is gone", name)
+	case r.State == archiving || r.State == archived:
+		return "", fmt.Errorf("create volume %s: it is %s; retry once it is archived under another name", name, r.State)
 	case r.State == creating:
 		// A creation that failed and could not be rolled back: start
 		// again from nothing rather than trust what it left.
@@ -282,6 +287,14 @@ func (s *store) promised(ctx context.Context, name string) int64 {
 		return 0
 	case r.State == deleting:
 		return 0
+	case r.State == archived:
+		if found, err := s.recoverArchive(r); err != nil || !found {
+			if err != nil {
+				s.log.Warn("archive counted with its size: it cannot be found", zap.String("archive", name), zap.Error(err))
+				return r.Size
+			}
+			return 0
+		}
 	}
 	all, err := s.d.footprint(r)
 	if err != nil {
@@ -333,6 +346,9 @@ func (s *store) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if r.State == archiving {
+		return fmt.Errorf("delete volume %s: it is being archived as %s; it is kept", name, r.Archive)
+	}
 	r.State = deleting
 	if err := s.delete(ctx, r); err != nil {
 		return err
@@ -382,6 +398,12 @@ func (s *store) recoverOne(ctx context.Context, name string) (Volume, bool, erro
 		}
 		log.Info("unfinished volume removed")
 		return Volume{}, false, nil
+	case archiving:
+		_, err = s.finishArchive(ctx, r)
+		return Volume{}, false, err
+	case archived:
+		_, err = s.recoverArchive(r)
+		return Volume{}, false, err
 	case expanding:
 		err = s.finishExpand(ctx, r)
 	case ready:
