@@ -25,6 +25,15 @@
 //     at least the size free; the room the volumes take of the root
 //     (Promised, Footprinter) counts the whole image.
 //
+// Archiving (Archiver) keeps a volume instead of removing it: an image is
+// unmounted, detached and renamed archived-<name>.img; a subvolume is
+// renamed archived-<name>, keeping its qgroup and limit. The archive has
+// its own record (state archived, its size, the volume it was), so it
+// survives restarts and counts in Promised with all it may take, until
+// Delete removes it or it is found removed by hand (its record is then
+// dropped). archived-<name>-2, -3… up to maxArchives (100) when the name
+// is taken.
+//
 // Adding a backend (XFS or ext4 project quotas, once a kernel with
 // CONFIG_QUOTA can test it) is one file: a type with the driver methods
 // (create, expand, attach, usage, remove), each idempotent, and a case in
@@ -34,10 +43,11 @@
 //
 // Crash safety: every change is written down first. A volume's record
 // (<state dir>/<name>.json, written with fsync and an atomic rename) names
-// the step under way — creating, expanding, deleting — before the driver
+// the step under way — creating, expanding, deleting, archiving — before the driver
 // acts, and says ready once it is done. Recover, run at start, reads the
 // records: a creation that did not finish is rolled back (its caller never
-// got a path, so nothing uses it), an expansion or a deletion is finished,
+// got a path, so nothing uses it), an expansion, a deletion or an
+// archiving is finished,
 // and a ready volume is made usable again (its loop device re-attached and
 // mounted). A SIGKILL anywhere thus leaves no orphan loop device, qgroup or
 // image after Recover.
