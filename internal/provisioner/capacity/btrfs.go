@@ -104,6 +104,9 @@ func (b *btrfsDriver) attach(ctx context.Context, v *record) error {
 	return b.limit(ctx, v)
 }
 
+// recover is attach: a subvolume's limit is its size.
+func (b *btrfsDriver) recover(ctx context.Context, v *record) error { return b.attach(ctx, v) }
+
 // limit puts the volume's limit on its qgroup, and limits every
 // subvolume a pod made inside it to the room left (btrfs.Tool.Enforce).
 func (b *btrfsDriver) limit(ctx context.Context, v *record) error {

@@ -2,9 +2,12 @@ package capacity
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -177,6 +180,9 @@ func (d *imageDriver) growFS(ctx context.Context, v *record, dev string, size in
 	if !offline {
 		return d.growOnline(ctx, d.dir(v), dev)
 	}
+	if err := d.unshared(ctx, v); err != nil {
+		return err
+	}
 	if err := d.mounter.Unmount(ctx, d.dir(v)); err != nil {
 		return err
 	}
@@ -193,4 +199,44 @@ func (d *imageDriver) growOffline(ctx context.Context, v *record, dev string) er
 		return err
 	}
 	return d.attach(ctx, v)
+}
+
+// unshared refuses to take offline a volume that a mount other than its
+// own shows (a pod's bind mount).
+func (d *imageDriver) unshared(ctx context.Context, v *record) error {
+	users, err := mount.MountsOf(ctx, d.dir(v))
+	if err != nil {
+		return err
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("image volume %s is mounted at %s: it is grown to hold its size once it is found unmounted", v.Name, strings.Join(users, ", "))
+	}
+	return nil
+}
+
+// recover attaches v, and an image volume found unmounted (the node
+// restarted; no pod has it yet) is grown until it holds its size (fit):
+// an image made by an older version, which sized the image and not the
+// file system, holds less.
+func (d *imageDriver) recover(ctx context.Context, v *record) error {
+	if v.Block {
+		return d.attach(ctx, v)
+	}
+	mounted, err := d.mounter.IsMountPoint(ctx, d.dir(v))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := d.attach(ctx, v); err != nil || mounted {
+		return err
+	}
+	dev, err := d.loop(ctx, d.img(v))
+	if err == nil {
+		err = d.fit(ctx, v, dev, true)
+	}
+	if err != nil {
+		// The volume is attached and usable, if smaller: better than
+		// none. The next start finds it again.
+		d.log.Warn("image volume not grown to hold its size", zap.String("volume", v.Name), zap.Int64("size", v.Size), zap.Error(err))
+	}
+	return nil
 }

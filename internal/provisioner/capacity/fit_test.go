@@ -123,3 +123,51 @@ func TestImageExpandHoldsItsSize(t *testing.T) {
 	}
 	checkImageGone(t, root, "vol")
 }
+
+// TestImageRecoverGrowsAnOldImage: an image volume made by an older
+// version (an image of its size, formatted with mkfs's defaults and -m 0)
+// and found unmounted at start is grown until it holds its size, with its
+// data; a second Recover changes nothing.
+func TestImageRecoverGrowsAnOldImage(t *testing.T) {
+	root := imageRoot(t)
+	img := filepath.Join(root, "old"+ImageSuffix)
+	sh(t, "truncate", "-s", "20M", img)
+	sh(t, "mkfs.ext4", "-F", "-q", "-m", "0", "-E", "root_owner=0:0", img)
+	mnt := t.TempDir()
+	sh(t, "mount", "-o", "loop", img, mnt)
+	if err := os.WriteFile(filepath.Join(mnt, "keep"), []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "umount", mnt)
+	j := journal{dir: filepath.Join(root, ".capacity")}
+	if err := os.MkdirAll(j.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.save(&record{Name: "old", Backend: imageKind, State: ready, Size: 20 * mi}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := open(t, Config{Root: root})
+	for range 2 {
+		if vols, err := b.Recover(t.Context()); err != nil || len(vols) != 1 {
+			t.Fatalf("Recover: %+v, %v", vols, err)
+		}
+	}
+	dir := filepath.Join(root, "old")
+	if got, err := os.ReadFile(filepath.Join(dir, "keep")); err != nil || string(got) != "old" {
+		t.Errorf("data after Recover: %q, %v", got, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if avail := int64(st.Bavail) * st.Bsize; avail < 20*mi {
+		t.Errorf("an old 20 MiB volume after Recover has %d bytes free, %d short", avail, 20*mi-avail)
+	}
+	if devs := loopsOf(t, img); len(devs) != 1 {
+		t.Errorf("loop devices %v, want one", devs)
+	}
+	if err := b.Delete(context.Background(), "old"); err != nil {
+		t.Fatal(err)
+	}
+	checkImageGone(t, root, "old")
+}

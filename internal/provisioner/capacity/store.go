@@ -29,6 +29,10 @@ type driver interface {
 	expand(ctx context.Context, v *record) error
 	// attach makes a made volume usable again after a restart.
 	attach(ctx context.Context, v *record) error
+	// recover attaches a ready volume at start, and makes it whole where
+	// it can (an image made smaller by an older version is grown to hold
+	// its size when it is found unmounted).
+	recover(ctx context.Context, v *record) error
 	usage(ctx context.Context, v *record) (Usage, error)
 	// taken is how many bytes of the root's file system v takes now.
 	taken(ctx context.Context, v *record) (int64, error)
@@ -407,7 +411,7 @@ func (s *store) recoverOne(ctx context.Context, name string) (Volume, bool, erro
 	case expanding:
 		err = s.finishExpand(ctx, r)
 	case ready:
-		err = s.d.attach(ctx, r)
+		err = s.d.recover(ctx, r)
 	default:
 		err = fmt.Errorf("record of volume %s has unknown state %q", name, r.State)
 	}
