@@ -294,7 +294,7 @@ func (s *store) promised(ctx context.Context, name string) int64 {
 	case r.State == archived:
 		if found, err := s.recoverArchive(r); err != nil || !found {
 			if err != nil {
-				s.log.Warn("archive counted with its size: it cannot be found", zap.String("archive", name), zap.Error(err))
+				s.log.Warn("volume counted with all it may hold: what it takes cannot be measured", zap.String("volume", name), zap.Error(err))
 				return r.Size
 			}
 			return 0
@@ -302,7 +302,7 @@ func (s *store) promised(ctx context.Context, name string) int64 {
 	}
 	all, err := s.d.footprint(r)
 	if err != nil {
-		s.log.Warn("volume counted with its size: what it may take cannot be measured", zap.String("volume", name), zap.Error(err))
+		s.log.Warn("volume counted with all it may hold: what it takes cannot be measured", zap.String("volume", name), zap.Error(err))
 		return r.Size
 	}
 	if r.State == creating {
