@@ -48,9 +48,10 @@ type ext4Params struct {
 // root: the claim's pods get them all), a journal proportionate to the
 // volume (1/128 of it, at least the 1024 blocks ext4 allows, at most
 // maxJournal), and the block size and inode ratio of mke2fs's types by
-// size. Every volume keeps a journal, even a tiny one: the agent mounts a
-// ready volume again after a crash without running e2fsck, which only a
-// journal makes safe; the smallest costs 1 MiB of the image.
+// size. Small volumes keep a journal too: the agent mounts a ready volume
+// again after a crash without running e2fsck, which only a journal makes
+// safe; the smallest costs 1 MiB of the image. Only below about 700 KiB,
+// where the image has fewer than 2048 blocks, mke2fs makes none.
 func paramsFor(size int64) ext4Params {
 	p := ext4Params{blockSize: 4096, inodeRatio: 16384}
 	if size < smallImage {
