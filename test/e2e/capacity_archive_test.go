@@ -82,10 +82,12 @@ func parseMi(s string) (float64, error) {
 // TestEnforcedArchiveOnDelete, in manifest mode, on btrfs and on images:
 // a claim of a class that enforces capacity and archives gets a volume;
 // deleted with its pod, it is released and kept in place (step Aside)
-// until --reclaim-delay (8 s) has passed, then archived as archived-<volume> with its
-// data (the subvolume, or the image detached) and its size recorded; a
-// crash and a restart keep the archive and its record; the same claim
-// added back gets a new, empty volume.
+// until --reclaim-delay (8 s) has passed, also across a crash (SIGKILL)
+// in between, then archived as archived-<volume> with its data (the
+// subvolume, or the image detached) and its size recorded; a crash and a
+// restart keep the archive and its record; the same claim added back
+// gets a new, empty volume. (The room an archive takes is checked by
+// local.TestArchiveEnforced: manifest mode publishes no room.)
 func TestEnforcedArchiveOnDelete(t *testing.T) {
 	t.Run("btrfs", func(t *testing.T) { checkArchiveOnDelete(t, btrfsLocalRoot(t, true), false) })
 	t.Run("image", func(t *testing.T) { checkArchiveOnDelete(t, imageLocalRoot(t), true) })
@@ -119,6 +121,9 @@ func checkArchiveOnDelete(t *testing.T, root string, image bool) {
 		return c.PendingDeletion != nil && c.PendingDeletion.Step == "Aside" && os.IsNotExist(err), fmt.Sprintf("%+v, archive: %v", c, err)
 	})
 	checkFile(t, filepath.Join(root, name, "written"), "by writer")
+	// A crash between the steps: the recorded deadline holds, and the
+	// archive step comes after it.
+	a.restart(true)
 	waitFor(t, 60*time.Second, "the volume archived once the delay passed", func() (bool, string) {
 		_, err := os.Lstat(archive)
 		c := claimOf(a.claims(), "data")
