@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/volume-agent/volume-agent/internal/btrfs"
 )
@@ -134,6 +135,9 @@ func (b *btrfsDriver) attach(ctx context.Context, v *record) error {
 	return b.limit(ctx, v)
 }
 
+// recover is attach: a subvolume's limit is its size.
+func (b *btrfsDriver) recover(ctx context.Context, v *record) error { return b.attach(ctx, v) }
+
 // limit puts the volume's limit on its qgroup, and limits every
 // subvolume a pod made inside it to the room left (btrfs.Tool.Enforce).
 // Quotas off is reported with what to do.
@@ -163,6 +167,9 @@ func (b *btrfsDriver) taken(ctx context.Context, v *record) (int64, error) {
 	u, err := b.usage(ctx, v)
 	return u.UsedBytes, err
 }
+
+// footprint is the volume's size: its qgroup limit.
+func (b *btrfsDriver) footprint(v *record) (int64, error) { return v.Size, nil }
 
 // remove deletes the subvolume, waits for the kernel to drop it, then
 // destroys its qgroup unless the kernel did (Linux 6.7 and later do).
@@ -199,6 +206,29 @@ func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) 
 		}
 	}
 	return nil
+}
+
+// archive renames the subvolume of v to a's, after checking it is the
+// one recorded. Its qgroup and limit go with it: the archive keeps its
+// size.
+func (b *btrfsDriver) archive(ctx context.Context, v, a *record) error {
+	dir := b.dir(v)
+	sub, err := btrfs.IsSubvolume(dir)
+	if err != nil {
+		return err
+	}
+	if sub {
+		id, err := b.tool.SubvolumeID(ctx, dir)
+		if err != nil {
+			return err
+		}
+		if id != v.ID {
+			return fmt.Errorf("%s is subvolume %d, not %d as recorded; leaving it", dir, id, v.ID)
+		}
+	} else if ok, err := lexists(dir); err != nil || ok {
+		return errors.Join(err, fmt.Errorf("%s is not a subvolume; leaving it", dir))
+	}
+	return move(dir, b.dir(a))
 }
 
 // deleteTree deletes the subvolume dir and every subvolume a pod made
@@ -246,4 +276,21 @@ func lexists(path string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// move renames from to to, never over anything: from gone and to there
+// is a move done already.
+func move(from, to string) error {
+	crashPoint()
+	defer crashPoint()
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.ENOENT) {
+		if ok, lerr := lexists(to); lerr == nil && ok {
+			return nil
+		}
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	return nil
 }

@@ -68,12 +68,18 @@ func crashAnywhere(t *testing.T, root string, expand, nested bool) {
 		if err != nil {
 			t.Fatalf("crash point %d: recover: %v", at, err)
 		}
-		checkConsistent(t, at, root, vols)
+		archives := archivesIn(t, root)
+		checkConsistent(t, at, root, vols, archives)
 		for _, v := range vols {
 			if v.Name != "keep" {
 				if err := r.Delete(t.Context(), v.Name); err != nil {
 					t.Fatalf("crash point %d: delete %s: %v", at, v.Name, err)
 				}
+			}
+		}
+		for _, a := range archives {
+			if err := r.Delete(t.Context(), a); err != nil {
+				t.Fatalf("crash point %d: delete archive %s: %v", at, a, err)
 			}
 		}
 		if !killed {
@@ -119,16 +125,52 @@ func TestCrashHelper(t *testing.T) {
 	if _, err := b.Create(t.Context(), "b", 4*mi); err != nil {
 		t.Fatal(err)
 	}
+	dir, err = b.Create(t.Context(), "c", 4*mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data"), []byte("archived"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.(Archiver).Archive(t.Context(), "c"); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// checkConsistent checks that what is under root is exactly vols.
-func checkConsistent(t *testing.T, at int, root string, vols []Volume) {
+// archivesIn lists the archives whose records are under root.
+func archivesIn(t *testing.T, root string) []string {
+	t.Helper()
+	j := journal{dir: filepath.Join(root, ".capacity")}
+	names, err := j.names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		if r, err := j.load(n); err == nil && r.State == archived {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// checkConsistent checks that what is under root is exactly vols and
+// archives: at most one archive, of c, and never c with it; a btrfs
+// archive holds c's data.
+func checkConsistent(t *testing.T, at int, root string, vols []Volume, archives []string) {
 	t.Helper()
 	var names []string
 	for _, v := range vols {
 		names = append(names, v.Name)
 	}
 	slices.Sort(names)
+	switch {
+	case len(archives) > 1 || len(archives) == 1 && archives[0] != "archived-c":
+		t.Fatalf("crash point %d: archives %v, want at most archived-c", at, archives)
+	case len(archives) == 1 && slices.Contains(names, "c"):
+		t.Fatalf("crash point %d: c both recovered and archived", at)
+	}
+	all := slices.Sorted(slices.Values(append(slices.Clone(names), archives...)))
 	if !slices.Contains(names, "keep") {
 		t.Fatalf("crash point %d: keep was not recovered (%v)", at, names)
 	}
@@ -156,17 +198,25 @@ func checkConsistent(t *testing.T, at int, root string, vols []Volume) {
 	for _, de := range des {
 		records = append(records, strings.TrimSuffix(de.Name(), recordSuffix))
 	}
-	if !slices.Equal(dirs, names) || !slices.Equal(records, names) {
-		t.Fatalf("crash point %d: recovered %v; directories %v, records %v", at, names, dirs, records)
+	if !slices.Equal(records, all) {
+		t.Fatalf("crash point %d: recovered %v and archives %v; records %v", at, names, archives, records)
 	}
-	if len(images) > 0 && !slices.Equal(images, names) {
-		t.Fatalf("crash point %d: recovered %v; images %v", at, names, images)
+	if len(images) > 0 {
+		if !slices.Equal(images, all) || !slices.Equal(dirs, names) {
+			t.Fatalf("crash point %d: recovered %v and archives %v; images %v, directories %v", at, names, archives, images, dirs)
+		}
+		checkLoops(t, at, root, names) // none for an archive
+		return
 	}
-	if len(images) > 0 || len(dirs) == 0 {
-		checkLoops(t, at, root, names)
-	} else {
-		checkQgroups(t, at, root, names)
+	if !slices.Equal(dirs, all) {
+		t.Fatalf("crash point %d: recovered %v and archives %v; directories %v", at, names, archives, dirs)
 	}
+	for _, a := range archives {
+		if got, err := os.ReadFile(filepath.Join(root, a, "data")); err != nil || string(got) != "archived" {
+			t.Fatalf("crash point %d: archive %s holds %q, %v", at, a, got, err)
+		}
+	}
+	checkQgroups(t, at, root, all)
 }
 
 // checkLoops wants one loop device, mounted, per image, and none other

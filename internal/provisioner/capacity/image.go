@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
@@ -33,12 +34,17 @@ type imageDriver struct {
 	mode    os.FileMode
 	run     runner
 	mounter mount.Mounter
+	log     *zap.Logger
 }
 
 var _ driver = (*imageDriver)(nil)
 
 func newImage(cfg Config) *imageDriver {
-	return &imageDriver{root: cfg.Root, mode: cfg.VolumeMode, run: runner{timeout: cfg.Timeout}, mounter: cfg.Mounter}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &imageDriver{root: cfg.Root, mode: cfg.VolumeMode, run: runner{timeout: cfg.Timeout}, mounter: cfg.Mounter,
+		log: cfg.Logger.Named("capacity").With(zap.String("backend", imageKind))}
 }
 
 func (d *imageDriver) kind() string { return imageKind }
@@ -55,19 +61,31 @@ func (d *imageDriver) exists(v *record) (bool, error) {
 	return lexists(d.dir(v))
 }
 
-// create sizes the image, gives it a file system unless it has one, and
-// attaches and mounts it. A raw block volume's image is only attached.
+// create sizes the image, gives it a file system unless it has one,
+// attaches and mounts it, and grows it until the file system holds the
+// volume's size (fit). A raw block volume's image is its size, and is
+// only attached.
 func (d *imageDriver) create(ctx context.Context, v *record, _ func() error) error {
-	if err := growFile(d.img(v), v.Size); err != nil {
-		return err
-	}
 	if v.Block {
+		if err := growFile(d.img(v), v.Size); err != nil {
+			return err
+		}
 		return d.attach(ctx, v)
+	}
+	if err := growFile(d.img(v), imageSize(v.Size, 0)); err != nil {
+		return err
 	}
 	if err := d.format(ctx, v); err != nil {
 		return err
 	}
 	if err := d.attach(ctx, v); err != nil {
+		return err
+	}
+	dev, err := d.loop(ctx, d.img(v))
+	if err != nil {
+		return err
+	}
+	if err := d.fit(ctx, v, dev, true); err != nil { // nothing has its path yet
 		return err
 	}
 	return os.Chmod(d.dir(v), d.mode) // the root of the new file system
@@ -88,10 +106,12 @@ func (d *imageDriver) format(ctx context.Context, v *record) error {
 	default:
 		return fmt.Errorf("image %s holds %q, not ext4; leaving it", img, strings.TrimSpace(out))
 	}
-	// -m 0: no blocks reserved for root, the claim gets all of them;
-	// lazy init and nodiscard: formatting writes little to a sparse file.
-	_, err = d.run.run(ctx, "mkfs.ext4", "-F", "-q", "-m", "0",
-		"-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=0:0", img)
+	// paramsFor: no blocks reserved for root, a journal proportionate to
+	// the volume; lazy init and nodiscard: formatting writes little to a
+	// sparse file.
+	args := append([]string{"-F", "-q"}, paramsFor(v.Size).args()...)
+	args = append(args, "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=0:0", img)
+	_, err = d.run.run(ctx, "mkfs.ext4", args...)
 	return err
 }
 
@@ -185,9 +205,21 @@ func first(s []string) string {
 // expand grows the image and tells the loop device its new size, then
 // grows ext4: online when the volume is mounted (no remount: files open
 // in it stay usable), else checked and grown offline before it is
-// mounted again (after a node restart).
+// mounted again (after a node restart); then, as at creation, until it
+// holds the volume's size (fit).
 func (d *imageDriver) expand(ctx context.Context, v *record) error {
-	if err := growFile(d.img(v), v.Size); err != nil {
+	mounted, err := d.mounter.IsMountPoint(ctx, d.dir(v))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	size := v.Size
+	if !v.Block {
+		size, err = d.expandedSize(ctx, v, mounted)
+		if err != nil {
+			return err
+		}
+	}
+	if err := growFile(d.img(v), size); err != nil {
 		return err
 	}
 	dev, err := d.loop(ctx, d.img(v))
@@ -197,20 +229,36 @@ func (d *imageDriver) expand(ctx context.Context, v *record) error {
 	if _, err := d.run.run(ctx, "losetup", "--set-capacity", dev); err != nil || v.Block {
 		return err // a raw block volume has no file system to grow
 	}
-	mounted, err := d.mounter.IsMountPoint(ctx, d.dir(v))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
 	if mounted {
-		return d.growOnline(ctx, d.dir(v), dev)
-	}
-	if err := d.check(ctx, dev); err != nil {
+		if err := d.growOnline(ctx, d.dir(v), dev); err != nil {
+			return err
+		}
+	} else if err := d.growOffline(ctx, v, dev); err != nil {
 		return err
 	}
-	if _, err := d.run.run(ctx, "resize2fs", dev); err != nil {
-		return err
+	return d.fit(ctx, v, dev, !mounted) // unmounted: being recovered, no pod has it
+}
+
+// expandedSize estimates the image of v grown to v.Size, by the block
+// size of its file system when it is mounted; an image never shrinks.
+func (d *imageDriver) expandedSize(ctx context.Context, v *record, mounted bool) (int64, error) {
+	var bs int64
+	if mounted {
+		st, err := mount.Bounded(ctx, func() (unix.Statfs_t, error) {
+			var st unix.Statfs_t
+			err := unix.Statfs(d.dir(v), &st)
+			return st, err
+		})
+		if err != nil {
+			return 0, &os.PathError{Op: "statfs", Path: d.dir(v), Err: err}
+		}
+		bs = st.Bsize
 	}
-	return d.attach(ctx, v)
+	have, err := fileSize(d.img(v))
+	if err != nil {
+		return 0, err
+	}
+	return max(have, imageSize(v.Size, bs)), nil
 }
 
 func (d *imageDriver) growOnline(ctx context.Context, dir, dev string) error {
@@ -267,6 +315,24 @@ func (d *imageDriver) taken(_ context.Context, v *record) (int64, error) {
 	return st.Blocks * 512, nil
 }
 
+// footprint is the image's size, or for a volume whose image is not made
+// or not grown yet the estimate of it (imageSize); a raw block volume's
+// image is its size.
+func (d *imageDriver) footprint(v *record) (int64, error) {
+	if v.Block {
+		return v.Size, nil
+	}
+	want := imageSize(v.Size, 0)
+	if v.Name == "" {
+		return want, nil // a volume to be made
+	}
+	have, err := fileSize(d.img(v))
+	if errors.Is(err, fs.ErrNotExist) {
+		return want, nil
+	}
+	return max(have, want), err
+}
+
 func statfsUsage(dir string) (Usage, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
@@ -306,6 +372,28 @@ func (d *imageDriver) remove(ctx context.Context, v *record, _ func() error) err
 		return err
 	}
 	return nil
+}
+
+// archive unmounts the volume v and removes its mount point, detaches
+// every loop device of its image, and renames the image to a's.
+func (d *imageDriver) archive(ctx context.Context, v, a *record) error {
+	if err := mount.RemoveMountPoint(ctx, d.mounter, d.dir(v)); err != nil {
+		return err
+	}
+	img := d.img(v)
+	devs, err := d.loops(ctx, img)
+	if err != nil {
+		return err
+	}
+	if err := d.published(ctx, v, devs); err != nil {
+		return err
+	}
+	for _, dev := range devs {
+		if _, err := d.run.run(ctx, "losetup", "--detach", dev); err != nil {
+			return err
+		}
+	}
+	return move(img, d.img(a))
 }
 
 // published refuses to remove a raw block volume whose loop device a

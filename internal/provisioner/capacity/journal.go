@@ -20,6 +20,11 @@ const (
 	ready     state = "ready"
 	expanding state = "expanding"
 	deleting  state = "deleting"
+	// archiving: the volume is being kept under the name Archive.
+	archiving state = "archiving"
+	// archived: the record is of an archive (its Name is the archive's),
+	// kept until removed; From names the volume it was.
+	archived state = "archived"
 )
 
 // record is what is written down about one volume before each step.
@@ -38,6 +43,10 @@ type record struct {
 	// to a loop device, never formatted or mounted): the device of a
 	// claim of volumeMode Block.
 	Block bool `json:"block,omitempty"`
+	// Archive is the name the volume is being archived under (archiving).
+	Archive string `json:"archive,omitempty"`
+	// From is the name of the volume an archive was (archived).
+	From string `json:"from,omitempty"`
 }
 
 const recordSuffix = ".json"

@@ -29,11 +29,22 @@ type driver interface {
 	expand(ctx context.Context, v *record) error
 	// attach makes a made volume usable again after a restart.
 	attach(ctx context.Context, v *record) error
+	// recover attaches a ready volume at start, and makes it whole where
+	// it can (an image made smaller by an older version is grown to hold
+	// its size when it is found unmounted).
+	recover(ctx context.Context, v *record) error
 	usage(ctx context.Context, v *record) (Usage, error)
 	// taken is how many bytes of the root's file system v takes now.
 	taken(ctx context.Context, v *record) (int64, error)
+	// footprint is how many bytes of the root's file system v may take
+	// in all: its size, or its image, larger than its size by what ext4
+	// keeps for itself.
+	footprint(v *record) (int64, error)
 	// remove removes what v uses, whatever part of it exists.
 	remove(ctx context.Context, v *record, save func() error) error
+	// archive takes v out of use and moves what it uses to the names of
+	// a, whatever part of that is done already.
+	archive(ctx context.Context, v, a *record) error
 }
 
 // sizeUnit: sizes are rounded up to whole 4 KiB blocks.
@@ -103,6 +114,8 @@ func (s *store) createVolume(ctx context.Context, name string, size int64, block
 		return "", err
 	case r.State == deleting:
 		return "", fmt.Errorf("create volume %s: it is being deleted; retry once it is gone", name)
+	case r.State == archiving || r.State == archived:
+		return "", fmt.Errorf("create volume %s: it is %s; retry once it is archived under another name", name, r.State)
 	case r.State == creating:
 		// A creation that failed and could not be rolled back: start
 		// again from nothing rather than trust what it left.
@@ -278,15 +291,50 @@ func (s *store) promised(ctx context.Context, name string) int64 {
 		return 0
 	case r.State == deleting:
 		return 0
-	case r.State == creating:
-		return r.Size
+	case r.State == archived:
+		if found, err := s.recoverArchive(r); err != nil || !found {
+			if err != nil {
+				s.log.Warn("volume counted with all it may hold: what it takes cannot be measured", zap.String("volume", name), zap.Error(err))
+				return r.Size
+			}
+			return 0
+		}
 	}
-	used, err := s.d.taken(ctx, r)
+	all, err := s.d.footprint(r)
 	if err != nil {
 		s.log.Warn("volume counted with all it may hold: what it takes cannot be measured", zap.String("volume", name), zap.Error(err))
 		return r.Size
 	}
-	return max(0, r.Size-used)
+	if r.State == creating {
+		return all
+	}
+	used, err := s.d.taken(ctx, r)
+	if err != nil {
+		s.log.Warn("volume counted with all it may hold: what it takes cannot be measured", zap.String("volume", name), zap.Error(err))
+		return all
+	}
+	return max(0, all-used)
+}
+
+// Footprinter is implemented by a Backend whose volumes take more of the
+// root's file system than their size: the image backend, whose images
+// hold ext4's own metadata besides.
+type Footprinter interface {
+	// Footprint is how many bytes of the root's file system a volume of
+	// size bytes may take once made (an estimate a few per mille high).
+	Footprint(size int64, block bool) int64
+}
+
+var _ Footprinter = (*store)(nil)
+
+// Footprint: see Footprinter.
+func (s *store) Footprint(size int64, block bool) int64 {
+	size = (size + sizeUnit - 1) / sizeUnit * sizeUnit
+	n, err := s.d.footprint(&record{Size: size, Block: block})
+	if err != nil {
+		return size
+	}
+	return n
 }
 
 // Delete: see Backend.
@@ -301,6 +349,9 @@ func (s *store) Delete(ctx context.Context, name string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if r.State == archiving {
+		return fmt.Errorf("delete volume %s: it is being archived as %s; it is kept", name, r.Archive)
 	}
 	r.State = deleting
 	if err := s.delete(ctx, r); err != nil {
@@ -351,10 +402,16 @@ func (s *store) recoverOne(ctx context.Context, name string) (Volume, bool, erro
 		}
 		log.Info("unfinished volume removed")
 		return Volume{}, false, nil
+	case archiving:
+		_, err = s.finishArchive(ctx, r)
+		return Volume{}, false, err
+	case archived:
+		_, err = s.recoverArchive(r)
+		return Volume{}, false, err
 	case expanding:
 		err = s.finishExpand(ctx, r)
 	case ready:
-		err = s.d.attach(ctx, r)
+		err = s.d.recover(ctx, r)
 	default:
 		err = fmt.Errorf("record of volume %s has unknown state %q", name, r.State)
 	}

@@ -49,13 +49,10 @@ func enforced(class *storagev1.StorageClass) (bool, error) {
 }
 
 // checkEnforced refuses an enforced request this agent cannot serve and
-// returns its size: the claim's storage request.
+// returns its size: the claim's storage request. A class that archives
+// needs a backend that can (capacity.Archiver).
 func (p *Provisioner) checkEnforced(req provisioner.Request, archive bool) (int64, error) {
 	class := req.Class.Name
-	if archive {
-		return 0, fmt.Errorf("StorageClass %s: parameter %s \"true\" needs %s \"false\": a volume of enforced capacity cannot be archived",
-			class, provisioner.ParamArchiveOnDelete, ParamEnforce)
-	}
 	q, ok := req.Claim.Spec.Resources.Requests[v1.ResourceStorage]
 	if !ok || q.Sign() <= 0 {
 		return 0, fmt.Errorf("StorageClass %s enforces capacity, and the claim requests no storage (spec.resources.requests.storage): "+
@@ -68,6 +65,10 @@ func (p *Provisioner) checkEnforced(req provisioner.Request, archive bool) (int6
 		}
 		return 0, fmt.Errorf("StorageClass %s enforces capacity (parameter %s, default %t), and the local path root %s cannot: %s; "+
 			"fix the root, or give the class %s \"false\" for plain directories of unchecked size", class, ParamEnforce, defaultEnforce, p.cfg.Root, why, ParamEnforce)
+	}
+	if _, ok := p.cfg.Capacity.(capacity.Archiver); archive && !ok {
+		return 0, fmt.Errorf("StorageClass %s: parameter %s \"true\": the %s capacity backend cannot archive volumes; give the class %s \"false\"",
+			class, provisioner.ParamArchiveOnDelete, p.cfg.Capacity.Kind(), ParamEnforce)
 	}
 	return q.Value(), nil
 }
@@ -184,20 +185,42 @@ func (p *Provisioner) restoreEnforced(ctx context.Context, pv *v1.PersistentVolu
 }
 
 // deleteEnforced removes a capacity volume and all it used (its subvolume
-// and qgroup, or its mount, loop device and image). A PV that also says
-// archive is refused: Provision never makes one, and its data is kept.
+// and qgroup, or its mount, loop device and image), or, when pv says
+// archive, keeps it as archived-<name> (archiveEnforced).
 func (p *Provisioner) deleteEnforced(ctx context.Context, pv *v1.PersistentVolume) error {
 	name, err := p.enforcedName(ctx, pv, "delete")
 	if err != nil {
 		return err
 	}
 	if pv.Annotations[provisioner.AnnArchiveOnDelete] == "true" {
-		return fmt.Errorf("delete local volume of PV %s: refusing: it says both %s and %s \"true\", and a volume of enforced capacity cannot be archived: its data is kept",
-			pv.Name, AnnCapacity, provisioner.AnnArchiveOnDelete)
+		return p.archiveEnforced(ctx, pv, name)
 	}
 	if err := p.cfg.Capacity.Delete(ctx, name); err != nil && !errors.Is(err, capacity.ErrNotFound) {
 		return fmt.Errorf("delete local volume of PV %s: %w", pv.Name, err)
 	}
 	p.log.Info("removed local volume", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
+	return nil
+}
+
+// archiveEnforced keeps the capacity volume name of pv, with its data and
+// its size, as archived-<name> under the root (its image renamed, or its
+// subvolume with its qgroup): the backend's record of it survives
+// restarts, and its room stays counted until the archive is removed. A
+// volume archived already, or gone, is not an error.
+func (p *Provisioner) archiveEnforced(ctx context.Context, pv *v1.PersistentVolume, name string) error {
+	a, ok := p.cfg.Capacity.(capacity.Archiver)
+	if !ok {
+		return fmt.Errorf("archive local volume of PV %s: the %s capacity backend cannot archive volumes: its data is kept", pv.Name, p.cfg.Capacity.Kind())
+	}
+	log := p.log.With(zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
+	archive, err := a.Archive(ctx, name)
+	if errors.Is(err, capacity.ErrNotFound) {
+		log.Info("local volume to archive is already gone")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("archive local volume of PV %s: %w", pv.Name, err)
+	}
+	log.Info("archived local volume", zap.String("archive", archive))
 	return nil
 }

@@ -176,7 +176,7 @@ func TestProvisionEnforcedRefuses(t *testing.T) {
 		edit    func(r *provisioner.Request)
 		want    string
 	}{
-		{"archiveOnDelete", true, func(r *provisioner.Request) { r.Class.Parameters[provisioner.ParamArchiveOnDelete] = "true" }, "cannot be archived"},
+		{"archiveOnDelete", true, func(r *provisioner.Request) { r.Class.Parameters[provisioner.ParamArchiveOnDelete] = "true" }, "cannot archive volumes"},
 		{"no request", true, func(r *provisioner.Request) { r.Claim.Spec.Resources.Requests = nil }, "requests no storage"},
 		{"a bad enforce", true, func(r *provisioner.Request) { r.Class.Parameters[ParamEnforce] = "yes" }, `parameter enforce "yes"`},
 		{"no backend", false, func(*provisioner.Request) {}, "btrfs without quotas"},
@@ -253,7 +253,7 @@ func TestEnforcedDeleteRefuses(t *testing.T) {
 	}{
 		{"no backend", func(_ *v1.PersistentVolume, p *Provisioner) { p.cfg.Capacity = nil }, "has none"},
 		{"another backend", func(pv *v1.PersistentVolume, _ *Provisioner) { pv.Annotations[AnnCapacity] = "btrfs" }, "moved to another file system"},
-		{"archive", func(pv *v1.PersistentVolume, _ *Provisioner) { pv.Annotations[provisioner.AnnArchiveOnDelete] = "true" }, "cannot be archived"},
+		{"archive", func(pv *v1.PersistentVolume, _ *Provisioner) { pv.Annotations[provisioner.AnnArchiveOnDelete] = "true" }, "cannot archive volumes"},
 		{"path outside", func(pv *v1.PersistentVolume, _ *Provisioner) { pv.Spec.Local.Path = "/etc/x-" + pv.Name }, "not directly under"},
 		{"another node", func(pv *v1.PersistentVolume, _ *Provisioner) { pv.Spec.NodeAffinity = nodeAffinity("node-b") }, "does not pin it"},
 	} {

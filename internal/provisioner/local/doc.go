@@ -16,12 +16,16 @@
 // default) gets, for each claim, a volume of Config.Capacity (a btrfs
 // subvolume with a qgroup limit, or an ext4 image mounted on the volume's
 // directory) of the claim's requested size, and its PV the annotation
-// AnnCapacity naming the backend; "false" keeps the plain directory. Such
-// a volume is never renamed: the reclaim delay's aside step keeps it in
-// place (its PV is released, so no new pod reaches it), and Delete hands
-// it to the backend. Enforced classes cannot archive (archiveOnDelete
-// "true" is refused). Without a backend (Capacity nil), enforced classes
-// are refused with the reason, never served unenforced.
+// AnnCapacity naming the backend (sized by it to hold at least that
+// request); "false" keeps the plain directory. Such a volume is not
+// renamed aside: the reclaim delay's aside step keeps it in place (its PV
+// is released, so no new pod reaches it), and Delete hands it to the
+// backend: to remove it, or, when its PV says archive, to keep it as
+// archived-<name> (capacity.Archiver: the image renamed and detached, or
+// the subvolume renamed with its qgroup limit), recorded with its size
+// and counted in Room until it is removed by hand. Without a backend
+// (Capacity nil), enforced classes are refused with the reason, never
+// served unenforced.
 //
 // Invariants:
 //

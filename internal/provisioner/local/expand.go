@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 var _ provisioner.Expander = (*Provisioner)(nil)
@@ -27,7 +28,7 @@ func (p *Provisioner) Expand(ctx context.Context, pv *v1.PersistentVolume, size 
 	if err != nil {
 		return err
 	}
-	if err := p.expand(ctx, name, pv.Spec.Capacity.Storage().Value(), size); err != nil {
+	if err := p.expand(ctx, name, volume.Block(pv), pv.Spec.Capacity.Storage().Value(), size); err != nil {
 		return fmt.Errorf("expand local volume of PV %s: %w", pv.Name, err)
 	}
 	p.changed()
@@ -35,13 +36,14 @@ func (p *Provisioner) Expand(ctx context.Context, pv *v1.PersistentVolume, size 
 	return nil
 }
 
-// expand grows the volume name from size have to size want once the root
-// has room for the difference.
-func (p *Provisioner) expand(ctx context.Context, name string, have, want int64) error {
+// expand grows the volume name (a raw block volume when block) from size
+// have to size want once the root has room for the difference of their
+// footprints.
+func (p *Provisioner) expand(ctx context.Context, name string, block bool, have, want int64) error {
 	p.roomMu.Lock()
 	defer p.roomMu.Unlock()
 	if want > have {
-		if err := p.makeRoom(ctx, "", want-have); err != nil {
+		if err := p.makeRoom(ctx, "", p.footprint(want, block)-p.footprint(have, block)); err != nil {
 			return err
 		}
 	}

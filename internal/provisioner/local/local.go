@@ -153,7 +153,7 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	}
 	if cp.enforce {
 		p.roomMu.Lock()
-		if err = p.makeRoom(ctx, name, cp.size); err == nil {
+		if err = p.makeRoom(ctx, name, p.footprint(cp.size, cp.block)); err == nil {
 			dir, err = p.create(ctx, name, cp)
 		}
 		p.roomMu.Unlock()

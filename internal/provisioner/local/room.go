@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 )
 
 // ErrNoRoom marks a volume that does not fit in what the root has left:
@@ -68,6 +69,16 @@ func (p *Provisioner) makeRoom(ctx context.Context, name string, grow int64) err
 			ErrNoRoom, bytesString(grow), p.cfg.Root, bytesString(room))
 	}
 	return nil
+}
+
+// footprint is how many bytes of the root a volume of enforced capacity
+// of size bytes may take: its size, or more where the backend says so
+// (an ext4 image holds its file system's metadata besides).
+func (p *Provisioner) footprint(size int64, block bool) int64 {
+	if f, ok := p.cfg.Capacity.(capacity.Footprinter); ok {
+		return f.Footprint(size, block)
+	}
+	return size
 }
 
 // bytesString gives n bytes in the units of a claim's request.

@@ -1,7 +1,9 @@
 package local
 
 import (
+	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
 )
 
 // sized is enforcing with a request of q.
@@ -79,5 +82,46 @@ func TestRoomCountsWhatVolumesMayStillWrite(t *testing.T) {
 	}
 	if changes != 4 { // made, found again, grown, deleted
 		t.Errorf("OnChange called %d times, want 4", changes)
+	}
+}
+
+// TestRoomCountsWholeImages: on a 64 MiB root, image volumes count with
+// their whole image, larger than the request by what ext4 keeps for
+// itself: a 60Mi claim, whose image would not fit, is refused before
+// anything is made; a 50Mi one is made, and the room left is the root
+// less its whole image, less than 14 MiB.
+func TestRoomCountsWholeImages(t *testing.T) {
+	needRoot(t)
+	for _, tool := range []string{"losetup", "mkfs.ext4", "blkid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (test/deps.sh installs it)", tool)
+		}
+	}
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", root).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", root).Run() })
+	p := enforcingOn(t, root, true)
+	if _, err := p.Provision(t.Context(), sized("big", "60Mi")); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("a 60Mi image volume on a 64 MiB root: %v; want ErrNoRoom", err)
+	}
+	pv := provision(t, p, sized("fits", "50Mi"))
+	img, err := os.Stat(pv.Spec.Local.Path + capacity.ImageSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := p.Room(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > 64<<20-img.Size() || n >= 14<<20 {
+		t.Errorf("room %d after a 50Mi volume of a %d-byte image on 64 MiB", n, img.Size())
+	}
+	if err := p.Delete(context.Background(), pv); err != nil {
+		t.Fatal(err)
 	}
 }
