@@ -282,10 +282,10 @@ func (c apiClient) get(ctx context.Context, path string) (int, []byte, error) {
 }
 
 // unexpected is the error for an answer a subcommand does not understand.
-func unexpected(path string, code int, body []byte) error {
+func unexpected(method, path string, code int, body []byte) error {
 	text := strings.TrimSpace(string(body))
 	if len(text) > 200 {
 		text = text[:200] + "..."
 	}
-	return fmt.Errorf("unexpected answer to GET %s: %d %s: %s", path, code, http.StatusText(code), text)
+	return fmt.Errorf("unexpected answer to %s %s: %d %s: %s", method, path, code, http.StatusText(code), text)
 }

@@ -250,16 +250,23 @@ func (c apiClient) postDeleteNow(ctx context.Context, token string, req binder.D
 	case http.StatusOK:
 		return exitOK, nil
 	case http.StatusNotFound:
+		if text == http.StatusText(http.StatusNotFound) || text == "404 page not found" {
+			// No such route (the mux's own answer), not "no such storage".
+			return exitUnreachable, errNoDeleteNow
+		}
 		return exitUnknownPod, errors.New(text)
 	case http.StatusConflict:
 		return exitRefused, errors.New(text)
 	case http.StatusUnauthorized:
 		return exitUsage, fmt.Errorf("the agent refused the token (is --root-dir the agent's, the one serving --addr?): %s", text)
 	case http.StatusMethodNotAllowed:
-		return exitUnreachable, errors.New("the agent serves no delete-now: it runs without --manifests, or is an older version")
+		return exitUnreachable, errNoDeleteNow
 	}
-	return exitUnreachable, unexpected("POST "+path, resp.StatusCode, answer)
+	return exitUnreachable, unexpected(http.MethodPost, path, resp.StatusCode, answer)
 }
+
+// errNoDeleteNow: the agent has no delete-now route (it answers 404 or 405).
+var errNoDeleteNow = errors.New("the agent serves no delete-now: it runs without --manifests, or is an older version")
 
 // operator says who runs the command, for the agent's log.
 func operator() string {

@@ -65,6 +65,9 @@ func TestDeleteNowRefusals(t *testing.T) {
 		{"no terminal", nil, []string{"default/archived"}, exitUsage, "standard input is not a terminal"},
 		{"wrong name typed", typed("default/twice\n"), []string{"default/archived"}, exitUsage, `"default/twice" is not default/archived: not confirmed, nothing was done`},
 		{"archiving class", typed("nope\n"), []string{"default/archived"}, exitUsage, `It will be archived (its class has archiveOnDelete "true"`},
+		// The answer server has no POST route, as an agent of cluster mode
+		// or of an older version: the mux's 404 is not "no such storage".
+		{"agent without the route", nil, []string{"default/archived", "--confirm", "default/archived"}, exitUnreachable, "the agent serves no delete-now: it runs without --manifests"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := runDeleteNowWith(tc.input, append(tc.args, common...)...)
@@ -73,6 +76,6 @@ func TestDeleteNowRefusals(t *testing.T) {
 			}
 		})
 	}
-	// The answer server takes no POST: each refusal above was made
-	// before one, or the test would have seen its 404 (exit 4).
+	// The answer server takes no POST: each refusal but the last was made
+	// before one, or the test would have seen its 404 (exit 3).
 }

@@ -67,7 +67,7 @@ func (l listCommand[T]) fetch(ctx context.Context, c apiClient) ([]byte, []T, er
 		return nil, nil, err
 	}
 	if code != http.StatusOK {
-		return nil, nil, unexpected(l.path, code, body)
+		return nil, nil, unexpected(http.MethodGet, l.path, code, body)
 	}
 	var answer map[string]json.RawMessage
 	if err := json.Unmarshal(body, &answer); err != nil {

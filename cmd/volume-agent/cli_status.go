@@ -87,7 +87,7 @@ func readiness(ctx context.Context, c apiClient, wide bool) string {
 	case code == http.StatusServiceUnavailable:
 		line = "Ready: no: " + strings.TrimSpace(string(body))
 	case code != http.StatusOK:
-		line = "Ready: unknown: " + unexpected("/readyz", code, body).Error()
+		line = "Ready: unknown: " + unexpected(http.MethodGet, "/readyz", code, body).Error()
 	}
 	if errs := sourceErrors(ctx, c); len(errs) > 0 {
 		line += "; source errors: " + strings.Join(errs, "; ")

@@ -244,7 +244,7 @@ func askPod(ctx context.Context, c apiClient, uid string, wait time.Duration) (s
 	case http.StatusOK, http.StatusGatewayTimeout:
 		var p status.Pod
 		if err := json.Unmarshal(body, &p); err != nil || p.UID == "" {
-			return status.Pod{}, unexpected(path, code, body)
+			return status.Pod{}, unexpected(http.MethodGet, path, code, body)
 		}
 		return p, nil
 	case http.StatusNotFound:
@@ -254,7 +254,7 @@ func askPod(ctx context.Context, c apiClient, uid string, wait time.Duration) (s
 	case http.StatusServiceUnavailable:
 		return status.Pod{}, fmt.Errorf("the agent at %s is stopping: %s", c.at, strings.TrimSpace(string(body)))
 	default:
-		return status.Pod{}, unexpected(path, code, body)
+		return status.Pod{}, unexpected(http.MethodGet, path, code, body)
 	}
 }
 
