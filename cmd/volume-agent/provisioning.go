@@ -126,7 +126,7 @@ func openCapacity(ctx context.Context, o options, localRoot string, mounter moun
 	}
 	// volumes counts every volume the root holds, recovered or not: one
 	// whose recovery failed is there all the same, with its data.
-	log.Info("capacity enforced on the local path root", zap.String("root", localRoot), zap.String("backend", b.Kind()),
+	log.Info("local path root opened for enforced capacity", zap.String("root", localRoot), zap.String("backend", b.Kind()),
 		zap.Int("volumes", len(vols)+failed), zap.Int("notRecovered", failed))
 	return b, nil
 }

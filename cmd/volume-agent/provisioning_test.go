@@ -37,7 +37,7 @@ func TestOpenCapacity(t *testing.T) {
 	if b == nil || err != nil {
 		t.Fatalf("openCapacity = %v, %v; want a backend", b, err)
 	}
-	if logs.FilterMessage("capacity enforced on the local path root").Len() != 1 {
+	if logs.FilterMessage("local path root opened for enforced capacity").Len() != 1 {
 		t.Errorf("logs %v, want one line saying the backend", logs.All())
 	}
 
@@ -50,7 +50,7 @@ func TestOpenCapacity(t *testing.T) {
 	if _, err := openCapacity(t.Context(), options{}, root, mount.System{}, zap.New(core)); err != nil {
 		t.Fatal(err)
 	}
-	lines := logs.FilterMessage("capacity enforced on the local path root").All()
+	lines := logs.FilterMessage("local path root opened for enforced capacity").All()
 	if f := lines[len(lines)-1].ContextMap(); f["volumes"] != int64(1) || f["notRecovered"] != int64(1) {
 		t.Errorf("with one volume not recovered the start logs %v; want volumes 1, notRecovered 1", f)
 	}

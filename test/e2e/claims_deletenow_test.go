@@ -189,7 +189,7 @@ func TestStartLogCountsEnforcedVolumes(t *testing.T) {
 	a.waitPod("default", "writer", 60*time.Second, ready)
 	var line string
 	for _, l := range strings.Split(a.logs.String(), "\n") {
-		if strings.Contains(l, "capacity enforced on the local path root") {
+		if strings.Contains(l, "local path root opened for enforced capacity") {
 			line = l
 		}
 	}
