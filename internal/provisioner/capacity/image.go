@@ -352,21 +352,9 @@ func statfsUsage(dir string) (Usage, error) {
 // remove unmounts the volume, detaches every loop device of its image,
 // and removes the image and the empty mount point.
 func (d *imageDriver) remove(ctx context.Context, v *record, _ func() error) error {
-	if err := mount.RemoveMountPoint(ctx, d.mounter, d.dir(v)); err != nil {
-		return err
-	}
-	img := d.img(v)
-	devs, err := d.loops(ctx, img)
+	img, err := d.takeDown(ctx, v)
 	if err != nil {
 		return err
-	}
-	if err := d.published(ctx, v, devs); err != nil {
-		return err
-	}
-	for _, dev := range devs {
-		if _, err := d.run.run(ctx, "losetup", "--detach", dev); err != nil {
-			return err
-		}
 	}
 	if err := os.Remove(img); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -377,23 +365,35 @@ func (d *imageDriver) remove(ctx context.Context, v *record, _ func() error) err
 // archive unmounts the volume v and removes its mount point, detaches
 // every loop device of its image, and renames the image to a's.
 func (d *imageDriver) archive(ctx context.Context, v, a *record) error {
-	if err := mount.RemoveMountPoint(ctx, d.mounter, d.dir(v)); err != nil {
+	img, err := d.takeDown(ctx, v)
+	if err != nil {
 		return err
+	}
+	return move(img, d.img(a))
+}
+
+// takeDown unmounts the volume v, removes its mount point and detaches
+// every loop device of its image (none of a raw block volume a pod has
+// published), and returns the image's path: what remove deletes and
+// archive renames.
+func (d *imageDriver) takeDown(ctx context.Context, v *record) (string, error) {
+	if err := mount.RemoveMountPoint(ctx, d.mounter, d.dir(v)); err != nil {
+		return "", err
 	}
 	img := d.img(v)
 	devs, err := d.loops(ctx, img)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := d.published(ctx, v, devs); err != nil {
-		return err
+		return "", err
 	}
 	for _, dev := range devs {
 		if _, err := d.run.run(ctx, "losetup", "--detach", dev); err != nil {
-			return err
+			return "", err
 		}
 	}
-	return move(img, d.img(a))
+	return img, nil
 }
 
 // published refuses to remove a raw block volume whose loop device a
