@@ -109,13 +109,22 @@ func lastArchive(parent int, name, path string) (string, error) {
 // ArchivePrefix starts the name of every archive Archive makes.
 const ArchivePrefix = "archived-"
 
+// nameMax is NAME_MAX, the longest name a directory entry may have.
+const nameMax = 255
+
 // archiveName is the n-th archive name of name: archived-<name>, then
-// archived-<name>-2 and so on.
+// archived-<name>-2 and so on. A name that would pass NAME_MAX loses bytes
+// from its front, so that its end (the PV's name, which is unique) stays
+// and the rename cannot fail with ENAMETOOLONG at every retry.
 func archiveName(name string, n int) string {
-	if n == 1 {
-		return ArchivePrefix + name
+	suffix := ""
+	if n > 1 {
+		suffix = fmt.Sprintf("-%d", n)
 	}
-	return fmt.Sprintf("%s%s-%d", ArchivePrefix, name, n)
+	if over := len(ArchivePrefix) + len(name) + len(suffix) - nameMax; over > 0 {
+		name = name[over:]
+	}
+	return ArchivePrefix + name + suffix
 }
 
 // renameat2 is unix.Renameat2; tests replace it to answer as file systems

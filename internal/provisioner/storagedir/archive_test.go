@@ -35,6 +35,37 @@ func TestArchiveRenamesWithoutOverwriting(t *testing.T) {
 	}
 }
 
+// TestArchiveOfALongName: a directory whose name leaves no room for
+// "archived-" (a long namespace and claim name, and the PV's) is archived
+// under its name less bytes from its front, twice without overwriting,
+// and found again; it is not refused with ENAMETOOLONG at every retry.
+func TestArchiveOfALongName(t *testing.T) {
+	base := t.TempDir()
+	name := strings.Repeat("n", 60) + "-" + strings.Repeat("c", 150) + "-pvc-0c0e2b37-7f4a-4a8e-9a37-1d3f5c6b7a89"
+	for i, suffix := range []string{"", "-2"} {
+		dir, err := Create(base, "ns/"+name, 0o777)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, filepath.Join(dir, "data"))
+		got, err := Archive(base, "ns/"+name)
+		if err != nil {
+			t.Fatalf("archive %d: %v", i, err)
+		}
+		a := filepath.Base(got)
+		if len(a) > 255 || !strings.HasPrefix(a, ArchivePrefix) || !strings.HasSuffix(a, "-pvc-0c0e2b37-7f4a-4a8e-9a37-1d3f5c6b7a89"+suffix) {
+			t.Fatalf("archive %d named %s (%d bytes), want archived-…<pv>%s of at most 255 bytes", i, a, len(a), suffix)
+		}
+		if !exists(filepath.Join(got, "data")) {
+			t.Fatalf("archive %d: %s does not hold the data", i, got)
+		}
+		// Archiving what is gone again finds the last archive.
+		if again, err := Archive(base, "ns/"+name); err != nil || again != got {
+			t.Fatalf("archive %d again = %s, %v; want %s", i, again, err, got)
+		}
+	}
+}
+
 func TestArchiveIsIdempotent(t *testing.T) {
 	base := t.TempDir()
 	mustMkdir(t, filepath.Join(base, "archived-claim"))
