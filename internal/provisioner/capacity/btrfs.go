@@ -175,18 +175,11 @@ func (b *btrfsDriver) footprint(v *record) (int64, error) { return v.Size, nil }
 // destroys its qgroup unless the kernel did (Linux 6.7 and later do).
 func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) error {
 	dir := b.dir(v)
-	sub, err := btrfs.IsSubvolume(dir)
+	id, err := b.recorded(ctx, v, dir)
 	if err != nil {
 		return err
 	}
-	if sub {
-		id, err := b.tool.SubvolumeID(ctx, dir)
-		if err != nil {
-			return err
-		}
-		if v.ID != 0 && id != v.ID {
-			return fmt.Errorf("%s is subvolume %d, not %d as recorded; leaving it", dir, id, v.ID)
-		}
+	if id != 0 {
 		v.ID = id
 		if err := save(); err != nil { // the qgroup's name, for after a crash
 			return err
@@ -194,8 +187,6 @@ func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) 
 		if err := b.deleteTree(ctx, v, dir, save); err != nil {
 			return err
 		}
-	} else if ok, err := lexists(dir); err != nil || ok {
-		return errors.Join(err, fmt.Errorf("%s is not a subvolume; leaving it", dir))
 	}
 	for _, id := range append(v.Nested, v.ID) {
 		if id == 0 {
@@ -213,22 +204,35 @@ func (b *btrfsDriver) remove(ctx context.Context, v *record, save func() error) 
 // size.
 func (b *btrfsDriver) archive(ctx context.Context, v, a *record) error {
 	dir := b.dir(v)
-	sub, err := btrfs.IsSubvolume(dir)
-	if err != nil {
+	if _, err := b.recorded(ctx, v, dir); err != nil {
 		return err
 	}
-	if sub {
-		id, err := b.tool.SubvolumeID(ctx, dir)
-		if err != nil {
-			return err
-		}
-		if id != v.ID {
-			return fmt.Errorf("%s is subvolume %d, not %d as recorded; leaving it", dir, id, v.ID)
-		}
-	} else if ok, err := lexists(dir); err != nil || ok {
-		return errors.Join(err, fmt.Errorf("%s is not a subvolume; leaving it", dir))
-	}
 	return move(dir, b.dir(a))
+}
+
+// recorded checks that dir is the subvolume v records (any subvolume when
+// v records none yet: a creation cut short before its ID was saved) and
+// returns its ID, or 0 when nothing is at dir. Anything else there is
+// left alone, with an error.
+func (b *btrfsDriver) recorded(ctx context.Context, v *record, dir string) (uint64, error) {
+	sub, err := btrfs.IsSubvolume(dir)
+	if err != nil {
+		return 0, err
+	}
+	if !sub {
+		if ok, err := lexists(dir); err != nil || ok {
+			return 0, errors.Join(err, fmt.Errorf("%s is not a subvolume; leaving it", dir))
+		}
+		return 0, nil
+	}
+	id, err := b.tool.SubvolumeID(ctx, dir)
+	if err != nil {
+		return 0, err
+	}
+	if v.ID != 0 && id != v.ID {
+		return 0, fmt.Errorf("%s is subvolume %d, not %d as recorded; leaving it", dir, id, v.ID)
+	}
+	return id, nil
 }
 
 // deleteTree deletes the subvolume dir and every subvolume a pod made
