@@ -192,6 +192,12 @@ func TestSnapshotRestoreClone(t *testing.T) {
 			}
 			sameContent(t, filepath.Join(clone, "before"), 4)
 			sameContent(t, filepath.Join(clone, "after"), 2)
+			if again, err := s.CreateFrom(ctx, "clone", 24*mi, Source{Volume: "vol"}); err != nil || again != clone {
+				t.Fatalf("clone again: %q, %v", again, err)
+			}
+			if _, err := s.CreateFrom(ctx, "clone", 32*mi, Source{Volume: "vol"}); !errors.Is(err, ErrExists) {
+				t.Fatalf("clone again with another size: %v, want ErrExists", err)
+			}
 			if thawed, err := thawLeft(dir); rc.image && (err != nil || thawed) {
 				t.Fatalf("the volume after its clone: frozen %t, %v", thawed, err)
 			}
