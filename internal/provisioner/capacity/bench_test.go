@@ -67,8 +67,8 @@ func BenchmarkSnapshot(b *testing.B) {
 			writeFile(b, filepath.Join(dir, "data"), 512)
 			unix.Sync()
 			b.Run("snapshot", func(b *testing.B) {
-				frozen := logs.FilterMessage("image volume frozen for a copy")
-				before := frozen.Len()
+				const frozen = "image volume frozen for a copy"
+				before := logs.FilterMessage(frozen).Len()
 				i := 0
 				for b.Loop() {
 					name := "snap-" + strconv.Itoa(i)
@@ -82,7 +82,7 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 					b.StartTimer()
 				}
-				reportFrozen(b, frozen.All()[before:])
+				reportFrozen(b, logs.FilterMessage(frozen).All()[before:])
 			})
 			if _, err := s.Snapshot(ctx, "vol", "snap"); err != nil {
 				b.Fatal(err)
