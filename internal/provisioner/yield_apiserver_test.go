@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -70,7 +69,7 @@ func boundClaim(t *testing.T, client kubernetes.Interface, ns, name, class strin
 // external-provisioner, ends up naming the legacy name without that
 // finalizer; released, it is still reclaimed after the delay and the PV
 // goes (not stuck Terminating); a PV already stuck Terminating with the
-// finalizer goes too; and the patch is refused by the API server once the
+// finalizer goes too; and the update is refused by the API server once the
 // PV changed since it was read.
 func TestKeptFromCSIAgainstAPIServer(t *testing.T) {
 	if testing.Short() {
@@ -87,20 +86,16 @@ func TestKeptFromCSIAgainstAPIServer(t *testing.T) {
 	data := boundClaim(t, client, ns, "data", "local")
 	stuck := boundClaim(t, client, ns, "stuck", "local")
 
-	// The patch is conditioned on the PV as it was read.
+	// The update is conditioned on the PV as it was read.
 	stale := data.DeepCopy()
 	touched := data.DeepCopy()
 	touched.Labels = map[string]string{"touched": "yes"}
 	if _, err := client.CoreV1().PersistentVolumes().Update(ctx, touched, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	patch, _, err := keepPatch(stale, LegacyLocalName, true, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = client.CoreV1().PersistentVolumes().Patch(ctx, stale.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if !apierrors.IsConflict(err) {
-		t.Fatalf("patch of a PV changed since it was read: %v, want a conflict", err)
+	update, _ := kept(stale, LegacyLocalName, true, true)
+	if _, err := client.CoreV1().PersistentVolumes().Update(ctx, update, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("update of a PV changed since it was read: %v, want a conflict", err)
 	}
 
 	// Stuck: an earlier agent deleted the PV of a released claim; the
