@@ -55,6 +55,9 @@ type options struct {
 	// reclaimDelay is how long released storage stays restorable before it
 	// is deleted (--reclaim-delay).
 	reclaimDelay time.Duration
+	// csiEndpoint is the CSI driver's socket (--csi-endpoint); "" when
+	// the agent serves no CSI driver.
+	csiEndpoint string
 	// version asks for the version instead of running the agent.
 	version bool
 }
