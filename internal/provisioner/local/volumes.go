@@ -367,3 +367,8 @@ func (p *Provisioner) Snapshots(ctx context.Context) ([]capacity.Snapshot, error
 	}
 	return sn.Snapshots(ctx)
 }
+
+// DirName is the name under the root of the volume of the claim
+// namespace/claim provisioned as the PV pvName: the name Provision gives
+// it, which the CSI driver gives too when it knows the claim.
+func DirName(namespace, claim, pvName string) string { return dirName(namespace, claim, pvName) }
