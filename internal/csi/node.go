@@ -56,6 +56,18 @@ func checkTarget(what, path string) error {
 	return nil
 }
 
+// checkVolumePath refuses a volume path that is missing (InvalidArgument)
+// or cannot be where the volume is published (NotFound).
+func checkVolumePath(path string) error {
+	if path == "" {
+		return status.Error(codes.InvalidArgument, "volume path is required")
+	}
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return status.Errorf(codes.NotFound, "volume path %q: no volume is published there (want an absolute, clean path)", path)
+	}
+	return nil
+}
+
 // NodePublishVolume binds the volume, opened and checked by descriptor,
 // onto the target path: read-only when asked. A target that shows the
 // volume already is done.
@@ -94,6 +106,11 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVo
 		}
 		d.log.Info("pending deletion of a CSI volume cleared: it is published again", zap.String("volume", r.ID))
 	}
+	if c.GetAccessMode().GetMode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER && !r.Block {
+		if err := d.singleWriter(ctx, r, req.GetTargetPath()); err != nil {
+			return nil, err
+		}
+	}
 	_, err = mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, d.publish(r, req.GetTargetPath(), ro) })
 	if err != nil {
 		if _, ok := status.FromError(err); ok {
@@ -103,6 +120,22 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVo
 	}
 	d.log.Info("CSI volume published", zap.String("volume", r.ID), zap.String("target", req.GetTargetPath()), zap.Bool("readOnly", ro))
 	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+// singleWriter refuses to publish r (ReadWriteOncePod) at target while
+// a mount elsewhere shows it.
+func (d *Driver) singleWriter(ctx context.Context, r *record, target string) error {
+	users, err := mount.MountsOf(ctx, d.cfg.Local.Path(r.ID))
+	if err != nil {
+		return status.Errorf(codes.Internal, "NodePublishVolume %s: find where it is published: %v", r.ID, err)
+	}
+	for _, u := range users {
+		if u != target {
+			return status.Errorf(codes.FailedPrecondition, "NodePublishVolume %s: access mode SINGLE_NODE_SINGLE_WRITER (ReadWriteOncePod), and it is published at %s already: "+
+				"delete the pod that uses it first", r.ID, u)
+		}
+	}
+	return nil
 }
 
 // openVolume opens what the volume r shows, by descriptor, never
@@ -293,7 +326,7 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGetVolum
 		return nil, err
 	}
 	path := req.GetVolumePath()
-	if err := checkTarget("volume path", path); err != nil {
+	if err := checkVolumePath(path); err != nil {
 		return nil, err
 	}
 	r, err := d.known("NodeGetVolumeStats", req.GetVolumeId())
@@ -435,7 +468,7 @@ func (d *Driver) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpandVolu
 	if err := checkID("volume", req.GetVolumeId()); err != nil {
 		return nil, err
 	}
-	if err := checkTarget("volume path", req.GetVolumePath()); err != nil {
+	if err := checkVolumePath(req.GetVolumePath()); err != nil {
 		return nil, err
 	}
 	r, err := d.known("NodeExpandVolume", req.GetVolumeId())
