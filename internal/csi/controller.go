@@ -29,6 +29,11 @@ const (
 	csiParamPrefix    = "csi.storage.k8s.io/"
 )
 
+// paramsClass stands for the StorageClass in errors about CreateVolume
+// parameters: the external-provisioner passes a class's parameters, not
+// its name.
+const paramsClass = "(of the CreateVolume parameters)"
+
 // defaultSize is the size of a volume whose CreateVolume gives no
 // capacity range.
 const defaultSize = 1 << 30
@@ -194,7 +199,7 @@ func (d *Driver) CreateVolume(ctx context.Context, req *csipb.CreateVolumeReques
 			params[k] = v
 		}
 	}
-	pp, err := local.ParseParams("StorageClass (CreateVolume parameters)", params)
+	pp, err := local.ParseParams(paramsClass, params)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume %s: %v", req.GetName(), err)
 	}
@@ -221,7 +226,7 @@ func (d *Driver) CreateVolume(ctx context.Context, req *csipb.CreateVolumeReques
 	if err := d.content(ctx, req.GetVolumeContentSource(), &spec, want); err != nil {
 		return nil, err
 	}
-	if err := d.cfg.Local.CheckSpec("StorageClass (CreateVolume parameters)", spec); err != nil {
+	if err := d.cfg.Local.CheckSpec(paramsClass, spec); err != nil {
 		code := codes.InvalidArgument
 		if errors.Is(err, local.ErrTooSmall) {
 			code = codes.OutOfRange
@@ -435,7 +440,7 @@ func (d *Driver) GetCapacity(ctx context.Context, req *csipb.GetCapacityRequest)
 			return &csipb.GetCapacityResponse{}, nil
 		}
 	}
-	pp, err := local.ParseParams("StorageClass (GetCapacity parameters)", withoutCSIParams(req.GetParameters()))
+	pp, err := local.ParseParams(paramsClass, withoutCSIParams(req.GetParameters()))
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "GetCapacity: %v", err)
 	}
