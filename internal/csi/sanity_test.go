@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,6 +172,9 @@ func startAgent(t *testing.T, root string) string {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// An agent outliving a test process that exits without its cleanups
+	// would hold the loop file system: it goes with the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
