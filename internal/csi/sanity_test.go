@@ -1,7 +1,6 @@
 package csi
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -110,30 +109,6 @@ func newDriver(t *testing.T, root string, delay time.Duration) *Driver {
 	return d
 }
 
-// serve serves d on a socket of its own until the test ends.
-func serve(t *testing.T, d *Driver) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "csi.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx, sock) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	for i := 0; ; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			return sock
-		}
-		if i > 500 {
-			t.Fatal("the CSI socket never appeared")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // agentBinary builds cmd/volume-agent once per test run.
 var agentBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "csi-sanity-agent-")
@@ -143,7 +118,7 @@ var agentBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(dir, "volume-agent")
 	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/volume-agent").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build: %v: %s", err, out)
+		return "", fmt.Errorf("go build: %w: %s", err, out)
 	}
 	return bin, nil
 })
