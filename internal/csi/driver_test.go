@@ -300,3 +300,33 @@ func TestStatsAreTheVolumes(t *testing.T) {
 		})
 	}
 }
+
+// A volume directory replaced by a symlink (a pod cannot do it, root on
+// the node can by mistake) is never followed: publish fails and binds
+// nothing, so another directory never reaches a pod.
+func TestPublishRefusesASymlinkedVolume(t *testing.T) {
+	needRoot(t)
+	d, root := plainDriver(t, 0, &clock{now: time.Now()})
+	id := createPlain(t, d, "pvc-1")
+	secret := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secret, "key"), []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, id)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(root, id)); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "target")
+	_, err := d.NodePublishVolume(t.Context(), &csipb.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: mountRW})
+	if err == nil {
+		_ = unix.Unmount(target, unix.MNT_DETACH)
+		t.Fatal("published a volume whose directory is a symlink")
+	}
+	if _, mounted, _ := mount.MountRoot(t.Context(), target); mounted {
+		_ = unix.Unmount(target, unix.MNT_DETACH)
+		t.Error("the target is a mount after the refusal")
+	}
+	t.Logf("refused: %v", err)
+}
