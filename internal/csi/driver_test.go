@@ -393,3 +393,45 @@ func TestPublishBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// What a SIGKILL can leave between the driver's steps is finished by the
+// retry the sidecars make: a record without its volume (killed after
+// the record, before the volume was made) is made by CreateVolume again
+// or forgotten by DeleteVolume; a record whose volume is gone (killed
+// after the deletion, before the record went) is forgotten.
+func TestRetriesFinishWhatAKillLeft(t *testing.T) {
+	d, root := plainDriver(t, 0, &clock{now: time.Now()})
+	create := &csipb.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csipb.VolumeCapability{mountRW},
+		Parameters: map[string]string{local.ParamEnforce: "false"}}
+	// Killed after the record: the record is there, the volume is not.
+	if err := d.recs.put(&record{ID: "pvc-1", Name: "pvc-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateVolume(t.Context(), create); err != nil {
+		t.Fatalf("CreateVolume after a kill between record and volume: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "pvc-1")); err != nil || !fi.IsDir() {
+		t.Fatalf("volume after the retried CreateVolume: %v", err)
+	}
+	// Killed after the deletion: the volume is gone, the record is not.
+	if err := os.Remove(filepath.Join(root, "pvc-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DeleteVolume(t.Context(), &csipb.DeleteVolumeRequest{VolumeId: "pvc-1"}); err != nil {
+		t.Fatalf("DeleteVolume of a volume already gone: %v", err)
+	}
+	if r, err := d.recs.get("pvc-1"); r != nil || err != nil {
+		t.Errorf("record after DeleteVolume: %+v, %v", r, err)
+	}
+	// A record left without a volume, then the claim went: DeleteVolume
+	// forgets it, and a later volume of the same name is a new one.
+	if err := d.recs.put(&record{ID: "pvc-2", Name: "pvc-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DeleteVolume(t.Context(), &csipb.DeleteVolumeRequest{VolumeId: "pvc-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(root, RecordsDir)); len(entries) != 0 {
+		t.Errorf("records left: %v", entries)
+	}
+}
