@@ -65,7 +65,7 @@ func TestNothingCSIWhenOff(t *testing.T) {
 			}
 			return o
 		}(),
-		"the chart's default values":             render(t, DefaultRelease, nil),
+		"the chart's default values":              render(t, DefaultRelease, nil),
 		"the chart with " + provisionerValues:     render(t, DefaultRelease, readValues(t, provisionerValues)),
 		"the chart with identity=serviceAccount":  render(t, DefaultRelease, readValues(t, "identity: serviceAccount")),
 		"the chart with every other value set":    render(t, DefaultRelease, every),
@@ -558,4 +558,21 @@ func keys(objs objects) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestNotesCSI: with csi.enabled, what helm install prints names the
+// socket, how to see the registration, and what snapshots need.
+func TestNotesCSI(t *testing.T) {
+	text, err := Notes(chartDir, DefaultRelease, readValues(t, "csi: {enabled: true, kubeletDir: /var/lib/k0s/kubelet}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/var/lib/k0s/kubelet/plugins/local.volume-agent.io/csi.sock", "kubectl get csinodes", "client/config/crd", "--enable-distributed-snapshotting"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("NOTES.txt with csi.enabled lacks %q:\n%s", want, text)
+		}
+	}
+	if text, _ := Notes(chartDir, DefaultRelease, nil); strings.Contains(text, "CSI") {
+		t.Errorf("NOTES.txt without csi.enabled speaks of CSI:\n%s", text)
+	}
 }

@@ -221,14 +221,18 @@ func TestPoliciesAdmitTheSidecars(t *testing.T) {
 		// csi-resizer, the one active in the cluster, on node a.
 		{"csi-resizer grows another node's CSI PV", on, pvPolicy, request{operation: "UPDATE", node: "a", old: csiPV("b"), object: grown(csiPV("b"))}, true},
 		{"csi-resizer removes pre-resize-capacity", on, pvPolicy, request{operation: "UPDATE", node: "a", old: grown(csiPV("b")),
-			object: edit(grown(csiPV("b")), func(pv *v1.PersistentVolume) { delete(pv.Annotations, "volume.alpha.kubernetes.io/pre-resize-capacity") })}, true},
+			object: edit(grown(csiPV("b")), func(pv *v1.PersistentVolume) {
+				delete(pv.Annotations, "volume.alpha.kubernetes.io/pre-resize-capacity")
+			})}, true},
 		{"growing another node's PV without csi.enabled", off, pvPolicy, request{operation: "UPDATE", node: "a", old: csiPV("b"), object: grown(csiPV("b"))}, false},
 		{"growing another node's in-tree local PV", on, pvPolicy, request{operation: "UPDATE", node: "a", old: inTree,
 			object: edit(inTree, func(pv *v1.PersistentVolume) { pv.Spec.Capacity[v1.ResourceStorage] = resource.MustParse("2Gi") })}, false},
 		{"growing another driver's PV", on, pvPolicy, request{operation: "UPDATE", node: "a", old: edit(csiPV("b"), func(pv *v1.PersistentVolume) { pv.Spec.CSI.Driver = "other.example.com" }),
 			object: edit(grown(csiPV("b")), func(pv *v1.PersistentVolume) { pv.Spec.CSI.Driver = "other.example.com" })}, false},
 		{"another node's CSI PV: reclaim policy", on, pvPolicy, request{operation: "UPDATE", node: "a", old: csiPV("b"),
-			object: edit(grown(csiPV("b")), func(pv *v1.PersistentVolume) { pv.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimRetain })}, false},
+			object: edit(grown(csiPV("b")), func(pv *v1.PersistentVolume) {
+				pv.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimRetain
+			})}, false},
 		{"another node's CSI PV: claimRef", on, pvPolicy, request{operation: "UPDATE", node: "a", old: csiPV("b"),
 			object: edit(grown(csiPV("b")), func(pv *v1.PersistentVolume) { pv.Spec.ClaimRef.Name = "stolen" })}, false},
 		{"another node's CSI PV: claimRef removed", on, pvPolicy, request{operation: "UPDATE", node: "a", old: csiPV("b"),
