@@ -10,23 +10,10 @@ import (
 	"time"
 )
 
-// csiPVManifest is a CSI PersistentVolume of the agent's own driver, of
-// size %[2]s, naming the volume %[3]s under --local-path-root, on node-1,
-// as the external-provisioner makes them.
-const csiPVManifest = `
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: %[1]s}
-spec:
-  capacity: {storage: %[2]s}
-  accessModes: [ReadWriteOnce]
-  storageClassName: local
-  csi: {driver: local.volume-agent.io, volumeHandle: %[3]s}
-  nodeAffinity:
-    required:
-      nodeSelectorTerms:
-      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node-1]}]
-`
+// csiPVManifest is localPV made a CSI PersistentVolume of the agent's own
+// driver, naming the volume %[3]s under --local-path-root, as the
+// external-provisioner makes them.
+var csiPVManifest = strings.Replace(localPV, "local: {path: %[3]s}", "csi: {driver: local.volume-agent.io, volumeHandle: %[3]s}", 1)
 
 // TestCSIPVOfTheLocalDriver: from manifests, a claim bound to a CSI PV of
 // local.volume-agent.io, whose volume is a directory under

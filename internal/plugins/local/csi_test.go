@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/plugins/local"
@@ -19,23 +18,16 @@ import (
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
-// csiSpec is pod web's claim volume, bound to the CSI PV pv-1 of the
-// local driver, of the volume handle, pinned to node-1 as the
-// external-provisioner pins it.
+// csiSpec is pvSpec bound instead to the CSI PV pv-1 of the local driver,
+// of the volume handle, pinned to node-1 as the external-provisioner pins
+// it.
 func csiSpec(handle string) *volume.Spec {
-	return &volume.Spec{
-		Pod:    &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1"}},
-		Volume: &v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
-		PV: &v1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
-			Spec: v1.PersistentVolumeSpec{
-				PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: local.Driver, VolumeHandle: handle}},
-				NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
-					MatchExpressions: []v1.NodeSelectorRequirement{{Key: v1.LabelHostname, Operator: v1.NodeSelectorOpIn, Values: []string{"node-1"}}},
-				}}}},
-			},
-		},
-	}
+	s := pvSpec("")
+	s.PV.Spec.Local = nil
+	s.PV.Spec.CSI = &v1.CSIPersistentVolumeSource{Driver: local.Driver, VolumeHandle: handle}
+	s.PV.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0] = v1.NodeSelectorRequirement{
+		Key: v1.LabelHostname, Operator: v1.NodeSelectorOpIn, Values: []string{"node-1"}}
+	return s
 }
 
 // csiRoot is a local path root (0700, as the provisioner makes it) holding
