@@ -59,7 +59,7 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		{"not JSON", "version=1\n", "invalid character"},
 		{"trailing data", `{"version": 1}{}`, "trailing data"},
 		{"no version", `{"bindings": []}`, "no version field"},
-		{"another version", `{"version": 6, "bindings": []}`, "version 6 is not 1 to 5"},
+		{"another version", `{"version": 7, "bindings": []}`, "version 7 is not 1 to 6"},
 		{"an ephemeral claim without its pod", `{"version": 5, "bindings": [], "ephemeralClaims": [{"volume": "v",
 			"claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "u"}}}]}`, "lacks"},
 		{"an ephemeral claim twice", `{"version": 5, "bindings": [], "ephemeralClaims": [` + made + `, ` + made + `]}`, "made twice"},
@@ -223,7 +223,7 @@ func TestMadeClaimsAreWrittenAsVersion5(t *testing.T) {
 	pod, made := madeForWeb(t)
 	c := made["default/web-scratch"].Claim
 	path := filepath.Join(t.TempDir(), "claims.json")
-	if err := newStore(path).saveState(records{}, made); err != nil {
+	if err := newStore(path).saveState(records{}, made, nil); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 5`) {
