@@ -84,7 +84,7 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 			"provisioned": {"metadata": {"name": "p"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}, "reclaim": {"step": "Deleting"}}]}`,
 			"a reclaim step on a record that is not"},
 		{"a claim twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"pv-a"`, `"pv-b"`, 1) + `]}`,
-			"claim default/data (uid \"\") is in two bindings"},		{"a snapshot without its claim", `{"version": 6, "bindings": [], "snapshots": [{"namespace": "d", "name": "s", "handle": "snapshot-1",
+			"claim default/data (uid \"\") is in two bindings"}, {"a snapshot without its claim", `{"version": 6, "bindings": [], "snapshots": [{"namespace": "d", "name": "s", "handle": "snapshot-1",
 			"provisioner": "local.volume-agent.io", "pv": {"metadata": {"name": "p"}}, "step": "Ready", "size": "1Gi"}]}`, "snapshot 0 lacks"},
 		{"a snapshot of an unknown step", `{"version": 6, "bindings": [], "snapshots": [` + strings.Replace(snap, `"Ready"`, `"Gone"`, 1) + `]}`,
 			`step "Gone" is not Taking, Ready or Deleting`},
