@@ -310,6 +310,14 @@ type claimLister struct {
 	usage  *volumeusage.Usage
 }
 
+// Snapshots lists the binder's VolumeSnapshots (none without --manifests).
+func (l claimLister) Snapshots() []binder.SnapshotStatus {
+	if l.binder == nil {
+		return nil
+	}
+	return l.binder.Snapshots()
+}
+
 func (l claimLister) Claims() []binder.ClaimStatus {
 	var out []binder.ClaimStatus
 	if l.binder != nil {
