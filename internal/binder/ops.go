@@ -44,6 +44,8 @@ const (
 type operations struct {
 	provisioners map[string]provisioner.Provisioner
 	snapshotters map[string]Snapshotter
+	// pause is Config.PauseAfterStorage.
+	pause time.Duration
 	retryMin     time.Duration
 	timeout      time.Duration
 	log          *zap.Logger
@@ -74,7 +76,7 @@ type opResult struct {
 	err  error
 }
 
-func newOperations(provs []provisioner.Provisioner, snaps map[string]Snapshotter, log *zap.Logger) *operations {
+func newOperations(provs []provisioner.Provisioner, snaps map[string]Snapshotter, pause time.Duration, log *zap.Logger) *operations {
 	byName := make(map[string]provisioner.Provisioner, len(provs))
 	for _, p := range provs {
 		byName[p.Name()] = p
@@ -82,6 +84,7 @@ func newOperations(provs []provisioner.Provisioner, snaps map[string]Snapshotter
 	return &operations{
 		provisioners: byName,
 		snapshotters: snaps,
+		pause:        pause,
 		retryMin:     retryMin,
 		timeout:      opTimeout,
 		log:          log,
@@ -183,6 +186,7 @@ func (ops *operations) start(ctx context.Context, o outcome) {
 				return nil, fmt.Errorf("provision PersistentVolume %q for claim %s/%s with %s: %w",
 					p.req.PVName, p.req.Claim.Namespace, p.req.Claim.Name, p.provisioner, err)
 			}
+			ops.pauseAfterStorage(ctx)
 			return provisioner.NewPV(p.req, prov.Name(), vol), nil
 		})
 	}
@@ -361,5 +365,18 @@ func (ops *operations) stop() {
 	ops.wg.Wait()
 	if ops.timer != nil {
 		ops.timer.Stop()
+	}
+}
+
+// pauseAfterStorage waits Config.PauseAfterStorage, or until ctx ends.
+func (ops *operations) pauseAfterStorage(ctx context.Context) {
+	if ops.pause <= 0 {
+		return
+	}
+	t := time.NewTimer(ops.pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

@@ -86,6 +86,11 @@ type Config struct {
 	// claims made from a data source, are served only for those.
 	// Optional; nil takes no snapshot.
 	Snapshotters map[string]Snapshotter
+	// PauseAfterStorage, for fault tests only, waits this long between a
+	// successful Provision and the result reaching the binding loop (the
+	// agent reads it from $VOLUME_AGENT_TEST_PROVISION_PAUSE), so that a
+	// test sees a provisioning under way. Zero in production.
+	PauseAfterStorage time.Duration
 	// ReclaimDelay (--reclaim-delay) is how long the storage of a released
 	// claim with reclaim policy Delete stays aside, restorable by the same
 	// claim coming back, before it is deleted; and how long a released
@@ -230,7 +235,7 @@ func New(cfg Config) (*Source, error) {
 		wake:      wakeup.New("binder"),
 		deleteNow: make(chan deleteNowCall),
 		retryMin:  retryMin,
-		ops:       newOperations(cfg.Provisioners, cfg.Snapshotters, log),
+		ops:       newOperations(cfg.Provisioners, cfg.Snapshotters, cfg.PauseAfterStorage, log),
 		st:        &state{recs: recs, made: made, snaps: snaps},
 	}, nil
 }
