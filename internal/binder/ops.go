@@ -45,10 +45,10 @@ type operations struct {
 	provisioners map[string]provisioner.Provisioner
 	snapshotters map[string]Snapshotter
 	// pause is Config.PauseAfterStorage.
-	pause time.Duration
-	retryMin     time.Duration
-	timeout      time.Duration
-	log          *zap.Logger
+	pause    time.Duration
+	retryMin time.Duration
+	timeout  time.Duration
+	log      *zap.Logger
 	// done receives the result of every call.
 	done chan opResult
 	wg   sync.WaitGroup
