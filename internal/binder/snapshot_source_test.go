@@ -82,6 +82,10 @@ func TestSnapshotWaitsOrIsRefused(t *testing.T) {
 			f.vscs = []*volumesnapshot.VolumeSnapshotClass{{Driver: "other.example.com", DeletionPolicy: "Delete"}}
 			f.vscs[0].Name = "other"
 		}, `VolumeSnapshotClass "other" names driver "other.example.com": the agent takes snapshots only for "local.volume-agent.io"`},
+		{"its claim a raw block volume", func(f *fakeInner) {
+			block := v1.PersistentVolumeBlock
+			f.claims[0].Spec.VolumeMode = &block
+		}, `claim default/data is bound to PersistentVolume "pvc-u1", a raw block volume: snapshots and clones of raw block volumes are not supported`},
 		{"its claim bound to a PersistentVolume of the manifests", func(f *fakeInner) {
 			f.claims[0].Spec.StorageClassName = nil
 			f.pvs = []*v1.PersistentVolume{newPV("pv-a", "1Gi")}

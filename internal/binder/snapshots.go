@@ -239,6 +239,9 @@ func snapshottable(w world, r record) string {
 		return fmt.Sprintf("claim %s is bound to PersistentVolume %q, a plain directory (class parameter %s \"false\"): "+
 			"a copy of a live plain directory is not point-in-time, so it is not snapshotted; use a class with %s: \"true\"",
 			r.claim(), r.PV, local.ParamEnforce, local.ParamEnforce)
+	case modeOf(r.Provisioned.Spec.VolumeMode) == v1.PersistentVolumeBlock:
+		return fmt.Sprintf("claim %s is bound to PersistentVolume %q, a raw block volume: snapshots and clones of raw block volumes are not supported",
+			r.claim(), r.PV)
 	case !w.snapshotters[provisioner.LocalName]:
 		return fmt.Sprintf("the local provisioner of PersistentVolume %q does not run on this agent (--provisioners), "+
 			"so nothing can take its snapshot", r.PV)
