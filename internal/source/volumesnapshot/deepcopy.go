@@ -8,7 +8,8 @@ func (s *VolumeSnapshot) DeepCopy() *VolumeSnapshot {
 		return nil
 	}
 	out := &VolumeSnapshot{TypeMeta: s.TypeMeta}
-	s.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	meta := s.ObjectMeta
+	meta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.Source.PersistentVolumeClaimName = copyString(s.Spec.Source.PersistentVolumeClaimName)
 	out.Spec.Source.VolumeSnapshotContentName = copyString(s.Spec.Source.VolumeSnapshotContentName)
 	out.Spec.VolumeSnapshotClassName = copyString(s.Spec.VolumeSnapshotClassName)
@@ -43,7 +44,8 @@ func (c *VolumeSnapshotClass) DeepCopy() *VolumeSnapshotClass {
 		return nil
 	}
 	out := &VolumeSnapshotClass{TypeMeta: c.TypeMeta, Driver: c.Driver, DeletionPolicy: c.DeletionPolicy}
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	meta := c.ObjectMeta
+	meta.DeepCopyInto(&out.ObjectMeta)
 	if c.Parameters != nil {
 		out.Parameters = make(map[string]string, len(c.Parameters))
 		for k, v := range c.Parameters {
