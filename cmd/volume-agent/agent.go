@@ -228,7 +228,8 @@ func (a *agent) addSources(o options, root string, log *zap.Logger, c *cluster, 
 		}
 		b, err = binder.New(binder.Config{Inner: src, StatePath: filepath.Join(root, "claims.json"), NodeName: o.nodeName, Logger: log, OnChange: notify,
 			Provisioners: provs.forBinder(), ReclaimDelay: o.reclaimDelay, InUse: a.inUse, PauseAfterStorage: provs.pauseAfterStorage(),
-			Traces: func() ([]string, error) { return bindingTraces(layout.Root(root), provs.localRoot, c != nil) }})
+			Snapshotters: provs.snapshotters(),
+			Traces:       func() ([]string, error) { return bindingTraces(layout.Root(root), provs.localRoot, c != nil) }})
 		if err != nil {
 			return err
 		}
