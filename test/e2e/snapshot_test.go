@@ -164,9 +164,18 @@ func startSnapshots(t *testing.T, a *agent, root string, extra ...string) apiVol
 // The snapshot and its readiness survive SIGKILL and SIGTERM. A
 // VolumeSnapshot made again under its name with another UID is a new
 // snapshot, with the data of its own moment. A class of plain
-// directories is refused.
+// directories is refused. On btrfs: subvolume snapshots.
 func TestManifestSnapshotRestoreAndClone(t *testing.T) {
-	root := btrfsLocalRoot(t, true)
+	checkRestoreAndClone(t, btrfsLocalRoot(t, true))
+}
+
+// TestManifestSnapshotRestoreAndCloneOnImages: the same with ext4 image
+// volumes (reflink or sparse copies).
+func TestManifestSnapshotRestoreAndCloneOnImages(t *testing.T) {
+	checkRestoreAndClone(t, imageLocalRoot(t))
+}
+
+func checkRestoreAndClone(t *testing.T, root string) {
 	a := newAgent(t)
 	v := startSnapshots(t, a, root, "--reclaim-delay", "0s")
 	writeIn(t, v, "state", "before")
@@ -226,9 +235,11 @@ func TestManifestSnapshotRestoreAndClone(t *testing.T) {
 
 // TestManifestSnapshotDeletedAfterReclaimDelay: a snapshot whose
 // VolumeSnapshot is removed from the manifests is kept for
-// --reclaim-delay, shown with when it is deleted; an agent started on an
-// emptied manifest directory deletes nothing, whatever the delay; once
-// the delay has passed, with the manifests there, it is deleted.
+// --reclaim-delay, shown with when it is deleted, and kept when the
+// VolumeSnapshot comes back; an agent started on an emptied manifest
+// directory deletes nothing, whatever the delay; once the manifests list
+// objects again without the VolumeSnapshot, it is deleted after the
+// delay.
 func TestManifestSnapshotDeletedAfterReclaimDelay(t *testing.T) {
 	root := btrfsLocalRoot(t, true)
 	a := newAgent(t)
@@ -249,20 +260,25 @@ func TestManifestSnapshotDeletedAfterReclaimDelay(t *testing.T) {
 	if !strings.Contains(subvolumes(t, root), snap.Snapshot) {
 		t.Errorf("the snapshot is gone within the reclaim delay")
 	}
+	a.writeManifest("snapshot.yaml", fmt.Sprintf(snapshotManifest, "s1"))
+	back := a.waitSnapshot("snap", 30*time.Second, "snapshot back, kept", func(s apiSnapshot) bool { return !s.Removed && s.DeleteAfter == nil })
+	if back.Snapshot != snap.Snapshot || !back.ReadyToUse {
+		t.Errorf("the VolumeSnapshot back shows %+v, want its snapshot %s, ready", back, snap.Snapshot)
+	}
 
-	// Started on an emptied directory with the delay passed: kept.
+	// Started on an emptied directory, no reclaim delay: kept.
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
 	aside := t.TempDir()
-	for _, name := range []string{"class.yaml", "claim.yaml", "pod.yaml"} {
+	for _, name := range []string{"class.yaml", "claim.yaml", "pod.yaml", "snapshot.yaml"} {
 		if err := os.Rename(filepath.Join(a.manifests, name), filepath.Join(aside, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	a.start("--provisioners", "local", "--local-path-root", root, "--reclaim-delay", "0s")
 	a.waitSnapshot("snap", 30*time.Second, "the removal not counted in an emptied directory", func(s apiSnapshot) bool {
-		return s.Removed && strings.Contains(s.Error, "an emptied directory never deletes a snapshot")
+		return s.Removed && s.DeleteAfter == nil && strings.Contains(s.Error, "a source that lists nothing removes nothing")
 	})
 	if !strings.Contains(subvolumes(t, root), snap.Snapshot) {
 		t.Errorf("the snapshot was deleted by an emptied manifest directory")
