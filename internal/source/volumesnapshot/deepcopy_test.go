@@ -15,7 +15,7 @@ func TestDeepCopySharesNothing(t *testing.T) {
 	claim, class, ready, msg := "data", "local", true, "x"
 	size := resource.MustParse("1Gi")
 	s := &VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{"a": "b"}},
-		Spec: VolumeSnapshotSpec{Source: VolumeSnapshotSource{PersistentVolumeClaimName: &claim}, VolumeSnapshotClassName: &class},
+		Spec:   VolumeSnapshotSpec{Source: VolumeSnapshotSource{PersistentVolumeClaimName: &claim}, VolumeSnapshotClassName: &class},
 		Status: &VolumeSnapshotStatus{ReadyToUse: &ready, RestoreSize: &size, Error: &VolumeSnapshotError{Message: &msg}}}
 	c := s.DeepCopy()
 	if !equality.Semantic.DeepEqual(s, c) {
