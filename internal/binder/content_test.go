@@ -148,3 +148,31 @@ func TestPlanSourcesKeptWhileInUse(t *testing.T) {
 		t.Errorf("source record %+v, held %q; want Bound, held for the clone", r, o.held[r.claim()])
 	}
 }
+
+// A provisioning from a data source recorded before a crash is asked for
+// again after the restart with the content recorded, whatever the source
+// holds by then (the VolumeSnapshot gone, the clone's source claim
+// gone): never as an empty volume.
+func TestPlanRecordedContentProvisioning(t *testing.T) {
+	fast := localClass("fast")
+	restore := newClaim("c", "1Gi", claimUID("u2"), claimClass("fast"), claimFrom(volumesnapshot.Group, "VolumeSnapshot", "snap"))
+	content := &contentIntent{Kind: "VolumeSnapshot", Name: "snap", Snapshot: "snapshot-a"}
+	prev := records{"pvc-u2": {Namespace: "default", Name: "c", UID: "u2", PV: "pvc-u2", Phase: phaseProvisioning,
+		Provisioning: &provisionIntent{Provisioner: provisioner.LocalName, Claim: restore, Class: fast, Content: content}}}
+	w := planWorld(nil, nil) // the claim, its class and the VolumeSnapshot all gone
+	w.provisioners = map[string]bool{provisioner.LocalName: true}
+	o := plan(w, prev)
+	if len(o.provisions) != 1 || o.provisions[0].content != content {
+		t.Fatalf("provisions %+v; want the recorded one, with its content", o.provisions)
+	}
+	req, err := withContent(o.provisions[0].req, o.provisions[0].content)
+	if err != nil || req.Content == nil || req.Content.Snapshot != "snapshot-a" || req.Content.Volume != nil {
+		t.Errorf("request content %+v, %v; want snapshot-a", req.Content, err)
+	}
+	made := localPV(restore, fast)
+	w.ops = opsState{made: map[string]*v1.PersistentVolume{"pvc-u2": made}}
+	o = plan(w, prev)
+	if r := o.recs["pvc-u2"]; r.Source == nil || *r.Source != (sourceRef{Kind: "VolumeSnapshot", Name: "snap"}) || r.Phase != PhaseReleased {
+		t.Errorf("record once made %+v; want Released (its claim gone), from VolumeSnapshot snap", r)
+	}
+}
