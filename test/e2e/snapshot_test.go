@@ -328,3 +328,40 @@ func TestManifestSnapshotKeptWhileRestoring(t *testing.T) {
 		return len(a.snapshotsNamed("snap")) == 0 && !strings.Contains(left, snap.Snapshot), left
 	})
 }
+
+// TestManifestSnapshotSIGKILLLeavesNothingBehind: the agent killed
+// (SIGKILL) at varying moments of taking snapshots and of restoring from
+// them finishes each after its restart, the restored data intact, and,
+// every VolumeSnapshot and restored claim removed, deletes every snapshot
+// and volume it made: no subvolume is left that no record knows.
+func TestManifestSnapshotSIGKILLLeavesNothingBehind(t *testing.T) {
+	root := btrfsLocalRoot(t, true)
+	a := newAgent(t)
+	v := startSnapshots(t, a, root, "--reclaim-delay", "0s")
+	for i := range 4 {
+		writeIn(t, v, "state", fmt.Sprint("moment ", i))
+		a.writeManifest("snapshot.yaml", fmt.Sprintf(snapshotManifest, fmt.Sprint("s", i)))
+		time.Sleep(time.Duration(i) * 40 * time.Millisecond) // cut at a different step each time
+		a.kill()
+		a.start(a.extra...)
+		a.waitSnapshot("snap", 60*time.Second, fmt.Sprint("snapshot ", i, " ready after SIGKILL"), func(s apiSnapshot) bool {
+			return s.ReadyToUse && s.UID == fmt.Sprint("s", i)
+		})
+		name := fmt.Sprint("restored", i)
+		a.writeManifest(name+".yaml", fmt.Sprintf(restoreClaim, name, "sized")+"---"+fmt.Sprintf(podOfClaim, "reader"+fmt.Sprint(i), name))
+		time.Sleep(time.Duration(i) * 40 * time.Millisecond)
+		a.kill()
+		a.start(a.extra...)
+		restored := a.waitPod("default", "reader"+fmt.Sprint(i), 60*time.Second, ready).volume("store")
+		checkFile(t, filepath.Join(restored.Path, "state"), fmt.Sprint("moment ", i))
+		v = a.waitPod("default", "writer", 60*time.Second, ready).volume("store")
+		a.removeManifest(name + ".yaml") // deleted at once (no reclaim delay): the root has room for a few volumes only
+	}
+	a.removeManifest("snapshot.yaml")
+	waitFor(t, 120*time.Second, "every snapshot and restored volume deleted", func() (bool, string) {
+		left := subvolumes(t, root)
+		_, snaps := a.claimsAndSnapshots()
+		return len(snaps) == 0 && strings.Count(strings.TrimSpace(left), "\n") == 0 && strings.Contains(left, v.PV), left
+	})
+	checkFile(t, filepath.Join(v.Path, "state"), "moment 3")
+}
