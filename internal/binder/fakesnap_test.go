@@ -30,6 +30,8 @@ type fakeLocal struct {
 	// is closed when a call begins.
 	holdTake chan struct{}
 	taking   chan struct{}
+	// takeErr, when set, fails every TakeSnapshot.
+	takeErr error
 }
 
 var (
@@ -63,6 +65,9 @@ func (p *fakeLocal) TakeSnapshot(ctx context.Context, pv *v1.PersistentVolume, n
 		case <-ctx.Done():
 			return SnapshotInfo{}, ctx.Err()
 		}
+	}
+	if p.takeErr != nil {
+		return SnapshotInfo{}, p.takeErr
 	}
 	p.smu.Lock()
 	defer p.smu.Unlock()

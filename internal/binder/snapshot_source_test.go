@@ -222,3 +222,17 @@ func TestSnapshotOfSameNameNewUIDIsNew(t *testing.T) {
 		t.Errorf("the new VolumeSnapshot shows the old snapshot %q", first)
 	}
 }
+
+// A snapshot whose taking fails is retried, and the failure shown.
+func TestSnapshotFailureShown(t *testing.T) {
+	inner := newFakeInner()
+	snapWorld(inner, newSnapshot("snap", "s1", "data"))
+	p := newFakeLocal()
+	p.takeErr = errDiskFull
+	h := startSnap(t, inner, filepath.Join(t.TempDir(), "claims.json"), p)
+	h.eventually("the failure shown", func() bool {
+		s := h.snapshotNamed("snap")
+		return len(s) == 1 && !s[0].ReadyToUse && strings.Contains(s[0].Error, "failed, retrying: take snapshot") &&
+			strings.Contains(s[0].Error, "no space left on device")
+	})
+}

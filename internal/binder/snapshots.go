@@ -137,8 +137,33 @@ func (o *outcome) snapshots(w world) {
 	for _, r := range o.snaps.sorted() {
 		if r.Step == snapTaking || r.Step == snapDeleting {
 			o.snapOps = append(o.snapOps, snapshotOp{step: r.Step, r: r})
+			o.snapFailed(w, r)
 		}
 	}
+}
+
+// snapFailed says, for r being taken or deleted, that the last call
+// failed and is retried, and why.
+func (o *outcome) snapFailed(w world, r snapRecord) {
+	err := w.ops.failed[r.Handle]
+	switch {
+	case err == "":
+	case r.Step == snapTaking && listedKey(w, r.key()):
+		o.snapPending[r.key()] = fmt.Sprintf("taking snapshot %q failed, retrying: %s", r.Handle, err)
+	case r.Step == snapTaking:
+		o.snapHeld[r.Handle] = fmt.Sprintf("taking snapshot %q failed, retrying: %s", r.Handle, err)
+	default:
+		o.snapHeld[r.Handle] = fmt.Sprintf("deleting snapshot %q failed, retrying: %s", r.Handle, err)
+	}
+}
+
+func listedKey(w world, k snapKey) bool {
+	for _, s := range w.snapshots {
+		if snapKeyOf(s) == k {
+			return true
+		}
+	}
+	return false
 }
 
 // recordSnapshotOps records the snapshots just taken, Ready, and drops
