@@ -192,6 +192,12 @@ func TestSnapshotRestoreClone(t *testing.T) {
 			}
 			sameContent(t, filepath.Join(clone, "before"), 4)
 			sameContent(t, filepath.Join(clone, "after"), 2)
+			if again, err := s.CreateFrom(ctx, "clone", 24*mi, Source{Volume: "vol"}); err != nil || again != clone {
+				t.Fatalf("clone again: %q, %v", again, err)
+			}
+			if _, err := s.CreateFrom(ctx, "clone", 32*mi, Source{Volume: "vol"}); !errors.Is(err, ErrExists) {
+				t.Fatalf("clone again with another size: %v, want ErrExists", err)
+			}
 			if thawed, err := thawLeft(dir); rc.image && (err != nil || thawed) {
 				t.Fatalf("the volume after its clone: frozen %t, %v", thawed, err)
 			}
@@ -207,7 +213,17 @@ func TestSnapshotRestoreClone(t *testing.T) {
 				t.Errorf("usage of the 24 MiB clone: %+v, %v", u, err)
 			}
 
+			unix.Sync() // qgroups count at a commit
 			p := promised(t, b)
+			// A restore shares the snapshot's 4 MiB, counted by the
+			// snapshot: it may still take its whole size (a reflinked
+			// image, all of its image); a sparse copy has its 4 MiB.
+			switch n := p["restored"]; {
+			case (rc.reflinked || !rc.image) && n < 15*mi:
+				t.Errorf("Promised of a restore sharing its data: %d bytes, want its 16 MiB", n)
+			case rc.image && !rc.reflinked && n > 13*mi:
+				t.Errorf("Promised of a sparse restore holding 4 MiB: %d bytes, want about 12 MiB", n)
+			}
 			if n := p[SnapshotKey("snap")]; rc.reflinked || !rc.image {
 				if n < 3*mi || n > snap.Bytes {
 					t.Errorf("Promised of the snapshot: %d bytes, want about its %d bytes", n, snap.Bytes)
@@ -257,6 +273,17 @@ func TestSnapshotRestoreClone(t *testing.T) {
 				if err := s.DeleteSnapshot(ctx, "snap"); err != nil {
 					t.Fatal(err)
 				}
+			}
+			// A snapshot taken again under the name is another one: the
+			// volume made from the old one is not made from it.
+			if _, err := s.Snapshot(ctx, "vol", "snap"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateFrom(ctx, "again", 16*mi, Source{Snapshot: "snap"}); !errors.Is(err, ErrExists) {
+				t.Fatalf("restore under the name of a volume made from an older snapshot of the name: %v, want ErrExists", err)
+			}
+			if err := s.DeleteSnapshot(ctx, "snap"); err != nil {
+				t.Fatal(err)
 			}
 			for _, n := range []string{"vol", "again"} {
 				if err := b.Delete(ctx, n); err != nil {
@@ -540,4 +567,29 @@ func TestFreezeIsBounded(t *testing.T) {
 func btrfsSubvolume(dir string) bool {
 	var st unix.Stat_t
 	return unix.Lstat(dir, &st) == nil && st.Ino == 256
+}
+
+// TestSnapshotErrorsSayWhat: a snapshot that does not exist, asked for or
+// restored from, is ErrNotFound with a message naming the snapshot (not
+// ErrNotFound's own about volumes); a volume that does not exist is
+// ErrNotFound for Snapshot and for a clone; nothing is made.
+func TestSnapshotErrorsSayWhat(t *testing.T) {
+	root := imageRoot(t)
+	_, s := snapshotter(t, root, true)
+	ctx := t.Context()
+	for _, err := range []error{
+		func() error { _, err := s.SnapshotInfo(ctx, "gone"); return err }(),
+		func() error { _, err := s.CreateFrom(ctx, "vol", mi, Source{Snapshot: "gone"}); return err }(),
+	} {
+		if !errors.Is(err, ErrNotFound) || err.Error() != "no snapshot gone" && !strings.HasSuffix(err.Error(), ": no snapshot gone") {
+			t.Errorf("%v: want ErrNotFound saying no snapshot gone", err)
+		}
+	}
+	if _, err := s.Snapshot(ctx, "gone", "snap"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "volume gone") {
+		t.Errorf("snapshot of no volume: %v", err)
+	}
+	if _, err := s.CreateFrom(ctx, "vol", mi, Source{Volume: "gone"}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "volume gone") {
+		t.Errorf("clone of no volume: %v", err)
+	}
+	checkEmpty(t, root, true)
 }
