@@ -107,7 +107,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	a.usage = volumeusage.New(volumeusage.Config{Targets: usageTargets{desired: a.desired, actual: a.actual, hostRoot: o.hostRoot}, Period: o.statsPeriod, Logger: log,
+	a.usage = volumeusage.New(volumeusage.Config{Targets: usageTargets{desired: a.desired, actual: a.actual, hostRoot: o.hostRoot, localRoot: provs.localRoot}, Period: o.statsPeriod, Logger: log,
 		Reporter: sizeLimitReporter{desired: a.desired, events: cluster.sizeLimitRecorder(), log: log.Named("usage")}})
 	if err := a.addSources(o, root, log, cluster, notify, provs); err != nil {
 		return err

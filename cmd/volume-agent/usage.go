@@ -8,9 +8,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/csi"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
+	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/provisioner/local"
 	volumeusage "github.com/volume-agent/volume-agent/internal/usage"
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -27,6 +29,9 @@ type usageTargets struct {
 	actual  *asw.World
 	// hostRoot is --host-root: where a PV's local path is reached.
 	hostRoot string
+	// localRoot is the local provisioner's root, resolved ("" when it
+	// is off): where a CSI PV of the local driver is reached.
+	localRoot string
 }
 
 var _ volumeusage.Targets = usageTargets{}
@@ -49,10 +54,10 @@ func (t usageTargets) UsageTargets() []volumeusage.Target {
 			}
 			tg := volumeusage.Target{Key: key, Namespace: p.Namespace, Pod: p.Name, Volume: name, Claim: d.Claim, Path: a.Path,
 				SizeLimit: watchedSizeLimit(d), QuotaLimit: quotaLimit(d)}
-			if tg.QuotaLimit > 0 && d.Claim != "" && d.Spec.PV.Spec.Local != nil {
+			if tg.QuotaLimit > 0 && d.Claim != "" {
 				// The local provisioner's btrfs volume (quotaLimit checked
 				// its PV), reached where its parent is on the same btrfs.
-				tg.QuotaPath = filepath.Join(t.hostRoot, d.Spec.PV.Spec.Local.Path)
+				tg.QuotaPath = t.volumePath(d.Spec.PV)
 			}
 			out = append(out, tg)
 		}
@@ -97,7 +102,7 @@ func quotaLimit(d dsw.Volume) int64 {
 	if size := watchedSizeLimit(d); size > 0 {
 		return emptydir.QgroupLimit(size)
 	}
-	if d.Spec == nil || d.Spec.PV == nil || d.Spec.Volume == nil || d.Spec.PV.Annotations[local.AnnCapacity] != "btrfs" || d.Spec.ReadOnly() {
+	if d.Spec == nil || d.Spec.PV == nil || d.Spec.Volume == nil || capacityKind(d.Spec.PV) != "btrfs" || d.Spec.ReadOnly() {
 		return 0
 	}
 	q, ok := d.Spec.PV.Spec.Capacity[v1.ResourceStorage]
@@ -105,6 +110,35 @@ func quotaLimit(d dsw.Volume) int64 {
 		return 0
 	}
 	return q.Value()
+}
+
+// volumePath is where the local provisioner's volume of pv is reached
+// from the agent: an in-tree local PV's path under --host-root, a CSI
+// PV's volume handle under the local path root ("" when it is off: the
+// volume is then not set up at all).
+func (t usageTargets) volumePath(pv *v1.PersistentVolume) string {
+	switch {
+	case pv.Spec.Local != nil:
+		return filepath.Join(t.hostRoot, pv.Spec.Local.Path)
+	case pv.Spec.CSI != nil && t.localRoot != "":
+		return filepath.Join(t.localRoot, pv.Spec.CSI.VolumeHandle)
+	}
+	return ""
+}
+
+// capacityKind is the backend the local provisioner made pv's volume
+// with ("" for a plain directory): the annotation of an in-tree local PV,
+// or the volume context the CSI driver returned for one of its own. Either
+// can be written by others; the usage pass only makes a limit again on a
+// volume that is a subvolume, never one larger than the PV's capacity.
+func capacityKind(pv *v1.PersistentVolume) string {
+	if c := pv.Spec.CSI; c != nil {
+		if c.Driver != provisioner.LocalName {
+			return ""
+		}
+		return c.VolumeAttributes[csi.ContextCapacity]
+	}
+	return pv.Annotations[local.AnnCapacity]
 }
 
 // sizeLimitEvents sends the Warning event of a volume over its size limit.

@@ -10,10 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/csi"
 	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 	"github.com/volume-agent/volume-agent/internal/plugins/hostpath"
 	"github.com/volume-agent/volume-agent/internal/plugins/local"
+	"github.com/volume-agent/volume-agent/internal/provisioner"
+	provlocal "github.com/volume-agent/volume-agent/internal/provisioner/local"
 	volumeusage "github.com/volume-agent/volume-agent/internal/usage"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -117,5 +120,76 @@ func TestSizeLimitReporter(t *testing.T) {
 	sizeLimitReporter{desired: desired, events: ev, log: zap.New(core)}.LimitNotEnforced(s)
 	if want := []string{`scratch not enforced: The size of volume "scratch" is not enforced: btrfs quotas are off`}; !slices.Equal(ev.got, want) {
 		t.Errorf("events %q, want %q", ev.got, want)
+	}
+}
+
+// A claim's limit is made again only on a volume the local provisioner
+// made on btrfs: an in-tree local PV says so in its annotation, a CSI PV of
+// the local driver in its volume context; another driver's says nothing,
+// and a read-only claim takes none.
+func TestQuotaLimit(t *testing.T) {
+	gi := resource.MustParse("1Gi")
+	claim := func(pv v1.PersistentVolume, readOnly bool) dsw.Volume {
+		pv.Spec.Capacity = v1.ResourceList{v1.ResourceStorage: gi}
+		vol := &v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data", ReadOnly: readOnly}}}
+		return dsw.Volume{Name: "pv", Claim: "data", Spec: &volume.Spec{Volume: vol, PV: &pv}}
+	}
+	csiPV := func(driver, kind string) v1.PersistentVolume {
+		return v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{
+			CSI: &v1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: "h", VolumeAttributes: map[string]string{csi.ContextCapacity: kind}}}}}
+	}
+	inTree := func(kind string) v1.PersistentVolume {
+		pv := v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/l/v"}}}}
+		pv.Annotations = map[string]string{provlocal.AnnCapacity: kind}
+		return pv
+	}
+	for name, tc := range map[string]struct {
+		d    dsw.Volume
+		want int64
+	}{
+		"in-tree on btrfs":         {claim(inTree("btrfs"), false), 1 << 30},
+		"in-tree image":            {claim(inTree("image"), false), 0},
+		"in-tree read-only":        {claim(inTree("btrfs"), true), 0},
+		"CSI on btrfs":             {claim(csiPV(provisioner.LocalName, "btrfs"), false), 1 << 30},
+		"CSI image":                {claim(csiPV(provisioner.LocalName, "image"), false), 0},
+		"CSI plain directory":      {claim(csiPV(provisioner.LocalName, ""), false), 0},
+		"another driver's context": {claim(csiPV("other.example.com", "btrfs"), false), 0},
+	} {
+		if got := quotaLimit(tc.d); got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+	}
+}
+
+// An enforced claim's qgroups are reached where its volume is: an
+// in-tree local PV's path under --host-root, a CSI PV's handle under the
+// local path root.
+func TestUsageTargetsQuotaPath(t *testing.T) {
+	gi := resource.MustParse("1Gi")
+	pvs := map[string]*v1.PersistentVolume{
+		"in-tree": {Spec: v1.PersistentVolumeSpec{Capacity: v1.ResourceList{v1.ResourceStorage: gi},
+			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/l/ns-a-pv-1"}}}},
+		"csi": {Spec: v1.PersistentVolumeSpec{Capacity: v1.ResourceList{v1.ResourceStorage: gi},
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: provisioner.LocalName,
+				VolumeHandle: "ns-b-pv-2", VolumeAttributes: map[string]string{csi.ContextCapacity: "btrfs"}}}}},
+	}
+	pvs["in-tree"].Annotations = map[string]string{provlocal.AnnCapacity: "btrfs"}
+	desired, actual := dsw.New(nil), asw.New(nil)
+	var vols []dsw.Volume
+	for name, pv := range pvs {
+		vol := &v1.Volume{Name: name, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}
+		vols = append(vols, dsw.Volume{Name: name, Claim: name, PV: name, Plugin: local.Name, Spec: &volume.Spec{Volume: vol, PV: pv}})
+		actual.Set(asw.Volume{PodUID: "u", Name: name, Plugin: local.Name, Path: "/r/" + name, State: asw.Mounted})
+	}
+	desired.SetPod(dsw.Pod{UID: "u", Namespace: "ns", Name: "web", Volumes: vols})
+	got := map[string]string{}
+	for _, tg := range (usageTargets{desired: desired, actual: actual, hostRoot: "/host", localRoot: "/local"}).UsageTargets() {
+		got[tg.Volume] = tg.QuotaPath
+	}
+	want := map[string]string{"in-tree": "/host/l/ns-a-pv-1", "csi": "/local/ns-b-pv-2"}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: QuotaPath %q, want %q", name, got[name], w)
+		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagecapacity"
 )
 
 const (
@@ -346,6 +349,14 @@ func TestCSIDriver(t *testing.T) {
 		if got := show(objs["CSIDriver /"+driver].Object["spec"]); got != want {
 			t.Errorf("%s: CSIDriver spec\n%s\nwant\n%s", what, got, want)
 		}
+	}
+	// The agent makes the same object where none exists.
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&storagecapacity.Driver(driver).Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := show(spec); got != want {
+		t.Errorf("the agent's CSIDriver spec\n%s\nwant\n%s", got, want)
 	}
 }
 

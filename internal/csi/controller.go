@@ -347,10 +347,15 @@ func snapshotErr(what string, err error) error {
 	return status.Errorf(codes.Internal, "%s: %v", what, err)
 }
 
+// ContextCapacity is the key of the volume context (a CSI PV's
+// spec.csi.volumeAttributes) that names the backend a volume was made
+// with: "btrfs", "image", or "" for a plain directory.
+const ContextCapacity = "capacity"
+
 // volume is the CSI description of r.
 func (d *Driver) volume(r *record, src *csipb.VolumeContentSource) *csipb.Volume {
 	return &csipb.Volume{VolumeId: r.ID, CapacityBytes: r.Size, ContentSource: src, AccessibleTopology: d.topology(),
-		VolumeContext: map[string]string{"capacity": r.Capacity}}
+		VolumeContext: map[string]string{ContextCapacity: r.Capacity}}
 }
 
 // DeleteVolume deletes (or archives) a volume after the reclaim delay:

@@ -105,8 +105,10 @@ func (env *clusterEnv) dynamicClaim(t *testing.T, ns, name, class string) *v1.Pe
 
 // entries lists the names in dir ("" for none, and for no dir), but for
 // the agent's records in a local path root: the capacity backend's
-// (.capacity), which every local path root of a privileged agent has, and
-// those of provisionings without a PV yet (.provisioning).
+// (.capacity), which every local path root of a privileged agent has,
+// those of provisionings without a PV yet (.provisioning) and the CSI
+// driver's (.csi); the snapshots' directory (.snapshots) is listed by
+// what it holds.
 func entries(t *testing.T, dir string) []string {
 	t.Helper()
 	des, err := os.ReadDir(dir)
@@ -115,7 +117,15 @@ func entries(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, d := range des {
-		if d.Name() != ".capacity" && d.Name() != ".provisioning" {
+		switch d.Name() {
+		case ".capacity", ".provisioning", ".csi":
+		case ".snapshots":
+			// The snapshots' directory is always there; a snapshot in
+			// it is an entry of its own.
+			for _, s := range entries(t, filepath.Join(dir, d.Name())) {
+				out = append(out, filepath.Join(d.Name(), s))
+			}
+		default:
 			out = append(out, d.Name())
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // an empty directory in the snapshot, and so in every volume made from it
 // (TestBtrfsSnapshotIsNotRecursive).
 
-func (b *btrfsDriver) snapDir(s *record) string { return filepath.Join(b.root, snapshotDir, s.Name) }
+func (b *btrfsDriver) snapDir(s *record) string { return filepath.Join(b.root, SnapshotDir, s.Name) }
 
 func (b *btrfsDriver) snapshotExists(s *record) (bool, error) { return lexists(b.snapDir(s)) }
 

@@ -47,7 +47,7 @@ const copyChunk = 8 << 20
 var errThawedEarly = errors.New("the volume's file system was thawed before its copy was done, so the copy is not of one moment")
 
 func (d *imageDriver) snapImg(s *record) string {
-	return filepath.Join(d.root, snapshotDir, s.Name+ImageSuffix)
+	return filepath.Join(d.root, SnapshotDir, s.Name+ImageSuffix)
 }
 
 func (d *imageDriver) snapshotExists(s *record) (bool, error) { return lexists(d.snapImg(s)) }

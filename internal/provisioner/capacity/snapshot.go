@@ -76,10 +76,10 @@ var (
 // snapshotKind is the Kind of a snapshot's record.
 const snapshotKind = "snapshot"
 
-// snapshotDir holds the snapshots under the root (<root>/.snapshots/), and
+// SnapshotDir holds the snapshots under the root (<root>/.snapshots/), and
 // their records under the state directory: a hidden name, so never a
 // volume's or an archive's.
-const snapshotDir = ".snapshots"
+const SnapshotDir = ".snapshots"
 
 // snapshotRecords is the directory of the snapshots' records under the
 // state directory.
@@ -87,7 +87,7 @@ const snapshotRecords = "snapshots"
 
 // SnapshotKey is the key of the snapshot name in Promised's map: hidden and
 // holding a slash, so never a volume's name.
-func SnapshotKey(name string) string { return snapshotDir + "/" + name }
+func SnapshotKey(name string) string { return SnapshotDir + "/" + name }
 
 // snapLock is the key of a snapshot in the store's locks. Volumes are
 // locked before snapshots, and two volumes in the order of their names,
@@ -165,7 +165,7 @@ func (s *store) Snapshot(ctx context.Context, source, snap string) (Snapshot, er
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", snap, err)
 	}
 	if found {
-		return Snapshot{}, fmt.Errorf("snapshot %s: its files exist under %s but were not made by volume-agent; leaving them", snap, filepath.Join(s.cfg.Root, snapshotDir))
+		return Snapshot{}, fmt.Errorf("snapshot %s: its files exist under %s but were not made by volume-agent; leaving them", snap, filepath.Join(s.cfg.Root, SnapshotDir))
 	}
 	if err := s.takeSnapshot(ctx, v, r); err != nil {
 		return Snapshot{}, err
@@ -578,7 +578,7 @@ func makeSnapshotDirs(cfg Config) error {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, snapshotRecords), 0o700); err != nil {
 		return fmt.Errorf("make snapshot state directory: %w", err)
 	}
-	dir := filepath.Join(cfg.Root, snapshotDir)
+	dir := filepath.Join(cfg.Root, SnapshotDir)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("make snapshot directory: %w", err)
 	}

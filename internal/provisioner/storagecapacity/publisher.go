@@ -319,17 +319,25 @@ func (p *Publisher) checkDriver(ctx context.Context) bool {
 	return true
 }
 
-// Driver is the CSIDriver object for the provisioner name: no attach, no
-// pod information, persistent volumes only, and storageCapacity: true.
-// It only tells the scheduler to read the CSIStorageCapacity objects: the
-// provisioner's PVs are local volumes, which no component handles as CSI.
+// Driver is the CSIDriver object for the provisioner name, as the chart
+// and deploy/ ship it (deploy/chart's TestCSIDriver holds them equal): no
+// attach, the pod's information at publish, the kubelet applying fsGroup
+// itself (File: the driver binds a directory and takes no gid option), no
+// SELinux context mount (a bind mount takes none), persistent volumes only,
+// and storageCapacity: true, which makes the scheduler read the
+// CSIStorageCapacity objects. With the CSI endpoint off, only that last
+// field is used: the provisioner's PVs are then local volumes, which no
+// component handles as CSI.
 func Driver(name string) *storagev1.CSIDriver {
 	return &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: managedBy}},
 		Spec: storagev1.CSIDriverSpec{
 			AttachRequired:       ptr.To(false),
-			PodInfoOnMount:       ptr.To(false),
+			PodInfoOnMount:       ptr.To(true),
+			FSGroupPolicy:        ptr.To(storagev1.FileFSGroupPolicy),
 			StorageCapacity:      ptr.To(true),
+			SELinuxMount:         ptr.To(false),
+			RequiresRepublish:    ptr.To(false),
 			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
 		},
 	}
