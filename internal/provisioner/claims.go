@@ -307,6 +307,10 @@ func neverUsed(pv *v1.PersistentVolume) *v1.PersistentVolume {
 var (
 	errSelector = errors.New("claim Selector is not supported: a provisioner cannot make a PersistentVolume that matches it")
 	errVAC      = errors.New("claim volumeAttributesClassName is not supported: volume-agent's provisioners make no volumes of an attributes class")
+	// errDataSource: a claim made from a snapshot or another claim must
+	// never be given an empty volume. Only the CSI driver copies content.
+	errDataSource = errors.New("claim dataSource is not supported by this provisioner: it would make an empty volume, not a copy; " +
+		"a clone or a restore is made by the CSI driver: use a StorageClass of provisioner " + LocalName + " on agents run with --csi-endpoint")
 )
 
 // unsupported says why claim cannot be provisioned whatever happens, or
@@ -317,6 +321,8 @@ func unsupported(claim *v1.PersistentVolumeClaim) error {
 		return errSelector
 	case claim.Spec.VolumeAttributesClassName != nil && *claim.Spec.VolumeAttributesClassName != "":
 		return errVAC
+	case claim.Spec.DataSource != nil || claim.Spec.DataSourceRef != nil:
+		return errDataSource
 	}
 	return nil
 }

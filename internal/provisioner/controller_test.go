@@ -367,16 +367,21 @@ func TestClaimDeletedWhileProvisioningIsAbandoned(t *testing.T) {
 	})
 }
 
-// A claim with a selector or an attributes class is refused with an event
-// and never provisioned, as the external provisioners do.
+// A claim with a selector, an attributes class or a data source is refused
+// with an event and never provisioned, as the external provisioners do: a
+// claim made from a snapshot or a claim never gets an empty volume.
 func TestUnsupportedClaimsAreRefused(t *testing.T) {
 	withSelector := claim("sel", "local", LocalName, "node-a")
 	withSelector.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}
 	withVAC := claim("vac", "local", LocalName, "node-a")
 	withVAC.Spec.VolumeAttributesClassName = ptr.To("gold")
+	withSource := claim("clone", "local", LocalName, "node-a")
+	withSource.Spec.DataSource = &v1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "sel"}
+	withSourceRef := claim("restore", "local", LocalName, "node-a")
+	withSourceRef.Spec.DataSourceRef = &v1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "snap"}
 	p := &fakeProvisioner{}
-	client := run(t, p, "node-a", class("local", LocalName), withSelector, withVAC)
-	for _, name := range []string{"sel", "vac"} {
+	client := run(t, p, "node-a", class("local", LocalName), withSelector, withVAC, withSource, withSourceRef)
+	for _, name := range []string{"sel", "vac", "clone", "restore"} {
 		eventually(t, "a ProvisioningFailed event on "+name, func() (bool, string) {
 			events, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
 			if err != nil {
