@@ -16,16 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// createSnapshotClass creates the VolumeSnapshotClass of the driver,
-// named as the CSI class, whose snapshots go with their objects.
-func (r *csiRun) createSnapshotClass() {
-	r.t.Helper()
-	applyObjects(r.t, r.cp, []*unstructured.Unstructured{{Object: map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
-		"metadata": map[string]any{"name": csiClass},
-		"driver":   csiDriver, "deletionPolicy": "Delete",
-	}}})
-}
+// snapshotClass is the VolumeSnapshotClass the chart makes for the driver
+// (csi.snapshotClass), deletionPolicy Delete.
+const snapshotClass = "volume-agent-local"
 
 func (r *csiRun) dynamic() dynamic.Interface {
 	dyn, err := dynamic.NewForConfig(r.cp.AdminConfig())
@@ -52,7 +45,7 @@ func (r *csiRun) checkSnapshotAndClone(writer *shellPod) *shellPod {
 		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
 		"metadata": map[string]any{"name": "snap"},
 		"spec": map[string]any{
-			"volumeSnapshotClassName": csiClass,
+			"volumeSnapshotClassName": snapshotClass,
 			"source":                  map[string]any{"persistentVolumeClaimName": "data"},
 		},
 	}}, metav1.CreateOptions{})

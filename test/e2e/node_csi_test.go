@@ -15,6 +15,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -86,7 +87,8 @@ func TestCSIOnARealNode(t *testing.T) {
 	n.MountBtrfs(nodeLocalRoot, 2<<30, true)
 	figure(t, "CSI node: control plane and node Ready", time.Since(start))
 	installSnapshotAPI(t, cp)
-	applyObjects(t, cp, installObjects(t, csiChartValues(cp)))
+	values := csiChartValues(cp)
+	applyObjects(t, cp, sidecarsReachAPIServer(t, installObjects(t, values), values["extraEnv"].([]any)))
 	waitAgentReady(t, cp)
 	figure(t, "CSI node: agent pod Ready (with its sidecars) after start", time.Since(start))
 	r := &csiRun{t: t, cp: cp, c: cp.Client(), n: n}
@@ -122,6 +124,36 @@ func csiChartValues(cp *controlplane.ControlPlane) map[string]any {
 	return v
 }
 
+// sidecarsReachAPIServer gives the DaemonSet's sidecars the agent's
+// extraEnv, which points in-cluster clients at the API server's loopback
+// address (testClusterValues: the test cluster has no kube-proxy to make
+// the "kubernetes" Service's address lead there); the chart gives it to
+// the agent's container only.
+func sidecarsReachAPIServer(t *testing.T, objs []*unstructured.Unstructured, env []any) []*unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "DaemonSet" {
+			continue
+		}
+		containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range containers {
+			c := c.(map[string]any)
+			if c["name"] != "volume-agent" {
+				list, _ := c["env"].([]any)
+				c["env"] = append(list, env...)
+			}
+			containers[i] = c
+		}
+		if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return objs
+}
+
 // waitCSINode waits until the kubelet registered the driver on the node:
 // its CSINode lists it with the node's name as node ID and the hostname
 // topology key.
@@ -143,8 +175,8 @@ func waitCSINode(t *testing.T, c kubernetes.Interface, nodeName string) {
 }
 
 // createClasses creates the CSI driver's class and the in-tree one (both
-// WaitForFirstConsumer, enforced capacity, growable) and a
-// VolumeSnapshotClass of the driver.
+// WaitForFirstConsumer, enforced capacity, growable); the chart made the
+// VolumeSnapshotClass.
 func (r *csiRun) createClasses() {
 	t, cp := r.t, r.cp
 	t.Helper()
@@ -159,7 +191,6 @@ func (r *csiRun) createClasses() {
 			t.Fatal(err)
 		}
 	}
-	r.createSnapshotClass()
 }
 
 // claimSpec is a ReadWriteOnce claim of size MiB of class, with an
