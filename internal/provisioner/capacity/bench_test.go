@@ -4,7 +4,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +44,8 @@ func BenchmarkCreate(b *testing.B) {
 // btrfs (subvolume snapshots), on images with reflinks (a btrfs root)
 // and on images with sparse copies (an ext4 root): Snapshot, CreateFrom
 // of the snapshot (restore) and CreateFrom of the volume (clone). What
-// each makes is deleted outside the timed part.
+// each makes is deleted outside the timed part. An image snapshot also
+// reports how long the volume's writes were held (frozen-ms/op).
 func BenchmarkSnapshot(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
@@ -54,7 +57,8 @@ func BenchmarkSnapshot(b *testing.B) {
 		{"image-sparse", func(tb testing.TB) string { return imageIn(tb, ext4RootOf(tb, "4G")) }, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			be, s := snapshotter(b, bc.root(b), bc.image)
+			be, logs := open(b, Config{Root: bc.root(b), ForceImage: bc.image})
+			s := be.(Snapshotter)
 			ctx := b.Context()
 			dir, err := be.Create(ctx, "vol", 1<<30)
 			if err != nil {
@@ -63,6 +67,8 @@ func BenchmarkSnapshot(b *testing.B) {
 			writeFile(b, filepath.Join(dir, "data"), 512)
 			unix.Sync()
 			b.Run("snapshot", func(b *testing.B) {
+				const frozen = "image volume frozen for a copy"
+				before := logs.FilterMessage(frozen).Len()
 				i := 0
 				for b.Loop() {
 					name := "snap-" + strconv.Itoa(i)
@@ -76,6 +82,7 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 					b.StartTimer()
 				}
+				reportFrozen(b, logs.FilterMessage(frozen).All()[before:])
 			})
 			if _, err := s.Snapshot(ctx, "vol", "snap"); err != nil {
 				b.Fatal(err)
@@ -109,4 +116,19 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		})
 	}
+}
+
+// reportFrozen reports the mean time an image volume was frozen for the
+// copies whose log entries are given.
+func reportFrozen(b *testing.B, entries []observer.LoggedEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	var total time.Duration
+	for _, e := range entries {
+		if d, ok := e.ContextMap()["frozen"].(time.Duration); ok {
+			total += d
+		}
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(len(entries)), "frozen-ms/op")
 }

@@ -24,13 +24,17 @@ const (
 	envNested  = "CAPACITY_TEST_NESTED" // "true": make a subvolume inside "a"
 )
 
-// TestCrashAnywhere kills a process running Create, Expand and Delete
-// with SIGKILL at every crash point in turn (before and after each tool
-// and each record write), then recovers as a restarted agent would, and
-// checks: Recover succeeds; no loop device, image, subvolume, qgroup,
-// directory or record remains that is not a recovered volume; each
-// recovered image has one loop device and is mounted; the volume made
-// before the crashes keeps its data.
+// TestCrashAnywhere kills a process running Create, Expand, Delete,
+// Archive, Snapshot, CreateFrom of the snapshot, CreateFrom of a volume
+// and DeleteSnapshot with SIGKILL at every crash point in turn (before
+// and after each tool, each record write, each copy and each freeze and
+// thaw of an image volume), then recovers as a restarted agent would,
+// and checks: Recover succeeds; no loop device, image, subvolume, qgroup,
+// directory, snapshot or record remains that is not a recovered volume,
+// archive or snapshot; each recovered image has one loop device, is
+// mounted and is not frozen (a crash while frozen is thawed: some crash
+// point must have left one frozen); the volume made before the crashes
+// keeps its data, and a restore or clone that was recovered holds it.
 func TestCrashAnywhere(t *testing.T) {
 	t.Run("btrfs", func(t *testing.T) { crashAnywhere(t, btrfsRoot(t, true), true, true) })
 	t.Run("image", func(t *testing.T) { root := imageRoot(t); crashAnywhere(t, root, capSysResource(t), false) })
@@ -46,6 +50,7 @@ func crashAnywhere(t *testing.T, root string, expand, nested bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Delete(t.Context(), "keep") })
+	thawed := 0
 	for at := 1; ; at++ {
 		if at > 800 {
 			t.Fatal("the helper never finished")
@@ -63,8 +68,9 @@ func crashAnywhere(t *testing.T, root string, expand, nested bool) {
 		if err != nil && !killed {
 			t.Fatalf("crash point %d: helper: %v\n%s", at, err, out)
 		}
-		r, _ := open(t, Config{Root: root})
+		r, logs := open(t, Config{Root: root})
 		vols, err := r.Recover(t.Context())
+		thawed += logs.FilterMessage("image volume found frozen (a snapshot was cut short): thawed").Len()
 		if err != nil {
 			t.Fatalf("crash point %d: recover: %v", at, err)
 		}
@@ -90,7 +96,10 @@ func crashAnywhere(t *testing.T, root string, expand, nested bool) {
 			}
 		}
 		if !killed {
-			t.Logf("%d crash points, each recovered", at-1)
+			t.Logf("%d crash points, each recovered; %d volumes found frozen and thawed", at-1, thawed)
+			if image, _ := lexists(filepath.Join(root, "keep"+ImageSuffix)); image && thawed == 0 {
+				t.Error("no crash point left an image volume frozen: the freeze is not among the crash points")
+			}
 			return
 		}
 	}

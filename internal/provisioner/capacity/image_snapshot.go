@@ -97,6 +97,9 @@ func (d *imageDriver) createFrom(ctx context.Context, v, from *record, save func
 		cctx, cancel := context.WithTimeout(ctx, maxCopy)
 		reflinked, err = copyImage(cctx, d.snapImg(from), img)
 		cancel()
+		if err == nil {
+			err = syncFile(img)
+		}
 	} else {
 		reflinked, err = d.frozenCopy(ctx, from, img)
 	}
@@ -157,14 +160,20 @@ func (d *imageDriver) frozenCopy(ctx context.Context, v *record, dst string) (bo
 	defer f.thaw() //nolint:errcheck // a second thaw, after an early return: nothing to report
 	cctx, cancel := context.WithDeadline(ctx, f.deadline)
 	defer cancel()
+	start := time.Now()
 	reflinked, err := copyImage(cctx, d.img(v), dst)
 	if terr := f.thaw(); terr != nil {
 		err = errors.Join(err, fmt.Errorf("volume %s: %w", v.Name, terr))
 	}
+	d.log.Info("image volume frozen for a copy", zap.String("volume", v.Name), zap.Duration("frozen", time.Since(start)),
+		zap.Bool("reflink", reflinked), zap.Error(err))
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return false, fmt.Errorf("copying the image of volume %s took longer than %s, the most its writes are held: %w (a local path root that has reflinks, btrfs or XFS, copies at once)", v.Name, d.run.timeout, err)
 	}
-	return reflinked, err
+	if err != nil {
+		return false, err
+	}
+	return reflinked, syncFile(dst)
 }
 
 // freezer holds a frozen file system: its root opened, and a timer that
@@ -290,7 +299,8 @@ func thawLeft(dir string) (bool, error) {
 
 // copyImage copies the image src to dst, a new file (never over anything,
 // never through a symlink): a reflink where the file system has them,
-// else a sparse copy. It reports whether it made a reflink.
+// else a sparse copy. It reports whether it made a reflink. The caller
+// syncs dst (syncFile).
 func copyImage(ctx context.Context, src, dst string) (bool, error) {
 	in, err := unix.Open(src, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -322,10 +332,23 @@ func copyImage(ctx context.Context, src, dst string) (bool, error) {
 	default:
 		err = &os.PathError{Op: "FICLONE", Path: dst, Err: err}
 	}
-	if err == nil {
-		err = f.Sync()
-	}
 	return reflinked, errors.Join(err, f.Close())
+}
+
+// syncFile writes the file at path to disk: a copy is made durable
+// after the volume it is of is thawed, not while its writes are held.
+func syncFile(path string) error {
+	crashPoint()
+	defer crashPoint()
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd) //nolint:errcheck // read only; synced just before
+	if err := unix.Fsync(fd); err != nil {
+		return &os.PathError{Op: "fsync", Path: path, Err: err}
+	}
+	return nil
 }
 
 // sparseCopy copies what src has allocated (SEEK_DATA to SEEK_HOLE) to

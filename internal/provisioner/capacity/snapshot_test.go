@@ -192,6 +192,12 @@ func TestSnapshotRestoreClone(t *testing.T) {
 			}
 			sameContent(t, filepath.Join(clone, "before"), 4)
 			sameContent(t, filepath.Join(clone, "after"), 2)
+			if again, err := s.CreateFrom(ctx, "clone", 24*mi, Source{Volume: "vol"}); err != nil || again != clone {
+				t.Fatalf("clone again: %q, %v", again, err)
+			}
+			if _, err := s.CreateFrom(ctx, "clone", 32*mi, Source{Volume: "vol"}); !errors.Is(err, ErrExists) {
+				t.Fatalf("clone again with another size: %v, want ErrExists", err)
+			}
 			if thawed, err := thawLeft(dir); rc.image && (err != nil || thawed) {
 				t.Fatalf("the volume after its clone: frozen %t, %v", thawed, err)
 			}
@@ -207,7 +213,17 @@ func TestSnapshotRestoreClone(t *testing.T) {
 				t.Errorf("usage of the 24 MiB clone: %+v, %v", u, err)
 			}
 
+			unix.Sync() // qgroups count at a commit
 			p := promised(t, b)
+			// A restore shares the snapshot's 4 MiB, counted by the
+			// snapshot: it may still take its whole size (a reflinked
+			// image, all of its image); a sparse copy has its 4 MiB.
+			switch n := p["restored"]; {
+			case (rc.reflinked || !rc.image) && n < 15*mi:
+				t.Errorf("Promised of a restore sharing its data: %d bytes, want its 16 MiB", n)
+			case rc.image && !rc.reflinked && n > 13*mi:
+				t.Errorf("Promised of a sparse restore holding 4 MiB: %d bytes, want about 12 MiB", n)
+			}
 			if n := p[SnapshotKey("snap")]; rc.reflinked || !rc.image {
 				if n < 3*mi || n > snap.Bytes {
 					t.Errorf("Promised of the snapshot: %d bytes, want about its %d bytes", n, snap.Bytes)
@@ -257,6 +273,17 @@ func TestSnapshotRestoreClone(t *testing.T) {
 				if err := s.DeleteSnapshot(ctx, "snap"); err != nil {
 					t.Fatal(err)
 				}
+			}
+			// A snapshot taken again under the name is another one: the
+			// volume made from the old one is not made from it.
+			if _, err := s.Snapshot(ctx, "vol", "snap"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateFrom(ctx, "again", 16*mi, Source{Snapshot: "snap"}); !errors.Is(err, ErrExists) {
+				t.Fatalf("restore under the name of a volume made from an older snapshot of the name: %v, want ErrExists", err)
+			}
+			if err := s.DeleteSnapshot(ctx, "snap"); err != nil {
+				t.Fatal(err)
 			}
 			for _, n := range []string{"vol", "again"} {
 				if err := b.Delete(ctx, n); err != nil {
