@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -69,7 +70,6 @@ const mib = 1 << 20
 // It also times pod creation to Running for a CSI volume and for an
 // in-tree local PV of the agent's own provisioner, same node, same run.
 func TestCSIOnARealNode(t *testing.T) {
-	t.Skip("needs the CSI driver (branch csi: --csi-endpoint), its registration (yield), the sidecars' images and the snapshot CRDs (sidecars), the chart's csi values (deploy)")
 	needRoot(t)
 	needTool(t, "mkfs.btrfs", "btrfs")
 	// The DaemonSet's agent serves its probes on the node's 127.0.0.1:9810.
@@ -85,6 +85,7 @@ func TestCSIOnARealNode(t *testing.T) {
 		// minute, so that its metrics follow the writes within the test.
 		VolumeStatsAggPeriod: 2 * time.Second})
 	n.MountBtrfs(nodeLocalRoot, 2<<30, true)
+	t.Cleanup(func() { logAgentPodOnFailure(t, n) })
 	figure(t, "CSI node: control plane and node Ready", time.Since(start))
 	installSnapshotAPI(t, cp)
 	values := csiChartValues(cp)
@@ -111,6 +112,24 @@ type csiRun struct {
 	cp *controlplane.ControlPlane
 	c  kubernetes.Interface
 	n  *node.Node
+}
+
+// logAgentPodOnFailure logs, when the test failed, the ends of the logs
+// of the agent's pod's containers (the agent and the sidecars), which the
+// node keeps under /var/log/pods.
+func logAgentPodOnFailure(t *testing.T, n *node.Node) {
+	if !t.Failed() {
+		return
+	}
+	logs, _ := filepath.Glob(n.Path("/var/log/pods/volume-agent_*/*/*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Logf("%s: %v", l, err)
+			continue
+		}
+		t.Logf("the end of %s:\n%s", l[strings.Index(l, "/var/log/pods/"):], tail(strings.TrimSpace(string(b)), 40))
+	}
 }
 
 // csiChartValues are the test cluster's values (testClusterValues) with
