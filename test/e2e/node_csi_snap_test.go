@@ -72,9 +72,11 @@ func (r *csiRun) checkSnapshotAndClone(writer *shellPod) *shellPod {
 	reader, took := startShellPod(t, r.n, c, shellPodSpec("reader", map[string]string{"/restored": "restored", "/cloned": "cloned"}))
 	figure(t, "CSI node: pod with a restored and a cloned volume, create to Running", took)
 	for _, claim := range []string{"restored", "cloned"} {
-		if pv := boundPV(t, c, claim); pv.Spec.CSI == nil || pv.Spec.CSI.Driver != csiDriver {
-			t.Errorf("claim %s's PV %s is not a CSI PV of %s: %+v", claim, pv.Name, csiDriver, pv.Spec.PersistentVolumeSource)
+		pv := boundPV(t, c, claim)
+		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != csiDriver {
+			t.Fatalf("claim %s's PV %s is not a CSI PV of %s: %+v", claim, pv.Name, csiDriver, pv.Spec.PersistentVolumeSource)
 		}
+		r.checkPublished(reader, pv)
 	}
 	writer.run("dd if=/dev/urandom of=/data/d bs=1M count=1 conv=fsync 2>&1")
 
