@@ -29,6 +29,11 @@ const (
 	csiParamPrefix    = "csi.storage.k8s.io/"
 )
 
+// paramsClass stands for the StorageClass in errors about CreateVolume
+// parameters: the external-provisioner passes a class's parameters, not
+// its name.
+const paramsClass = "(of the CreateVolume parameters)"
+
 // defaultSize is the size of a volume whose CreateVolume gives no
 // capacity range.
 const defaultSize = 1 << 30
@@ -50,6 +55,8 @@ func (d *Driver) ControllerGetCapabilities(context.Context, *csipb.ControllerGet
 		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 		csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
 		csipb.ControllerServiceCapability_RPC_CLONE_VOLUME,
+		csipb.ControllerServiceCapability_RPC_LIST_VOLUMES,
+		csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT,
 		csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	} {
 		caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
@@ -194,7 +201,7 @@ func (d *Driver) CreateVolume(ctx context.Context, req *csipb.CreateVolumeReques
 			params[k] = v
 		}
 	}
-	pp, err := local.ParseParams("StorageClass (CreateVolume parameters)", params)
+	pp, err := local.ParseParams(paramsClass, params)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume %s: %v", req.GetName(), err)
 	}
@@ -221,7 +228,7 @@ func (d *Driver) CreateVolume(ctx context.Context, req *csipb.CreateVolumeReques
 	if err := d.content(ctx, req.GetVolumeContentSource(), &spec, want); err != nil {
 		return nil, err
 	}
-	if err := d.cfg.Local.CheckSpec("StorageClass (CreateVolume parameters)", spec); err != nil {
+	if err := d.cfg.Local.CheckSpec(paramsClass, spec); err != nil {
 		code := codes.InvalidArgument
 		if errors.Is(err, local.ErrTooSmall) {
 			code = codes.OutOfRange
@@ -435,7 +442,7 @@ func (d *Driver) GetCapacity(ctx context.Context, req *csipb.GetCapacityRequest)
 			return &csipb.GetCapacityResponse{}, nil
 		}
 	}
-	pp, err := local.ParseParams("StorageClass (GetCapacity parameters)", withoutCSIParams(req.GetParameters()))
+	pp, err := local.ParseParams(paramsClass, withoutCSIParams(req.GetParameters()))
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "GetCapacity: %v", err)
 	}
@@ -537,24 +544,70 @@ func (d *Driver) ListSnapshots(ctx context.Context, req *csipb.ListSnapshotsRequ
 			out = append(out, s)
 		}
 	}
-	start := 0
-	if t := req.GetStartingToken(); t != "" {
-		start, err = strconv.Atoi(t)
-		if err != nil || start < 0 || start > len(out) {
-			return nil, status.Errorf(codes.Aborted, "ListSnapshots: starting token %q is not one this driver gave: list from the start", t)
-		}
+	start, end, next, err := page(req.GetStartingToken(), int(req.GetMaxEntries()), len(out))
+	if err != nil {
+		return nil, status.Errorf(codes.Aborted, "ListSnapshots: %v", err)
 	}
-	n := int(req.GetMaxEntries())
-	if n == 0 || n > maxListEntries {
-		n = maxListEntries
-	}
-	end := min(start+n, len(out))
-	resp := &csipb.ListSnapshotsResponse{}
+	resp := &csipb.ListSnapshotsResponse{NextToken: next}
 	for _, s := range out[start:end] {
 		resp.Entries = append(resp.Entries, &csipb.ListSnapshotsResponse_Entry{Snapshot: csiSnapshot(s)})
 	}
-	if end < len(out) {
-		resp.NextToken = strconv.Itoa(end)
+	return resp, nil
+}
+
+// GetSnapshot describes one snapshot (NotFound when there is none).
+func (d *Driver) GetSnapshot(ctx context.Context, req *csipb.GetSnapshotRequest) (*csipb.GetSnapshotResponse, error) {
+	id := req.GetSnapshotId()
+	if err := checkID("snapshot", id); err != nil {
+		return nil, err
+	}
+	s, err := d.cfg.Local.SnapshotInfo(ctx, id)
+	if err != nil {
+		return nil, snapshotErr("GetSnapshot "+id, err)
+	}
+	return &csipb.GetSnapshotResponse{Snapshot: csiSnapshot(s)}, nil
+}
+
+// ListVolumes lists the driver's volumes on this node, by ID, a page at a
+// time: the token is the index of the next entry.
+func (d *Driver) ListVolumes(_ context.Context, req *csipb.ListVolumesRequest) (*csipb.ListVolumesResponse, error) {
+	if req.GetMaxEntries() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "ListVolumes: max_entries is negative")
+	}
+	all, err := d.recs.all()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "ListVolumes: %v", err)
+	}
+	slices.SortFunc(all, func(a, b *record) int { return strings.Compare(a.ID, b.ID) })
+	start, end, next, err := page(req.GetStartingToken(), int(req.GetMaxEntries()), len(all))
+	if err != nil {
+		return nil, status.Errorf(codes.Aborted, "ListVolumes: %v", err)
+	}
+	resp := &csipb.ListVolumesResponse{NextToken: next}
+	for _, r := range all[start:end] {
+		resp.Entries = append(resp.Entries, &csipb.ListVolumesResponse_Entry{Volume: d.volume(r, nil)})
 	}
 	return resp, nil
+}
+
+// page is the range [start, end) of n entries that a starting token and
+// a maximum ask for, and the token of the page after it ("" for none).
+func page(token string, maxEntries, n int) (int, int, string, error) {
+	start := 0
+	if token != "" {
+		var err error
+		start, err = strconv.Atoi(token)
+		if err != nil || start < 0 || start > n {
+			return 0, 0, "", fmt.Errorf("starting token %q is not one this driver gave: list from the start", token)
+		}
+	}
+	if maxEntries == 0 || maxEntries > maxListEntries {
+		maxEntries = maxListEntries
+	}
+	end := min(start+maxEntries, n)
+	next := ""
+	if end < n {
+		next = strconv.Itoa(end)
+	}
+	return start, end, next, nil
 }

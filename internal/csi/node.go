@@ -152,6 +152,9 @@ func (d *Driver) openVolume(r *record) (int, error) {
 	defer unix.Close(root)
 	fd, err := unix.Openat2(root, r.ID, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS})
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		return -1, fmt.Errorf("open volume %s: %w: %s is not a directory directly under the local path root (a symlink?): refusing to follow it", r.ID, err, d.cfg.Local.Path(r.ID))
+	}
 	if err != nil {
 		return -1, fmt.Errorf("open volume %s: %w", r.ID, err)
 	}

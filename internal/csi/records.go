@@ -44,7 +44,7 @@ type record struct {
 
 // vol is the lower-level API's view of r.
 func (r *record) vol() local.Vol {
-	return local.Vol{Name: r.ID, Capacity: r.Capacity, Archive: r.Archive, Block: r.Block, Owner: r.ID, Label: "CSI volume " + r.ID}
+	return local.Vol{Name: r.ID, Capacity: r.Capacity, Archive: r.Archive, Block: r.Block, Owner: r.Name}
 }
 
 // records reads and writes the records in one directory.

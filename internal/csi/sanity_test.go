@@ -1,13 +1,16 @@
 package csi
 
 import (
-	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,36 +109,96 @@ func newDriver(t *testing.T, root string, delay time.Duration) *Driver {
 	return d
 }
 
-// serve serves d on a socket of its own until the test ends.
-func serve(t *testing.T, d *Driver) string {
+// agentBinary builds cmd/volume-agent once per test run.
+var agentBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "csi-sanity-agent-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "volume-agent")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/volume-agent").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %w: %s", err, out)
+	}
+	return bin, nil
+})
+
+// startAgent runs the real agent in manifest mode (an empty manifest
+// directory: no cluster is needed) with the local provisioner on root and
+// the CSI endpoint on, until the test ends; it returns the socket.
+func startAgent(t *testing.T, root string) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "csi.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx, sock) }()
+	bin, err := agentBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	sock := filepath.Join(work, "plugins", Name, "csi.sock")
+	for _, d := range []string{"manifests", "state"} {
+		if err := os.Mkdir(filepath.Join(work, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "--manifests", filepath.Join(work, "manifests"), "--root-dir", filepath.Join(work, "state"),
+		"--provisioners", "local", "--local-path-root", root, "--csi-endpoint", "unix://"+sock,
+		"--kubelet-registration-dir", "", "--reclaim-delay", "0s", "--node-name", testNode, "--status-addr", "127.0.0.1:0")
+	logf, err := os.Create(filepath.Join(work, "agent.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// An agent outliving a test process that exits without its cleanups
+	// would hold the loop file system: it goes with the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		_ = cmd.Process.Signal(unix.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("agent did not stop within 30 s of SIGTERM")
+		}
+		if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+			t.Errorf("the CSI socket outlived the agent: %v", err)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(work, "agent.log"))
+			t.Logf("agent log:\n%s", b)
 		}
 	})
-	for i := 0; ; i++ {
-		if _, err := os.Stat(sock); err == nil {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if fi, err := os.Lstat(sock); err == nil {
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("CSI socket mode %v, want 0600", fi.Mode().Perm())
+			}
 			return sock
 		}
-		if i > 500 {
-			t.Fatal("the CSI socket never appeared")
+		select {
+		case err := <-exited:
+			b, _ := os.ReadFile(filepath.Join(work, "agent.log"))
+			t.Fatalf("agent exited: %v\n%s", err, b)
+		case <-time.After(50 * time.Millisecond):
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("the CSI socket did not appear within 60 s")
+		}
 	}
 }
 
-// runSanity runs the CSI sanity suite against the driver on a root of
-// the file system fs.
+// runSanity runs the CSI sanity suite against the real agent's socket,
+// its local path root on a file system fs of its own.
 func runSanity(t *testing.T, fs string) {
 	mnt := loopFS(t, fs, "3G")
-	d := newDriver(t, filepath.Join(mnt, "volumes"), 0)
-	sock := serve(t, d)
+	sock := startAgent(t, filepath.Join(mnt, "volumes"))
 	work := t.TempDir()
 	cfg := sanity.NewTestConfig()
 	cfg.Address = sock
@@ -158,6 +221,51 @@ func runSanity(t *testing.T, fs string) {
 	sanity.Test(t, cfg)
 }
 
+// sanityFSEnv names the file system a child test process runs the
+// sanity suite on: Ginkgo runs one suite per process.
+const sanityFSEnv = "CSI_SANITY_FS"
+
+// ansi matches Ginkgo's colour codes.
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// sanityInChild runs the sanity suite on fs in a child process of this
+// test binary, and fails with its output when it fails.
+func sanityInChild(t *testing.T, fs string) {
+	needRoot(t)
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestSanityChild$", "-test.v", "-test.timeout", "20m", "-test.count", "1")
+	cmd.Env = append(os.Environ(), sanityFSEnv+"="+fs)
+	out, err := cmd.CombinedOutput()
+	summary := ""
+	for _, line := range strings.Split(ansi.ReplaceAllString(string(out), ""), "\n") {
+		if strings.Contains(line, "Passed |") || strings.Contains(line, "sanity_test.go") {
+			summary += line + "\n"
+		}
+	}
+	t.Logf("sanity suite on %s:\n%s", fs, summary)
+	if err != nil {
+		t.Fatalf("sanity suite on %s: %v\n%s", fs, err, out)
+	}
+}
+
+// TestSanityBtrfs: the CSI sanity suite against the agent on a btrfs root
+// with quotas on (volumes are subvolumes with a qgroup limit).
+func TestSanityBtrfs(t *testing.T) { sanityInChild(t, "btrfs") }
+
+// TestSanityImages: the CSI sanity suite against the agent on an ext4
+// root (volumes are ext4 images on loop devices; snapshots and clones
+// sparse copies).
+func TestSanityImages(t *testing.T) { sanityInChild(t, "ext4") }
+
+// TestSanityChild is the child process of TestSanityBtrfs and
+// TestSanityImages.
+func TestSanityChild(t *testing.T) {
+	fs := os.Getenv(sanityFSEnv)
+	if fs == "" {
+		t.Skip("run by TestSanityBtrfs and TestSanityImages, one suite per process")
+	}
+	runSanity(t, fs)
+}
+
 // hasCapSysResource reports whether this process has CAP_SYS_RESOURCE.
 func hasCapSysResource(t *testing.T) bool {
 	b, err := os.ReadFile("/proc/self/status")
@@ -175,11 +283,3 @@ func hasCapSysResource(t *testing.T) bool {
 	}
 	return false
 }
-
-// TestSanityBtrfs: the CSI sanity suite on a btrfs root with quotas on
-// (volumes are subvolumes with a qgroup limit).
-func TestSanityBtrfs(t *testing.T) { runSanity(t, "btrfs") }
-
-// TestSanityImages: the CSI sanity suite on an ext4 root (volumes are
-// ext4 images on loop devices; snapshots and clones sparse copies).
-func TestSanityImages(t *testing.T) { runSanity(t, "ext4") }

@@ -48,35 +48,35 @@ func enforced(class *storagev1.StorageClass) (bool, error) {
 	return false, fmt.Errorf("StorageClass %s: parameter %s %q: want \"true\" or \"false\"", class.Name, ParamEnforce, v)
 }
 
-// checkEnforced refuses an enforced volume this agent cannot serve: one
-// of no size, or when there is no capacity backend, or one that archives
-// with a backend that cannot (capacity.Archiver). from names what asked
-// for it ("StorageClass x").
-func (p *Provisioner) checkEnforced(from string, s Spec) error {
+// checkEnforced refuses an enforced volume of the StorageClass class
+// this agent cannot serve: one of no size, or when there is no capacity
+// backend, or one that archives with a backend that cannot
+// (capacity.Archiver).
+func (p *Provisioner) checkEnforced(class string, s Spec) error {
 	if s.Size <= 0 {
-		return fmt.Errorf("%s enforces capacity, and the claim requests no storage (spec.resources.requests.storage): "+
-			"give the claim a size, or the class %s \"false\"", from, ParamEnforce)
+		return fmt.Errorf("StorageClass %s enforces capacity, and the claim requests no storage (spec.resources.requests.storage): "+
+			"give the claim a size, or the class %s \"false\"", class, ParamEnforce)
 	}
 	if p.cfg.Capacity == nil {
 		why := "no capacity backend"
 		if p.cfg.NoCapacity != nil {
 			why = p.cfg.NoCapacity.Error()
 		}
-		return fmt.Errorf("%s enforces capacity (parameter %s, default %t), and the local path root %s cannot: %s; "+
-			"fix the root, or give the class %s \"false\" for plain directories of unchecked size", from, ParamEnforce, defaultEnforce, p.cfg.Root, why, ParamEnforce)
+		return fmt.Errorf("StorageClass %s enforces capacity (parameter %s, default %t), and the local path root %s cannot: %s; "+
+			"fix the root, or give the class %s \"false\" for plain directories of unchecked size", class, ParamEnforce, defaultEnforce, p.cfg.Root, why, ParamEnforce)
 	}
 	if _, ok := p.cfg.Capacity.(capacity.Archiver); s.Archive && !ok {
-		return fmt.Errorf("%s: parameter %s \"true\": the %s capacity backend cannot archive volumes; give the class %s \"false\"",
-			from, provisioner.ParamArchiveOnDelete, p.cfg.Capacity.Kind(), ParamEnforce)
+		return fmt.Errorf("StorageClass %s: parameter %s \"true\": the %s capacity backend cannot archive volumes; give the class %s \"false\"",
+			class, provisioner.ParamArchiveOnDelete, p.cfg.Capacity.Kind(), ParamEnforce)
 	}
 	if s.Content == nil {
 		return nil
 	}
 	if _, err := p.snapshotter(); err != nil {
-		return fmt.Errorf("%s: data source: %w", from, err)
+		return fmt.Errorf("StorageClass %s: data source: %w", class, err)
 	}
 	if s.Block {
-		return fmt.Errorf("%s: a raw block volume (volumeMode Block) cannot be made from a snapshot or a volume (not supported): use volumeMode Filesystem", from)
+		return fmt.Errorf("StorageClass %s: a raw block volume (volumeMode Block) cannot be made from a snapshot or a volume (not supported): use volumeMode Filesystem", class)
 	}
 	return nil
 }
@@ -129,20 +129,20 @@ func (p *Provisioner) enforcedName(ctx context.Context, pv *v1.PersistentVolume,
 	if err != nil {
 		return "", err
 	}
-	return name, p.notInUse(ctx, what, "PV "+pv.Name, name)
+	return name, p.notInUse(ctx, what, pv.Name, name)
 }
 
 // notInUse refuses (ErrInUse) when a mount shows the capacity volume name
-// of label. An image volume is itself a mount: only the mounts of others
+// of the PV pv. An image volume is itself a mount: only the mounts of others
 // (a pod's bind mount) count.
-func (p *Provisioner) notInUse(ctx context.Context, what, label, name string) error {
+func (p *Provisioner) notInUse(ctx context.Context, what, pv, name string) error {
 	dir := filepath.Join(p.cfg.Root, name)
 	users, err := mount.MountsOf(ctx, dir)
 	if err != nil {
-		return fmt.Errorf("%s local volume of %s: find the mounts of %s: %w", what, label, dir, err)
+		return fmt.Errorf("%s local volume of PV %s: find the mounts of %s: %w", what, pv, dir, err)
 	}
 	if len(users) > 0 {
-		return fmt.Errorf("%s local volume of %s: %w: mounted at %s", what, label, provisioner.ErrInUse, strings.Join(users, ", "))
+		return fmt.Errorf("%s local volume of PV %s: %w: mounted at %s", what, pv, provisioner.ErrInUse, strings.Join(users, ", "))
 	}
 	return nil
 }
@@ -155,18 +155,18 @@ func (p *Provisioner) backendName(pv *v1.PersistentVolume, what string) (string,
 	if err != nil {
 		return "", fmt.Errorf("%s local volume of PV %s: refusing: %w", what, pv.Name, err)
 	}
-	return name, p.checkKind(what, "PV "+pv.Name, pv.Annotations[AnnCapacity])
+	return name, p.checkKind(what, pv.Name, pv.Annotations[AnnCapacity])
 }
 
-// checkKind refuses a volume of label made by the capacity backend kind
+// checkKind refuses a volume of the PV pv made by the capacity backend kind
 // when this agent's backend is another one, or there is none.
-func (p *Provisioner) checkKind(what, label, kind string) error {
+func (p *Provisioner) checkKind(what, pv, kind string) error {
 	switch {
 	case p.cfg.Capacity == nil:
-		return fmt.Errorf("%s local volume of %s: it was made by the %s capacity backend, and this agent has none for its local path root", what, label, kind)
+		return fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and this agent has none for its local path root", what, pv, kind)
 	case p.cfg.Capacity.Kind() != kind:
-		return fmt.Errorf("%s local volume of %s: it was made by the %s capacity backend, and the local path root has %s: was the root moved to another file system?",
-			what, label, kind, p.cfg.Capacity.Kind())
+		return fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and the local path root has %s: was the root moved to another file system?",
+			what, pv, kind, p.cfg.Capacity.Kind())
 	}
 	return nil
 }
@@ -214,17 +214,17 @@ func (p *Provisioner) restoreEnforced(ctx context.Context, pv *v1.PersistentVolu
 // and qgroup, or its mount, loop device and image), or, when v says
 // archive, keeps it as archived-<name> (archiveEnforced).
 func (p *Provisioner) deleteEnforced(ctx context.Context, v Vol) error {
-	if err := p.checkKind("delete", v.Label, v.Capacity); err != nil {
+	if err := p.checkKind("delete", v.Owner, v.Capacity); err != nil {
 		return err
 	}
-	if err := p.notInUse(ctx, "delete", v.Label, v.Name); err != nil {
+	if err := p.notInUse(ctx, "delete", v.Owner, v.Name); err != nil {
 		return err
 	}
 	if v.Archive {
 		return p.archiveEnforced(ctx, v)
 	}
 	if err := p.cfg.Capacity.Delete(ctx, v.Name); err != nil && !errors.Is(err, capacity.ErrNotFound) {
-		return fmt.Errorf("delete local volume of %s: %w", v.Label, err)
+		return fmt.Errorf("delete local volume of PV %s: %w", v.Owner, err)
 	}
 	p.log.Info("removed local volume", zap.String("pv", v.Owner), zap.String("path", p.path(v.Name)))
 	return nil
@@ -238,7 +238,7 @@ func (p *Provisioner) deleteEnforced(ctx context.Context, v Vol) error {
 func (p *Provisioner) archiveEnforced(ctx context.Context, v Vol) error {
 	a, ok := p.cfg.Capacity.(capacity.Archiver)
 	if !ok {
-		return fmt.Errorf("archive local volume of %s: the %s capacity backend cannot archive volumes: its data is kept", v.Label, p.cfg.Capacity.Kind())
+		return fmt.Errorf("archive local volume of PV %s: the %s capacity backend cannot archive volumes: its data is kept", v.Owner, p.cfg.Capacity.Kind())
 	}
 	log := p.log.With(zap.String("pv", v.Owner), zap.String("path", p.path(v.Name)))
 	archive, err := a.Archive(ctx, v.Name)
@@ -247,7 +247,7 @@ func (p *Provisioner) archiveEnforced(ctx context.Context, v Vol) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("archive local volume of %s: %w", v.Label, err)
+		return fmt.Errorf("archive local volume of PV %s: %w", v.Owner, err)
 	}
 	log.Info("archived local volume", zap.String("archive", archive))
 	return nil

@@ -95,7 +95,7 @@ func (p *Provisioner) volOf(pv *v1.PersistentVolume, what string) (Vol, error) {
 		return Vol{}, fmt.Errorf("%s local volume of PV %s: refusing: %w", what, pv.Name, err)
 	}
 	return Vol{Name: name, Capacity: pv.Annotations[AnnCapacity], Archive: pv.Annotations[provisioner.AnnArchiveOnDelete] == "true",
-		Block: volume.Block(pv), Owner: pv.Name, Label: "PV " + pv.Name}, nil
+		Block: volume.Block(pv), Owner: pv.Name}, nil
 }
 
 // deleteVol removes or archives v, whose name and owner were checked.
@@ -105,13 +105,13 @@ func (p *Provisioner) deleteVol(ctx context.Context, v Vol) error {
 	}
 	aside := storagedir.AsideRel(v.Name, v.Owner)
 	if err := storagedir.NotMounted(ctx, p.cfg.Mounter, p.cfg.Root, v.Name, aside); err != nil {
-		return fmt.Errorf("delete local volume of %s: %w", v.Label, err)
+		return fmt.Errorf("delete local volume of PV %s: %w", v.Owner, err)
 	}
 	log := p.log.With(zap.String("pv", v.Owner), zap.String("path", p.path(v.Name)))
 	if !v.Archive {
 		for _, rel := range []string{aside, v.Name} {
 			if err := storagedir.Remove(ctx, p.cfg.Mounter, p.cfg.Root, rel); err != nil {
-				return fmt.Errorf("delete local volume of %s: %w", v.Label, err)
+				return fmt.Errorf("delete local volume of PV %s: %w", v.Owner, err)
 			}
 		}
 		log.Info("removed local volume")
@@ -123,7 +123,7 @@ func (p *Provisioner) deleteVol(ctx context.Context, v Vol) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("archive local volume of %s: %w", v.Label, err)
+		return fmt.Errorf("archive local volume of PV %s: %w", v.Owner, err)
 	}
 	log.Info("archived local volume", zap.String("archive", archived))
 	return nil

@@ -207,7 +207,7 @@ func (p *Provisioner) check(req provisioner.Request) (Spec, error) {
 	if spec.Content, spec.ContentSize, err = p.content(req.Content); err != nil {
 		return Spec{}, fmt.Errorf("provision claim %s: %w", key, err)
 	}
-	if err := p.CheckSpec("StorageClass "+req.Class.Name, spec); err != nil {
+	if err := p.CheckSpec(req.Class.Name, spec); err != nil {
 		return Spec{}, fmt.Errorf("provision claim %s: %w", key, err)
 	}
 	return spec, nil

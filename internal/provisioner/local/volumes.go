@@ -36,24 +36,24 @@ type Params struct {
 	Enforce bool
 }
 
-// ParseParams reads the parameters params of from ("StorageClass x"):
+// ParseParams reads the parameters params of the StorageClass class:
 // only provisioner.ParamArchiveOnDelete and ParamEnforce, each "true" or
 // "false"; anything else is refused, so that a misspelt parameter never
 // deletes what was meant to be kept.
-func ParseParams(from string, params map[string]string) (Params, error) {
+func ParseParams(class string, params map[string]string) (Params, error) {
 	for _, param := range slices.Sorted(maps.Keys(params)) {
 		if param != provisioner.ParamArchiveOnDelete && param != ParamEnforce {
-			return Params{}, fmt.Errorf("%s: unknown parameter %q: the %s provisioner takes only %s and %s; "+
+			return Params{}, fmt.Errorf("StorageClass %s: unknown parameter %q: the %s provisioner takes only %s and %s; "+
 				"nothing is provisioned from a class it does not understand (a misspelt parameter must never delete what was meant to be kept)",
-				from, param, provisioner.LocalName, provisioner.ParamArchiveOnDelete, ParamEnforce)
+				class, param, provisioner.LocalName, provisioner.ParamArchiveOnDelete, ParamEnforce)
 		}
 	}
-	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: strings.TrimPrefix(from, "StorageClass ")}, Parameters: params}
-	archive, err := provisioner.ArchiveOnDelete(class)
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Parameters: params}
+	archive, err := provisioner.ArchiveOnDelete(sc)
 	if err != nil {
 		return Params{}, err
 	}
-	enforce, err := enforced(class)
+	enforce, err := enforced(sc)
 	if err != nil {
 		return Params{}, err
 	}
@@ -103,26 +103,26 @@ func ValidName(name string) error {
 	return storagedir.ValidRel(name)
 }
 
-// CheckSpec refuses a volume this provisioner cannot make: from names
-// what asked for it ("StorageClass x").
-func (p *Provisioner) CheckSpec(from string, s Spec) error {
+// CheckSpec refuses a volume this provisioner cannot make, of the
+// StorageClass class.
+func (p *Provisioner) CheckSpec(class string, s Spec) error {
 	if err := ValidName(s.Name); err != nil {
 		return fmt.Errorf("volume %w", err)
 	}
 	if s.Block && !s.Enforce {
-		return fmt.Errorf("spec.volumeMode Block: %s has %s \"false\", whose volumes are directories; "+
-			"a raw block volume is an image of the claim's size, made by a class that enforces capacity", from, ParamEnforce)
+		return fmt.Errorf("spec.volumeMode Block: StorageClass %s has %s \"false\", whose volumes are directories; "+
+			"a raw block volume is an image of the claim's size, made by a class that enforces capacity", class, ParamEnforce)
 	}
 	if !s.Enforce {
 		if s.Content != nil {
-			return fmt.Errorf("%s: %w", from, errPlainContent)
+			return fmt.Errorf("StorageClass %s: %w", class, errPlainContent)
 		}
 		return nil
 	}
 	if s.ContentSize > s.Size {
 		return fmt.Errorf("%w: %s asked for, and the data source holds %s: ask for at least %s", ErrTooSmall, bytesString(s.Size), bytesString(s.ContentSize), bytesString(s.ContentSize))
 	}
-	return p.checkEnforced(from, s)
+	return p.checkEnforced(class, s)
 }
 
 // CreateVolume makes the volume s (checked by CheckSpec), or finds it,
@@ -153,7 +153,7 @@ func (p *Provisioner) createVolume(ctx context.Context, s Spec) (string, error) 
 		})
 	}
 	if p.cfg.Capacity == nil {
-		return "", p.checkEnforced("volume "+s.Name, s)
+		return "", p.checkEnforced("(volume "+s.Name+")", s)
 	}
 	if s.Content != nil && s.Content.Snapshot != "" {
 		// The snapshot says how large its volume was.
@@ -183,20 +183,19 @@ type Vol struct {
 	Capacity string
 	Archive  bool
 	Block    bool
-	// Owner names what it was made for (the PV): a plain directory is
-	// moved aside to .pending-delete-<Owner>.
+	// Owner is the PV it was made for (for CSI: the CreateVolume name),
+	// which errors and logs name; a plain directory is moved aside to
+	// .pending-delete-<Owner>.
 	Owner string
-	// Label names it in errors and logs: "PV x", "CSI volume x".
-	Label string
 }
 
 // check refuses a Vol whose name or owner is not one of ours.
 func (v Vol) check() error {
 	if err := ValidName(v.Name); err != nil {
-		return fmt.Errorf("local volume of %s: %w", v.Label, err)
+		return fmt.Errorf("local volume of PV %s: %w", v.Owner, err)
 	}
 	if err := ValidName(v.Owner); err != nil {
-		return fmt.Errorf("local volume of %s: owner %w", v.Label, err)
+		return fmt.Errorf("local volume of PV %s: %w", v.Name, err)
 	}
 	return nil
 }
@@ -224,11 +223,11 @@ func (p *Provisioner) ExpandVolume(ctx context.Context, v Vol, have, want int64)
 	if v.Capacity == "" {
 		return nil
 	}
-	if err := p.checkKind("expand", v.Label, v.Capacity); err != nil {
+	if err := p.checkKind("expand", v.Owner, v.Capacity); err != nil {
 		return err
 	}
 	if err := p.expand(ctx, v.Name, v.Block, have, want); err != nil {
-		return fmt.Errorf("expand local volume of %s: %w", v.Label, err)
+		return fmt.Errorf("expand local volume of PV %s: %w", v.Owner, err)
 	}
 	p.changed()
 	p.log.Info("expanded local volume", zap.String("pv", v.Owner), zap.String("path", p.path(v.Name)), zap.Int64("bytes", want))
@@ -242,9 +241,9 @@ func (p *Provisioner) VolumeUsage(ctx context.Context, v Vol) (capacity.Usage, e
 		return capacity.Usage{}, err
 	}
 	if v.Capacity == "" {
-		return capacity.Usage{}, fmt.Errorf("local volume of %s: a plain directory has no capacity backend", v.Label)
+		return capacity.Usage{}, fmt.Errorf("local volume of PV %s: a plain directory has no capacity backend", v.Owner)
 	}
-	if err := p.checkKind("measure", v.Label, v.Capacity); err != nil {
+	if err := p.checkKind("measure", v.Owner, v.Capacity); err != nil {
 		return capacity.Usage{}, err
 	}
 	return p.cfg.Capacity.Usage(ctx, v.Name)
@@ -302,26 +301,26 @@ func (p *Provisioner) SnapshotVolume(ctx context.Context, v Vol, name string) (c
 		return capacity.Snapshot{}, err
 	}
 	if err := ValidName(name); err != nil {
-		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of %s: snapshot %w", v.Label, err)
+		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of PV %s: snapshot %w", v.Owner, err)
 	}
 	if v.Capacity == "" {
-		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of %s: %w", v.Label, errPlainContent)
+		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of PV %s: %w", v.Owner, errPlainContent)
 	}
 	if v.Block {
-		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of %s: snapshots of raw block volumes are not supported", v.Label)
+		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of PV %s: snapshots of raw block volumes are not supported", v.Owner)
 	}
-	if err := p.checkKind("snapshot", v.Label, v.Capacity); err != nil {
+	if err := p.checkKind("snapshot", v.Owner, v.Capacity); err != nil {
 		return capacity.Snapshot{}, err
 	}
 	sn, err := p.snapshotter()
 	if err != nil {
-		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of %s: %w", v.Label, err)
+		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of PV %s: %w", v.Owner, err)
 	}
 	p.roomMu.Lock()
 	s, err := sn.Snapshot(ctx, v.Name, name)
 	p.roomMu.Unlock()
 	if err != nil {
-		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of %s: %w", v.Label, err)
+		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of PV %s: %w", v.Owner, err)
 	}
 	p.changed()
 	p.log.Info("snapshot taken", zap.String("pv", v.Owner), zap.String("snapshot", name))
