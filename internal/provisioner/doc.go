@@ -48,7 +48,7 @@
 //     deletes it). The in-tree local PVs of this node that name the driver
 //     are re-annotated with the legacy name, and the external-provisioner's
 //     finalizer is removed from in-tree PVs of this node's provisioner, in
-//     one patch conditioned on the resourceVersion: the external-
+//     one update conditioned on the resourceVersion: the external-
 //     provisioner would otherwise finalize them and, unable to delete a PV
 //     that is not CSI, leave them Terminating for ever.
 //   - A claim with a selector or a volumeAttributesClassName is refused

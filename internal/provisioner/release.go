@@ -64,7 +64,7 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 	if c.deletedUID(name) == pv.UID { // the cache has not seen the deletion yet
 		return nil
 	}
-	if patched, err := c.keepFromCSI(ctx, pv); patched || err != nil {
+	if changed, err := c.keepFromCSI(ctx, pv); changed || err != nil {
 		return err // the update enqueues the PV again
 	}
 	state, ok, err := c.reclaimState(pv)

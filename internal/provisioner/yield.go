@@ -2,7 +2,6 @@ package provisioner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // FinalizerExternalProvisioner is the finalizer the CSI external-provisioner
@@ -66,9 +64,12 @@ func keepPlan(pv *v1.PersistentVolume, p, legacy, node string) (reannotate, unfi
 }
 
 // keepFromCSI applies keepPlan to pv, when the agent serves the CSI
-// driver, in one patch conditioned on pv's resourceVersion (a conflict is
-// retried with the PV as it is then), logged and recorded in an event on
-// the PV. It reports whether it patched: the update enqueues the PV again.
+// driver, in one update of the PV as read (its resourceVersion makes the
+// API server refuse it once the PV changed; the key is retried with the PV
+// as it is then). An update, not a patch: the agent's RBAC grants update
+// on PVs, and its admission policy holds both to its own node's PVs. It
+// is logged and recorded in an event on the PV, and reports whether it
+// updated: the update enqueues the PV again.
 func (c *Controller) keepFromCSI(ctx context.Context, pv *v1.PersistentVolume) (bool, error) {
 	if c.cfg.CSIDriver == "" {
 		return false, nil
@@ -78,13 +79,10 @@ func (c *Controller) keepFromCSI(ctx context.Context, pv *v1.PersistentVolume) (
 	if !reannotate && !unfinalize {
 		return false, nil
 	}
-	patch, did, err := keepPatch(pv, legacy, reannotate, unfinalize)
-	if err != nil {
-		return false, err
-	}
+	kept, did := kept(pv, legacy, reannotate, unfinalize)
 	opCtx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	defer cancel()
-	if _, err := c.client.CoreV1().PersistentVolumes().Patch(opCtx, pv.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.client.CoreV1().PersistentVolumes().Update(opCtx, kept, metav1.UpdateOptions{}); err != nil {
 		return false, fmt.Errorf("PersistentVolume %s: %s: %w", pv.Name, did, err)
 	}
 	c.log.Info("in-tree volume kept from the CSI driver's external-provisioner", zap.String("pv", pv.Name), zap.String("change", did))
@@ -94,21 +92,18 @@ func (c *Controller) keepFromCSI(ctx context.Context, pv *v1.PersistentVolume) (
 	return true, nil
 }
 
-// keepPatch is the merge patch of keepFromCSI, and what it does in words.
-// It carries pv's resourceVersion, so the API server applies it only to the
-// PV as it was read, and the whole finalizer list (a merge patch replaces
-// a list).
-func keepPatch(pv *v1.PersistentVolume, legacy string, reannotate, unfinalize bool) ([]byte, string, error) {
-	meta := map[string]any{"resourceVersion": pv.ResourceVersion}
+// kept is a copy of pv changed as keepPlan says (its resourceVersion
+// kept), and what changed in words.
+func kept(pv *v1.PersistentVolume, legacy string, reannotate, unfinalize bool) (*v1.PersistentVolume, string) {
+	pv = pv.DeepCopy()
 	var did []string
 	if reannotate {
-		meta["annotations"] = map[string]string{AnnProvisionedBy: legacy}
+		pv.Annotations[AnnProvisionedBy] = legacy
 		did = append(did, fmt.Sprintf("annotation %s set to %s", AnnProvisionedBy, legacy))
 	}
 	if unfinalize {
-		meta["finalizers"] = slices.DeleteFunc(slices.Clone(pv.Finalizers), func(f string) bool { return f == FinalizerExternalProvisioner })
+		pv.Finalizers = slices.DeleteFunc(pv.Finalizers, func(f string) bool { return f == FinalizerExternalProvisioner })
 		did = append(did, "finalizer "+FinalizerExternalProvisioner+" removed")
 	}
-	b, err := json.Marshal(map[string]any{"metadata": meta})
-	return b, strings.Join(did, " and "), err
+	return pv, strings.Join(did, " and ")
 }

@@ -2,7 +2,6 @@ package provisioner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -64,35 +63,23 @@ func TestKeepPlan(t *testing.T) {
 	}
 }
 
-func TestKeepPatchIsConditional(t *testing.T) {
+func TestKept(t *testing.T) {
 	pv := finalized(releasedPV("a", LocalName, "node-a", v1.PersistentVolumeReclaimDelete))
 	pv.ResourceVersion = "42"
-	b, did, err := keepPatch(pv, LegacyLocalName, true, true)
-	if err != nil {
-		t.Fatal(err)
+	got, did := kept(pv, LegacyLocalName, true, true)
+	if got.ResourceVersion != "42" || got.Annotations[AnnProvisionedBy] != LegacyLocalName || got.Annotations[AnnArchiveOnDelete] != pv.Annotations[AnnArchiveOnDelete] ||
+		!slices.Equal(got.Finalizers, []string{"kubernetes.io/pv-protection"}) {
+		t.Errorf("kept = %+v", got.ObjectMeta)
 	}
-	var got struct {
-		Metadata struct {
-			ResourceVersion string            `json:"resourceVersion"`
-			Annotations     map[string]string `json:"annotations"`
-			Finalizers      []string          `json:"finalizers"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
-	m := got.Metadata
-	if m.ResourceVersion != "42" || len(m.Annotations) != 1 || m.Annotations[AnnProvisionedBy] != LegacyLocalName ||
-		!slices.Equal(m.Finalizers, []string{"kubernetes.io/pv-protection"}) {
-		t.Errorf("patch %s", b)
+	if pv.Annotations[AnnProvisionedBy] != LocalName || len(pv.Finalizers) != 2 {
+		t.Errorf("the PV read was changed: %+v", pv.ObjectMeta)
 	}
 	if !strings.Contains(did, LegacyLocalName) || !strings.Contains(did, FinalizerExternalProvisioner) {
 		t.Errorf("described as %q", did)
 	}
-	// The finalizer alone: the annotation is not in the patch.
-	b, _, _ = keepPatch(pv, LegacyLocalName, false, true)
-	if strings.Contains(string(b), "annotations") {
-		t.Errorf("patch %s changes annotations", b)
+	// The finalizer alone: the annotation stays.
+	if got, did := kept(pv, LegacyLocalName, false, true); got.Annotations[AnnProvisionedBy] != LocalName || strings.Contains(did, "annotation") {
+		t.Errorf("kept without re-annotation = %v, %q", got.Annotations, did)
 	}
 }
 
@@ -174,14 +161,16 @@ func TestClaimAndClassDisagreeing(t *testing.T) {
 	}
 }
 
-// patches records the names of the PVs the controller patches.
-func patches(client *fake.Clientset) func() []string {
+// updates records the names of the PVs the controller updates.
+func updates(client *fake.Clientset) func() []string {
 	var mu sync.Mutex
 	var got []string // guarded by mu
-	client.PrependReactor("patch", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	client.PrependReactor("update", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		got = append(got, a.(k8stesting.PatchAction).GetName())
+		if a.GetSubresource() == "" {
+			got = append(got, a.(k8stesting.UpdateAction).GetObject().(*v1.PersistentVolume).Name)
+		}
 		return false, nil, nil
 	})
 	return func() []string {
@@ -214,7 +203,7 @@ func TestInTreePVsAreKeptFromTheExternalProvisioner(t *testing.T) {
 	}
 	p := &fakeProvisioner{}
 	client := fake.NewClientset(objs...)
-	patched := patches(client)
+	updated := updates(client)
 	start(t, client, Config{Provisioner: p, Node: "node-a", CSIDriver: LocalName})
 
 	for _, tc := range []struct{ name, by string }{{"bound", LegacyLocalName}, {"legacy", LegacyLocalName}, {"terminating", LegacyLocalName}} {
@@ -246,38 +235,45 @@ func TestInTreePVsAreKeptFromTheExternalProvisioner(t *testing.T) {
 			t.Errorf("%s changed: %v %v %v", want.Name, pv.Annotations, pv.Finalizers, err)
 		}
 	}
-	got := patched()
-	for _, name := range got {
+	for _, name := range updated() {
 		if slices.ContainsFunc(untouched, func(pv *v1.PersistentVolume) bool { return pv.Name == name }) {
-			t.Errorf("%s patched", name)
+			t.Errorf("%s updated", name)
 		}
 	}
-	// Idempotent: once kept, a PV is not patched again.
-	n := len(got)
+	// Idempotent: once kept, a PV is left as it is; an update of it
+	// enqueues it again and changes nothing (one event each, seen once).
 	for _, name := range []string{"bound", "legacy", "terminating"} {
 		pv, _ := getPV(t, client, name)
-		pv.Labels = map[string]string{"touch": "1"} // an update enqueues it again
+		pv.Labels = map[string]string{"touch": "1"}
 		if _, err := client.CoreV1().PersistentVolumes().Update(context.Background(), pv, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	if got := patched(); len(got) != n {
-		t.Errorf("patched again: %v", got[n:])
+	time.Sleep(300 * time.Millisecond)
+	events, _ := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	for _, e := range events.Items {
+		if e.Reason == ReasonKeptFromCSIDriver && e.Count > 1 {
+			t.Errorf("%s kept %d times", e.InvolvedObject.Name, e.Count)
+		}
+	}
+	for _, name := range []string{"bound", "legacy", "terminating"} {
+		if pv, err := getPV(t, client, name); err != nil || pv.Labels["touch"] != "1" || pv.Annotations[AnnProvisionedBy] != LegacyLocalName {
+			t.Errorf("%s after the touch: %v %v %v", name, pv.Labels, pv.Annotations, err)
+		}
 	}
 }
 
 // Without the CSI driver, in-tree PVs are not re-annotated and no
 // finalizer is removed.
-func TestWithoutCSIDriverPVsAreNotPatched(t *testing.T) {
+func TestWithoutCSIDriverPVsAreNotChanged(t *testing.T) {
 	bound := finalized(releasedPV("bound", LocalName, "node-a", v1.PersistentVolumeReclaimDelete))
 	bound.Status.Phase = v1.VolumeBound
 	client := fake.NewClientset(bound)
-	patched := patches(client)
+	updated := updates(client)
 	start(t, client, Config{Provisioner: &fakeProvisioner{}, Node: "node-a"})
 	time.Sleep(300 * time.Millisecond)
-	if got := patched(); len(got) != 0 {
-		t.Errorf("patched %v", got)
+	if got := updated(); len(got) != 0 {
+		t.Errorf("updated %v", got)
 	}
 }
 
