@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -152,8 +153,8 @@ func (s *store) Snapshot(ctx context.Context, source, snap string) (Snapshot, er
 			return Snapshot{}, err
 		}
 	case r.Source != source || r.SourceUID != v.UID:
-		return Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w: it was taken of volume %s at %s (a volume of that name made since is another volume)",
-			snap, source, ErrExists, r.Source, r.Created.Format(time.RFC3339))
+		return Snapshot{}, exists("snapshot %s of volume %s: snapshot %s exists, taken of volume %s at %s (a volume of that name made since is another volume); take it under another name",
+			snap, source, snap, r.Source, r.Created.Format(time.RFC3339))
 	default:
 		return snapshotOf(r), nil
 	}
@@ -310,15 +311,7 @@ func (s *store) Snapshots(_ context.Context) ([]Snapshot, error) {
 			out = append(out, snapshotOf(r))
 		}
 	}
-	slices.SortFunc(out, func(a, b Snapshot) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Snapshot) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -329,13 +322,13 @@ func (s *store) SnapshotInfo(_ context.Context, snap string) (Snapshot, error) {
 	}
 	r, err := s.loadSnapshot(snap)
 	if errors.Is(err, ErrNotFound) {
-		return Snapshot{}, fmt.Errorf("snapshot %s: %w", snap, ErrNotFound)
+		return Snapshot{}, noSnapshot("no snapshot %s", snap)
 	}
 	if err != nil {
 		return Snapshot{}, err
 	}
 	if r.State != ready {
-		return Snapshot{}, fmt.Errorf("snapshot %s is %s: %w", snap, r.State, ErrNotFound)
+		return Snapshot{}, noSnapshot("snapshot %s is %s, not ready", snap, r.State)
 	}
 	return snapshotOf(r), nil
 }
@@ -412,11 +405,14 @@ func (s *store) origin(ctx context.Context, r *record, src Source) (*record, fun
 	if src.Snapshot != "" {
 		defer s.locks.Lock(snapLock(src.Snapshot))()
 		sr, err := s.loadSnapshot(src.Snapshot)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil, noSnapshot("no snapshot %s", src.Snapshot)
+		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("snapshot %s: %w", src.Snapshot, err)
+			return nil, nil, err
 		}
 		if sr.State != ready {
-			return nil, nil, fmt.Errorf("snapshot %s is %s: %w", src.Snapshot, sr.State, ErrNotFound)
+			return nil, nil, noSnapshot("snapshot %s is %s, not ready", src.Snapshot, sr.State)
 		}
 		from, r.Origin = sr, &origin{Snapshot: sr.Name, SnapshotUID: sr.UID}
 	} else {
@@ -446,7 +442,7 @@ func (s *store) madeFrom(ctx context.Context, r *record, size int64, src Source)
 	}
 	switch {
 	case !same:
-		return "", fmt.Errorf("create volume %s from %s: %w, made from something else", r.Name, src.String(), ErrExists)
+		return "", exists("create volume %s from %s: volume %s exists, made from something else", r.Name, src.String(), r.Name)
 	case r.Size != size:
 		return "", fmt.Errorf("create volume %s of %d bytes: %w (%d bytes)", r.Name, size, ErrExists, r.Size)
 	case r.State == expanding:
@@ -459,6 +455,27 @@ func (s *store) madeFrom(ctx context.Context, r *record, size int64, src Source)
 		}
 	}
 	return s.path(r), nil
+}
+
+// kindError is one of the package's errors (ErrExists, ErrNotFound) with
+// a message of its own: theirs speak of volumes ("with another size", "no
+// such volume"), which a snapshot, or a name taken by something else, is
+// not.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e kindError) Error() string { return e.msg }
+
+func (e kindError) Unwrap() error { return e.kind }
+
+func exists(format string, args ...any) error {
+	return kindError{msg: fmt.Sprintf(format, args...), kind: ErrExists}
+}
+
+func noSnapshot(format string, args ...any) error {
+	return kindError{msg: fmt.Sprintf(format, args...), kind: ErrNotFound}
 }
 
 func (src Source) String() string {

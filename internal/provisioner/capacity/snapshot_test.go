@@ -568,3 +568,28 @@ func btrfsSubvolume(dir string) bool {
 	var st unix.Stat_t
 	return unix.Lstat(dir, &st) == nil && st.Ino == 256
 }
+
+// TestSnapshotErrorsSayWhat: a snapshot that does not exist, asked for or
+// restored from, is ErrNotFound with a message naming the snapshot (not
+// ErrNotFound's own about volumes); a volume that does not exist is
+// ErrNotFound for Snapshot and for a clone; nothing is made.
+func TestSnapshotErrorsSayWhat(t *testing.T) {
+	root := imageRoot(t)
+	_, s := snapshotter(t, root, true)
+	ctx := t.Context()
+	for _, err := range []error{
+		func() error { _, err := s.SnapshotInfo(ctx, "gone"); return err }(),
+		func() error { _, err := s.CreateFrom(ctx, "vol", mi, Source{Snapshot: "gone"}); return err }(),
+	} {
+		if !errors.Is(err, ErrNotFound) || err.Error() != "no snapshot gone" && !strings.HasSuffix(err.Error(), ": no snapshot gone") {
+			t.Errorf("%v: want ErrNotFound saying no snapshot gone", err)
+		}
+	}
+	if _, err := s.Snapshot(ctx, "gone", "snap"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "volume gone") {
+		t.Errorf("snapshot of no volume: %v", err)
+	}
+	if _, err := s.CreateFrom(ctx, "vol", mi, Source{Volume: "gone"}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "volume gone") {
+		t.Errorf("clone of no volume: %v", err)
+	}
+	checkEmpty(t, root, true)
+}

@@ -192,3 +192,20 @@ func TestRunnerDeadline(t *testing.T) {
 		t.Errorf("failing tool: %#v", err)
 	}
 }
+
+// TestOpenRefusesSnapshotsSymlink: the snapshots' directory under the root
+// is the agent's own: a symlink in its place (to anywhere) is refused at
+// Open, and nothing is made through it.
+func TestOpenRefusesSnapshotsSymlink(t *testing.T) {
+	root, elsewhere := t.TempDir(), t.TempDir()
+	if err := os.Symlink(elsewhere, filepath.Join(root, ".snapshots")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), Config{Root: root, Logger: zapNop()})
+	if err == nil || !strings.Contains(err.Error(), ".snapshots") {
+		t.Fatalf("Open with .snapshots a symlink: %v, want an error naming it", err)
+	}
+	if des, err := os.ReadDir(elsewhere); err != nil || len(des) != 0 {
+		t.Fatalf("the symlink's target: %v, %v; want it untouched", des, err)
+	}
+}
