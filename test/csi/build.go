@@ -86,7 +86,7 @@ func moduleVersions(ctx context.Context, moduleDir string, bins []Binary) (map[s
 func goCommand(ctx context.Context, moduleDir string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = moduleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=readonly")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	// The go command runs the compiler and linker as children: kill the
 	// whole group when ctx ends. If the test binary dies, Pdeathsig kills
 	// the go command and its children finish their current step and exit.

@@ -61,6 +61,9 @@ func TestImagesHoldTheStaticBinary(t *testing.T) {
 	if len(images) != len(All) {
 		t.Fatalf("Images() returned %d images, want %d", len(images), len(All))
 	}
+	if one := Images(t, Resizer); len(one) != 1 || one[ImageRef(Resizer)] == nil {
+		t.Errorf("Images(t, Resizer) returned %v, want only %s", one, ImageRef(Resizer))
+	}
 	for _, b := range All {
 		img, ok := images[ImageRef(b)]
 		if !ok {

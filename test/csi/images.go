@@ -19,15 +19,22 @@ func ImageRef(b Binary) string { return "localhost/" + b.Name + ":test" }
 // a manifest's args fit both.
 func EntrypointOf(b Binary) string { return "/" + b.Name }
 
-// Images builds (or reuses) the four programs and returns an image of each
-// by ImageRef, ready for test/node's Options.Images:
+// Images builds (or reuses) the programs and returns an image of each of
+// bins (all four when none is named) by ImageRef, ready for test/node's
+// Options.Images:
 //
 //	n := node.Start(t, cp, node.Options{Images: csi.Images(t)})
-func Images(t testing.TB) map[string]node.Image {
+//
+// Each image is one uncompressed layer of about 75 MB, which containerd
+// imports in a few seconds: name only the ones the node runs.
+func Images(t testing.TB, bins ...Binary) map[string]node.Image {
 	t.Helper()
+	if len(bins) == 0 {
+		bins = All
+	}
 	dir := Binaries(t)
 	images := map[string]node.Image{}
-	for _, b := range All {
+	for _, b := range bins {
 		img, err := node.BuildStaticImage(filepath.Join(dir, b.Name), EntrypointOf(b))
 		if err != nil {
 			t.Fatalf("csi: image of %s: %v", b.Name, err)
