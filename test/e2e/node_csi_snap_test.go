@@ -141,9 +141,28 @@ func (r *csiRun) deleteAndCheckNothingLeft(room int64, pods ...*shellPod) {
 		}
 	}
 	figure(t, "CSI node: last PV deleted after its claim", slicesMax(gone))
+	r.checkDeleteRefused(pvs["data"])
 	r.waitNoSnapshotContents()
 	r.waitRootEmpty()
 	r.waitCapacity(room)
+}
+
+// checkDeleteRefused checks that the external-provisioner's DeleteVolume
+// of the CSI PV was refused until the reclaim delay ended: its
+// VolumeFailedDelete event names the delay and how to keep the volume.
+func (r *csiRun) checkDeleteRefused(pv string) {
+	r.t.Helper()
+	list, err := r.c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + pv + ",reason=VolumeFailedDelete"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if strings.Contains(e.Message, "--reclaim-delay") && strings.Contains(e.Message, "Retain") {
+			return
+		}
+	}
+	r.t.Errorf("PV %s: no VolumeFailedDelete event naming the reclaim delay and Retain: %v", pv, list.Items)
 }
 
 func slicesMax(m map[string]time.Duration) time.Duration {
