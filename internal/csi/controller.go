@@ -335,6 +335,8 @@ func snapshotErr(what string, err error) error {
 	switch {
 	case errors.Is(err, capacity.ErrNotFound):
 		return status.Errorf(codes.NotFound, "%s: no such snapshot", what)
+	case errors.Is(err, capacity.ErrBlockSnapshot):
+		return status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
 	case errors.Is(err, capacity.ErrSnapshotBusy):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v: retry once the volume is made", what, err)
 	case errors.Is(err, capacity.ErrExists):

@@ -330,3 +330,108 @@ func TestPublishRefusesASymlinkedVolume(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 }
+
+// A raw block volume (an image on a loop device) is published by binding
+// its loop device onto the target file: the target is that device, and
+// what is written through it is in the image.
+func TestPublishBlock(t *testing.T) {
+	mnt := loopFS(t, "ext4", "1G")
+	d := newDriver(t, filepath.Join(mnt, "volumes"), 0)
+	block := &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	resp, err := d.CreateVolume(t.Context(), &csipb.CreateVolumeRequest{Name: "pvc-b", VolumeCapabilities: []*csipb.VolumeCapability{block},
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetVolume().GetVolumeId()
+	target := filepath.Join(t.TempDir(), "dev")
+	pub := &csipb.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: block}
+	for range 2 { // the second finds it done
+		if _, err := d.NodePublishVolume(t.Context(), pub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+	var st unix.Stat_t
+	if err := unix.Stat(target, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		t.Fatalf("target %+v, %v: want a block device", st, err)
+	}
+	if got := health(t, d, id, target); got != "" {
+		t.Errorf("published block volume: %q, want healthy", got)
+	}
+	f, err := os.OpenFile(target, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("block-data"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	img, err := os.ReadFile(filepath.Join(mnt, "volumes", id+".img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(img[4096:4096+10]) != "block-data" {
+		t.Error("what was written through the target is not in the image")
+	}
+	if _, err := d.CreateSnapshot(t.Context(), &csipb.CreateSnapshotRequest{Name: "snap-b", SourceVolumeId: id}); code(err) != codes.InvalidArgument {
+		t.Errorf("snapshot of a block volume = %v, want InvalidArgument", err)
+	}
+	if _, err := d.NodeUnpublishVolume(t.Context(), &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Errorf("target after unpublish: %v", err)
+	}
+	if _, err := d.DeleteVolume(t.Context(), &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What a SIGKILL can leave between the driver's steps is finished by the
+// retry the sidecars make: a record without its volume (killed after
+// the record, before the volume was made) is made by CreateVolume again
+// or forgotten by DeleteVolume; a record whose volume is gone (killed
+// after the deletion, before the record went) is forgotten.
+func TestRetriesFinishWhatAKillLeft(t *testing.T) {
+	d, root := plainDriver(t, 0, &clock{now: time.Now()})
+	create := &csipb.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csipb.VolumeCapability{mountRW},
+		Parameters: map[string]string{local.ParamEnforce: "false"}}
+	// Killed after the record: the record is there, the volume is not.
+	if err := d.recs.put(&record{ID: "pvc-1", Name: "pvc-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateVolume(t.Context(), create); err != nil {
+		t.Fatalf("CreateVolume after a kill between record and volume: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "pvc-1")); err != nil || !fi.IsDir() {
+		t.Fatalf("volume after the retried CreateVolume: %v", err)
+	}
+	// Killed after the deletion: the volume is gone, the record is not.
+	if err := os.Remove(filepath.Join(root, "pvc-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DeleteVolume(t.Context(), &csipb.DeleteVolumeRequest{VolumeId: "pvc-1"}); err != nil {
+		t.Fatalf("DeleteVolume of a volume already gone: %v", err)
+	}
+	if r, err := d.recs.get("pvc-1"); r != nil || err != nil {
+		t.Errorf("record after DeleteVolume: %+v, %v", r, err)
+	}
+	// A record left without a volume, then the claim went: DeleteVolume
+	// forgets it, and a later volume of the same name is a new one.
+	if err := d.recs.put(&record{ID: "pvc-2", Name: "pvc-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DeleteVolume(t.Context(), &csipb.DeleteVolumeRequest{VolumeId: "pvc-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(root, RecordsDir)); len(entries) != 0 {
+		t.Errorf("records left: %v", entries)
+	}
+}

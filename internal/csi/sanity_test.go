@@ -109,12 +109,24 @@ func newDriver(t *testing.T, root string, delay time.Duration) *Driver {
 	return d
 }
 
+// agentDir holds the agent binary agentBinary built; TestMain removes it.
+var agentDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if agentDir != "" {
+		_ = os.RemoveAll(agentDir)
+	}
+	os.Exit(code)
+}
+
 // agentBinary builds cmd/volume-agent once per test run.
 var agentBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "csi-sanity-agent-")
 	if err != nil {
 		return "", err
 	}
+	agentDir = dir
 	bin := filepath.Join(dir, "volume-agent")
 	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/volume-agent").CombinedOutput()
 	if err != nil {

@@ -307,7 +307,7 @@ func (p *Provisioner) SnapshotVolume(ctx context.Context, v Vol, name string) (c
 		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of PV %s: %w", v.Owner, errPlainContent)
 	}
 	if v.Block {
-		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of PV %s: snapshots of raw block volumes are not supported", v.Owner)
+		return capacity.Snapshot{}, fmt.Errorf("snapshot local volume of PV %s: %w", v.Owner, capacity.ErrBlockSnapshot)
 	}
 	if err := p.checkKind("snapshot", v.Owner, v.Capacity); err != nil {
 		return capacity.Snapshot{}, err
