@@ -66,7 +66,7 @@ func Binaries(t testing.TB) (dir string) {
 	if err := buildLocked(ctx, dir, filepath.Join(src, helperModule), All, t.Logf); err != nil {
 		if ctx.Err() != nil {
 			t.Fatalf("csi: %v\nthe CSI sidecars were not built before the test deadline; "+
-				"a cold build takes about 5 minutes on 2 cores: run go test with -timeout 30m "+
+				"a cold build takes about 8 minutes on 2 cores (800-900 CPU seconds): run go test with -timeout 30m "+
 				"(the Go build cache keeps what was compiled so far)", err)
 		}
 		t.Fatalf("csi: %v", err)
