@@ -10,10 +10,10 @@ import (
 
 // csiNodeImages are the images the node imports: the agent's, the tools
 // image of the shell pods, and the upstream sidecars' (test/csi, built
-// from the Go module proxy).
+// from the Go module proxy). The snapshot-controller runs on the host.
 func csiNodeImages(t *testing.T) map[string]node.Image {
 	t.Helper()
-	images := csi.Images(t)
+	images := csi.Images(t, csi.Provisioner, csi.Resizer, csi.Snapshotter)
 	agent, err := node.BuildAgentImage(binary)
 	if err != nil {
 		t.Fatal(err)
