@@ -252,7 +252,7 @@ func (r *capFaultRun) claimOfVolume(vol string) *capClaim {
 func (r *capFaultRun) steps() map[string]string {
 	dir := filepath.Join(r.root, ".capacity")
 	out := map[string]string{}
-	for _, name := range entries(r.t, dir) {
+	for _, name := range capacityRecords(r.t, r.root) {
 		var rec struct {
 			State string
 			Size  int64
@@ -427,7 +427,7 @@ func (r *capFaultRun) checkOnly(vols []string) {
 		got, want []string
 	}{
 		{"entries of the root", entries(t, r.root), wantEntries},
-		{"records", entries(t, filepath.Join(r.root, ".capacity")), wantRecords},
+		{"records", capacityRecords(t, r.root), wantRecords},
 		{"mounts under the root", slices.DeleteFunc(mountsUnder(t, r.root), func(m string) bool { return m == r.root }), wantMounts},
 		{"loop devices of images under the root", loopsUnder(t, r.root), wantLoops},
 	} {

@@ -189,9 +189,9 @@ func checkEnforced(t *testing.T, a *agent, root string, want error, method strin
 	a.removeManifest("pod.yaml")
 	a.removeManifest("claim.yaml")
 	waitFor(t, 60*time.Second, "the volume and its record removed", func() (bool, string) {
-		recs, err := os.ReadDir(filepath.Join(root, ".capacity"))
-		left := append(entries(t, root), fmt.Sprint(recs, err))
-		return len(entries(t, root)) == 0 && err == nil && len(recs) == 0, fmt.Sprint(left)
+		recs := capacityRecords(t, root)
+		left := append(entries(t, root), recs...)
+		return len(left) == 0, fmt.Sprint(left)
 	})
 }
 

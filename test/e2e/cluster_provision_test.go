@@ -132,6 +132,25 @@ func entries(t *testing.T, dir string) []string {
 	return out
 }
 
+// capacityRecords lists the capacity backend's records under root's
+// .capacity: the volumes' and archives' (<name>.json), and the snapshots'
+// (snapshots/<name>.json, whose directory is always there).
+func capacityRecords(t *testing.T, root string) []string {
+	t.Helper()
+	dir := filepath.Join(root, ".capacity")
+	var out []string
+	for _, name := range entries(t, dir) {
+		if name != "snapshots" {
+			out = append(out, name)
+			continue
+		}
+		for _, s := range entries(t, filepath.Join(dir, name)) {
+			out = append(out, filepath.Join(name, s))
+		}
+	}
+	return out
+}
+
 // waitGone waits until the PV is deleted.
 func (env *clusterEnv) waitPVGone(t *testing.T, name string) {
 	waitFor(t, 60*time.Second, "PersistentVolume "+name+" deleted", func() (bool, string) {
