@@ -174,3 +174,18 @@ func destroyByID(dir string, id uint64) error {
 	}
 	return nil
 }
+
+// Snapshot makes dst a snapshot of the subvolume src, read-only when
+// readOnly. It is not recursive: a subvolume inside src is an empty
+// directory in the snapshot. btrfs(8) commits the snapshot, so the
+// qgroup of the new subvolume counts what it references at once.
+func (t Tool) Snapshot(ctx context.Context, src, dst string, readOnly bool) error {
+	if err := absolute(src); err != nil {
+		return err
+	}
+	args := []string{"subvolume", "snapshot"}
+	if readOnly {
+		args = append(args, "-r")
+	}
+	return t.at(ctx, dst, append(args, src, dst)...)
+}

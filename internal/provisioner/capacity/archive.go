@@ -73,7 +73,10 @@ func (s *store) Archive(ctx context.Context, name string) (string, error) {
 // finishArchive moves the volume of r, archiving, to its archive, writes
 // the archive's record, then removes r's.
 func (s *store) finishArchive(ctx context.Context, r *record) (string, error) {
-	a := &record{Name: r.Archive, Backend: r.Backend, State: archived, Size: r.Size, ID: r.ID, Block: r.Block, From: r.Name}
+	// Origin and Reflinked go with it: what a volume made from a
+	// snapshot shares is counted by its source (see Promised).
+	a := &record{Name: r.Archive, Backend: r.Backend, State: archived, Size: r.Size, ID: r.ID, Block: r.Block, From: r.Name,
+		UID: r.UID, Origin: r.Origin, Reflinked: r.Reflinked}
 	if err := validName(a.Name); err != nil {
 		return "", fmt.Errorf("archive volume %s: %w", r.Name, err)
 	}

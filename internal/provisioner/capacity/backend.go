@@ -39,7 +39,8 @@ type Backend interface {
 	// root's file system: each one's size less what it already takes (a
 	// volume being made: its whole size). A volume that cannot be
 	// measured counts with its whole size. Volumes with nothing promised
-	// are left out.
+	// are left out. Snapshots count too, each under SnapshotKey(name),
+	// with what they may still take (see Snapshot.Bytes).
 	Promised(ctx context.Context) (map[string]int64, error)
 }
 
@@ -132,6 +133,9 @@ func Open(ctx context.Context, cfg Config) (Backend, error) {
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("make capacity state directory: %w", err)
+	}
+	if err := makeSnapshotDirs(cfg); err != nil {
+		return nil, err
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(root, &st); err != nil {

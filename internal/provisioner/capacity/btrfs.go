@@ -162,10 +162,16 @@ func (b *btrfsDriver) usage(ctx context.Context, v *record) (Usage, error) {
 	return Usage{CapacityBytes: v.Size, UsedBytes: used, AvailableBytes: max(0, v.Size-used)}, nil
 }
 
-// taken is the subvolume's referenced bytes, as its qgroup counts them.
+// taken is the subvolume's referenced bytes, as its qgroup counts them,
+// less those a volume made from a snapshot or another volume shares with
+// it (shared).
 func (b *btrfsDriver) taken(ctx context.Context, v *record) (int64, error) {
 	u, err := b.usage(ctx, v)
-	return u.UsedBytes, err
+	if err != nil {
+		return 0, err
+	}
+	shared, err := b.shared(ctx, v)
+	return max(0, u.UsedBytes-shared), err
 }
 
 // footprint is the volume's size: its qgroup limit.

@@ -24,13 +24,17 @@ const (
 	envNested  = "CAPACITY_TEST_NESTED" // "true": make a subvolume inside "a"
 )
 
-// TestCrashAnywhere kills a process running Create, Expand and Delete
-// with SIGKILL at every crash point in turn (before and after each tool
-// and each record write), then recovers as a restarted agent would, and
-// checks: Recover succeeds; no loop device, image, subvolume, qgroup,
-// directory or record remains that is not a recovered volume; each
-// recovered image has one loop device and is mounted; the volume made
-// before the crashes keeps its data.
+// TestCrashAnywhere kills a process running Create, Expand, Delete,
+// Archive, Snapshot, CreateFrom of the snapshot, CreateFrom of a volume
+// and DeleteSnapshot with SIGKILL at every crash point in turn (before
+// and after each tool, each record write, each copy and each freeze and
+// thaw of an image volume), then recovers as a restarted agent would,
+// and checks: Recover succeeds; no loop device, image, subvolume, qgroup,
+// directory, snapshot or record remains that is not a recovered volume,
+// archive or snapshot; each recovered image has one loop device, is
+// mounted and is not frozen (a crash while frozen is thawed: some crash
+// point must have left one frozen); the volume made before the crashes
+// keeps its data, and a restore or clone that was recovered holds it.
 func TestCrashAnywhere(t *testing.T) {
 	t.Run("btrfs", func(t *testing.T) { crashAnywhere(t, btrfsRoot(t, true), true, true) })
 	t.Run("image", func(t *testing.T) { root := imageRoot(t); crashAnywhere(t, root, capSysResource(t), false) })
@@ -46,8 +50,9 @@ func crashAnywhere(t *testing.T, root string, expand, nested bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Delete(t.Context(), "keep") })
+	thawed := 0
 	for at := 1; ; at++ {
-		if at > 300 {
+		if at > 800 {
 			t.Fatal("the helper never finished")
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
@@ -63,13 +68,21 @@ func crashAnywhere(t *testing.T, root string, expand, nested bool) {
 		if err != nil && !killed {
 			t.Fatalf("crash point %d: helper: %v\n%s", at, err, out)
 		}
-		r, _ := open(t, Config{Root: root})
+		r, logs := open(t, Config{Root: root})
 		vols, err := r.Recover(t.Context())
+		thawed += logs.FilterMessage("image volume found frozen (a snapshot was cut short): thawed").Len()
 		if err != nil {
 			t.Fatalf("crash point %d: recover: %v", at, err)
 		}
 		archives := archivesIn(t, root)
 		checkConsistent(t, at, root, vols, archives)
+		image, _ := lexists(filepath.Join(root, "keep"+ImageSuffix))
+		snaps := checkSnapshots(t, at, r, root, vols, image)
+		for _, s := range snaps {
+			if err := r.(Snapshotter).DeleteSnapshot(t.Context(), s); err != nil {
+				t.Fatalf("crash point %d: delete snapshot %s: %v", at, s, err)
+			}
+		}
 		for _, v := range vols {
 			if v.Name != "keep" {
 				if err := r.Delete(t.Context(), v.Name); err != nil {
@@ -83,7 +96,10 @@ func crashAnywhere(t *testing.T, root string, expand, nested bool) {
 			}
 		}
 		if !killed {
-			t.Logf("%d crash points, each recovered", at-1)
+			t.Logf("%d crash points, each recovered; %d volumes found frozen and thawed", at-1, thawed)
+			if image, _ := lexists(filepath.Join(root, "keep"+ImageSuffix)); image && thawed == 0 {
+				t.Error("no crash point left an image volume frozen: the freeze is not among the crash points")
+			}
 			return
 		}
 	}
@@ -135,6 +151,73 @@ func TestCrashHelper(t *testing.T) {
 	if _, err := b.(Archiver).Archive(t.Context(), "c"); err != nil {
 		t.Fatal(err)
 	}
+	// Snapshot, restore, clone and delete the snapshot, of "keep",
+	// whose data the parent checks in each.
+	s := b.(Snapshotter)
+	snap, err := s.Snapshot(t.Context(), "keep", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateFrom(t.Context(), "r", snap.Size, Source{Snapshot: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateFrom(t.Context(), "cl", snap.Size+mi, Source{Volume: "keep"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSnapshot(t.Context(), "s1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSnapshots checks the snapshots after Recover: at most s1, ready,
+// listed by Snapshots, its copy under .snapshots and nothing else there;
+// a volume made from it or cloned from keep holds keep's data; an image
+// volume is not left frozen. It returns the snapshots.
+func checkSnapshots(t *testing.T, at int, b Backend, root string, vols []Volume, image bool) []string {
+	t.Helper()
+	list, err := b.(Snapshotter).Snapshots(t.Context())
+	if err != nil {
+		t.Fatalf("crash point %d: snapshots: %v", at, err)
+	}
+	var names []string
+	for _, s := range list {
+		names = append(names, s.Name)
+	}
+	if len(names) > 1 || len(names) == 1 && names[0] != "s1" {
+		t.Fatalf("crash point %d: snapshots %v, want at most s1", at, names)
+	}
+	des, err := os.ReadDir(filepath.Join(root, ".capacity", "snapshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []string
+	for _, de := range des {
+		records = append(records, strings.TrimSuffix(de.Name(), recordSuffix))
+	}
+	des, err = os.ReadDir(filepath.Join(root, ".snapshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copies []string
+	for _, de := range des {
+		copies = append(copies, strings.TrimSuffix(de.Name(), ImageSuffix))
+	}
+	if !slices.Equal(records, names) || !slices.Equal(copies, names) {
+		t.Fatalf("crash point %d: snapshots %v; records %v, copies %v", at, names, records, copies)
+	}
+	for _, v := range vols {
+		if v.Name == "r" || v.Name == "cl" {
+			if got, err := os.ReadFile(filepath.Join(v.Path, "data")); err != nil || string(got) != "kept" {
+				t.Fatalf("crash point %d: %s holds %q, %v; want keep's data", at, v.Name, got, err)
+			}
+		}
+		if image {
+			if thawed, err := thawLeft(v.Path); err != nil || thawed {
+				t.Fatalf("crash point %d: volume %s left frozen after Recover (%t, %v)", at, v.Name, thawed, err)
+			}
+		}
+	}
+	return names
 }
 
 // archivesIn lists the archives whose records are under root.
@@ -184,7 +267,7 @@ func checkConsistent(t *testing.T, at int, root string, vols []Volume, archives 
 	}
 	for _, de := range des {
 		switch n := de.Name(); {
-		case n == ".capacity":
+		case n == ".capacity", n == ".snapshots":
 		case strings.HasSuffix(n, ImageSuffix):
 			images = append(images, strings.TrimSuffix(n, ImageSuffix))
 		default:
@@ -196,7 +279,9 @@ func checkConsistent(t *testing.T, at int, root string, vols []Volume, archives 
 		t.Fatal(err)
 	}
 	for _, de := range des {
-		records = append(records, strings.TrimSuffix(de.Name(), recordSuffix))
+		if de.Name() != "snapshots" {
+			records = append(records, strings.TrimSuffix(de.Name(), recordSuffix))
+		}
 	}
 	if !slices.Equal(records, all) {
 		t.Fatalf("crash point %d: recovered %v and archives %v; records %v", at, names, archives, records)
@@ -247,16 +332,23 @@ func checkLoops(t *testing.T, at int, root string, names []string) {
 func checkQgroups(t *testing.T, at int, root string, names []string) {
 	t.Helper()
 	want := []string{"0/5"}
-	var tops []string
+	var tops, snaps []string
 	for _, line := range strings.Split(sh(t, "btrfs", "subvolume", "list", root), "\n") {
 		f := strings.Fields(line) // ID 257 gen 9 top level 5 path vol
 		if len(f) < 9 || f[0] != "ID" {
 			continue
 		}
 		want = append(want, "0/"+f[1])
-		if top, _, _ := strings.Cut(f[8], "/"); !slices.Contains(tops, top) {
+		top, rest, _ := strings.Cut(f[8], "/")
+		switch {
+		case top == ".snapshots":
+			snaps = append(snaps, rest)
+		case !slices.Contains(tops, top):
 			tops = append(tops, top)
 		}
+	}
+	if want := snapshotsRecorded(t, root); !slices.Equal(snaps, want) {
+		t.Fatalf("crash point %d: snapshot subvolumes %v, want %v", at, snaps, want)
 	}
 	slices.Sort(tops)
 	if !slices.Equal(tops, names) {
@@ -273,4 +365,14 @@ func checkQgroups(t *testing.T, at int, root string, names []string) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("crash point %d: qgroups %v, want %v", at, got, want)
 	}
+}
+
+// snapshotsRecorded lists the snapshots that have records under root.
+func snapshotsRecorded(t *testing.T, root string) []string {
+	t.Helper()
+	names, err := journal{dir: filepath.Join(root, ".capacity", "snapshots")}.names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }

@@ -35,6 +35,54 @@
 // dropped). archived-<name>-2, -3… up to maxArchives (100) when the name
 // is taken.
 //
+// Snapshots and clones (Snapshotter, both backends): a snapshot is a
+// point-in-time copy of a volume, kept under <root>/.snapshots/ (a hidden
+// name: never a volume's or an archive's) with its own record under
+// <state dir>/snapshots/ (kind snapshot: its name, the volume it is of
+// and that volume's UID, its size, when it was taken, what it may take of
+// the root, and creating, ready or deleting), so the list survives
+// restarts. CreateFrom makes a volume with the content of a snapshot
+// (restore) or of another volume (clone), at least the source's size:
+//
+//   - btrfs: a snapshot is a read-only subvolume snapshot (O(1)); a
+//     restore or a clone is a writable snapshot of it, or of the volume,
+//     with its own qgroup and limit. Snapshots are not recursive: a
+//     subvolume a pod made inside the volume is an empty directory in the
+//     snapshot and in every volume made from it.
+//   - image: a snapshot is a copy of the volume's image taken while its
+//     ext4 is frozen (FIFREEZE, thawed whatever happens, at the latest
+//     at Config.Timeout: a copy that takes longer fails; a crash while
+//     frozen is thawed by Recover); a reflink (FICLONE, O(1)) where the
+//     root has them (btrfs, XFS), else a sparse copy (SEEK_DATA and
+//     SEEK_HOLE: holes stay holes). A restore or a clone (of the frozen
+//     volume) is such a copy, checked with e2fsck, given a new ext4 UUID
+//     (tune2fs -U random: two mounted file systems with one UUID confuse
+//     blkid, udev's by-uuid links and whatever mounts by UUID), grown to
+//     its size and mounted like any volume.
+//   - raw block volumes have neither (ErrBlockSnapshot): a device a pod
+//     may be writing cannot be frozen by the agent, so no copy of it is
+//     of one moment.
+//
+// Identity: every volume's record has a UID, and a snapshot's record
+// names its source's; a volume made again under a deleted volume's name
+// is another volume (a snapshot of the old one is not a snapshot of it:
+// ErrExists), and a volume made from a snapshot records the snapshot's
+// UID. A snapshot is not deleted (ErrSnapshotBusy) while a volume's
+// record says it is being made from it, which holds across a crash until
+// Recover has rolled that volume back. Snapshots and the volumes made
+// from them do not depend on each other once made: either may be deleted
+// first.
+//
+// What snapshots take of the root counts in Promised, under
+// SnapshotKey(name), never over-committing: a btrfs snapshot may take the
+// bytes its source referenced when it was taken (Snapshot.Bytes) less
+// what it alone references already; a volume made from a snapshot or a
+// clone counts only what it alone references as taken (what it shares is
+// counted by its source), so it may still take its whole size. A sparse
+// image copy has taken all it takes already; a reflinked one may still
+// take all it allocates (Bytes), and a volume made by a reflink counts as
+// taking nothing of its image yet.
+//
 // Adding a backend (XFS or ext4 project quotas, once a kernel with
 // CONFIG_QUOTA can test it) is one file: a type with the driver methods
 // (create, expand, attach, usage, remove), each idempotent, and a case in
@@ -45,12 +93,16 @@
 // Crash safety: every change is written down first. A volume's record
 // (<state dir>/<name>.json, written with fsync and an atomic rename) names
 // the step under way — creating, expanding, deleting, archiving — before the driver
-// acts, and says ready once it is done. Recover, run at start, reads the
+// acts, and says ready once it is done; a snapshot's record likewise
+// (creating, deleting). Recover, run at start, reads the
 // records: a creation that did not finish is rolled back (its caller never
 // got a path, so nothing uses it), an expansion, a deletion or an
 // archiving is finished,
 // and a ready volume is made usable again (its loop device re-attached and
-// mounted). A SIGKILL anywhere thus leaves no orphan loop device, qgroup or
+// mounted, and thawed if a snapshot cut short left it frozen); a snapshot
+// being taken is rolled back, one being deleted is deleted, and a
+// volume being made from a snapshot or a volume is rolled back like any
+// creation. A SIGKILL anywhere thus leaves no orphan loop device, qgroup or
 // image after Recover.
 //
 // Invariants:

@@ -215,7 +215,8 @@ func (d *imageDriver) unshared(ctx context.Context, v *record) error {
 	return nil
 }
 
-// recover attaches v, and an image volume found unmounted (the node
+// recover attaches v (thawing it first if a snapshot cut short left it
+// frozen), and an image volume found unmounted (the node
 // restarted; no pod has it yet) is grown until it holds its size (fit):
 // an image made by an older version, which sized the image and not the
 // file system, holds less.
@@ -226,6 +227,11 @@ func (d *imageDriver) recover(ctx context.Context, v *record) error {
 	mounted, err := d.mounter.IsMountPoint(ctx, d.dir(v))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	if mounted {
+		if err := d.thawVolume(v); err != nil {
+			return err
+		}
 	}
 	if err := d.attach(ctx, v); err != nil || mounted {
 		return err

@@ -306,8 +306,14 @@ func (d *imageDriver) usage(ctx context.Context, v *record) (Usage, error) {
 }
 
 // taken is what the image file has allocated: it is sparse, and grows as
-// the volume's file system writes to new blocks.
+// the volume's file system writes to new blocks. A reflinked copy counts
+// as taking nothing yet.
 func (d *imageDriver) taken(_ context.Context, v *record) (int64, error) {
+	if v.Reflinked {
+		// It shares its extents with its source's image until either
+		// is written: it may take all of its image.
+		return 0, nil
+	}
 	var st unix.Stat_t
 	if err := unix.Lstat(d.img(v), &st); err != nil {
 		return 0, &os.PathError{Op: "lstat", Path: d.img(v), Err: err}

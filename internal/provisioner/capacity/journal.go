@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,6 +48,42 @@ type record struct {
 	Archive string `json:"archive,omitempty"`
 	// From is the name of the volume an archive was (archived).
 	From string `json:"from,omitempty"`
+	// UID is the identity of the volume (or snapshot) this record made:
+	// a name reused after a deletion gets another one. Records written
+	// before snapshots existed have none until a snapshot of them needs
+	// it.
+	UID string `json:"uid,omitempty"`
+	// Origin is what a volume made by CreateFrom was made from.
+	Origin *origin `json:"origin,omitempty"`
+	// Reflinked: the image was made by a reflink, sharing its extents
+	// with its source's until either is written (it counts in Promised
+	// with all it may take).
+	Reflinked bool `json:"reflinked,omitempty"`
+
+	// The fields of a snapshot's record (Kind snapshotKind): Size is its
+	// source volume's size, ID its subvolume (btrfs).
+
+	// Kind is snapshotKind for a snapshot's record, empty for a volume's
+	// or an archive's.
+	Kind string `json:"kind,omitempty"`
+	// Source is the volume the snapshot is of, SourceUID that volume's
+	// UID when it was taken: a volume of the same name made later is
+	// another volume.
+	Source    string `json:"source,omitempty"`
+	SourceUID string `json:"sourceUID,omitempty"`
+	// Created is when the snapshot was taken.
+	Created time.Time `json:"created,omitzero"`
+	// Bytes is what the snapshot may take of the root (Snapshot.Bytes).
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// origin is what a volume was made from: a snapshot or another volume,
+// by name and by the UID its record had then.
+type origin struct {
+	Snapshot    string `json:"snapshot,omitempty"`
+	SnapshotUID string `json:"snapshotUID,omitempty"`
+	Volume      string `json:"volume,omitempty"`
+	VolumeUID   string `json:"volumeUID,omitempty"`
 }
 
 const recordSuffix = ".json"

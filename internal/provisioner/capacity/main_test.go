@@ -50,11 +50,17 @@ func sh(t testing.TB, name string, args ...string) string {
 // mount. The cleanup unmounts it (mount -o loop detaches the device).
 func btrfsRoot(t testing.TB, quota bool) string {
 	t.Helper()
+	return btrfsRootOf(t, quota, "512M")
+}
+
+// btrfsRootOf is btrfsRoot of size (truncate's units).
+func btrfsRootOf(t testing.TB, quota bool, size string) string {
+	t.Helper()
 	needRoot(t)
 	needTools(t, "btrfs", "mkfs.btrfs")
 	dir := t.TempDir()
 	img := filepath.Join(dir, "fs.img")
-	sh(t, "truncate", "-s", "512M", img)
+	sh(t, "truncate", "-s", size, img)
 	sh(t, "mkfs.btrfs", "-q", img)
 	mnt := filepath.Join(dir, "mnt")
 	if err := os.Mkdir(mnt, 0o700); err != nil {

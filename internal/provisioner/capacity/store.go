@@ -45,6 +45,22 @@ type driver interface {
 	// archive takes v out of use and moves what it uses to the names of
 	// a, whatever part of that is done already.
 	archive(ctx context.Context, v, a *record) error
+
+	// snapshotExists reports whether anything of the snapshot s is on
+	// disk.
+	snapshotExists(s *record) (bool, error)
+	// snapshot takes the snapshot s of the volume v: a copy of one
+	// moment, setting s.ID, s.Bytes (and s.Reflinked) and saving them.
+	snapshot(ctx context.Context, v, s *record, save func() error) error
+	// removeSnapshot removes what the snapshot s uses, whatever part of
+	// it exists.
+	removeSnapshot(ctx context.Context, s *record, save func() error) error
+	// createFrom makes v with the content of from: a snapshot's record
+	// (Kind snapshotKind) or a made volume's.
+	createFrom(ctx context.Context, v, from *record, save func() error) error
+	// snapshotPromised is what the snapshot s may still take of the
+	// root's file system.
+	snapshotPromised(ctx context.Context, s *record) (int64, error)
 }
 
 // sizeUnit: sizes are rounded up to whole 4 KiB blocks.
@@ -138,19 +154,26 @@ func (s *store) createVolume(ctx context.Context, name string, size int64, block
 		}
 		return s.path(r), nil
 	}
-	if err := s.create(ctx, r); err != nil {
+	r.UID = newUID()
+	if err := s.create(ctx, r, s.d.create); err != nil {
 		return "", err
 	}
 	return s.path(r), nil
 }
 
-// create writes r down as creating, lets the driver make it, and rolls it
-// back when that fails.
-func (s *store) create(ctx context.Context, r *record) (retErr error) {
+// create writes r down as creating, lets maker (the driver's create, or
+// createFrom) make it, and rolls it back when that fails.
+func (s *store) create(ctx context.Context, r *record, maker func(context.Context, *record, func() error) error) error {
 	save := func() error { return s.journal().save(r) }
 	if err := save(); err != nil {
 		return err
 	}
+	return s.build(ctx, r, save, maker)
+}
+
+// build lets maker make r, written down as creating already, writes it
+// down as ready, and rolls it back when that fails.
+func (s *store) build(ctx context.Context, r *record, save func() error, maker func(context.Context, *record, func() error) error) (retErr error) {
 	defer func() {
 		if retErr != nil {
 			rctx, cancel := mount.RollbackContext(ctx)
@@ -160,7 +183,7 @@ func (s *store) create(ctx context.Context, r *record) (retErr error) {
 			}
 		}
 	}()
-	if err := s.d.create(ctx, r, save); err != nil {
+	if err := maker(ctx, r, save); err != nil {
 		return fmt.Errorf("create volume %s: %w", r.Name, err)
 	}
 	r.State = ready
@@ -275,6 +298,9 @@ func (s *store) Promised(ctx context.Context) (map[string]int64, error) {
 			out[name] = n
 		}
 	}
+	if err := s.promisedSnapshots(ctx, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -379,6 +405,10 @@ func (s *store) Recover(ctx context.Context) ([]Volume, error) {
 		if ok {
 			vols = append(vols, v)
 		}
+	}
+	// After the volumes: a restore rolled back frees its snapshot.
+	if err := s.recoverSnapshots(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return vols, errors.Join(errs...)
 }

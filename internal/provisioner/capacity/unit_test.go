@@ -133,6 +133,33 @@ func TestRefusesBadNamesBeforeActing(t *testing.T) {
 		if err := b.Delete(t.Context(), name); err == nil {
 			t.Errorf("Delete(%q): no error", name)
 		}
+		s := b.(Snapshotter)
+		if _, err := s.Snapshot(t.Context(), "vol", name); err == nil {
+			t.Errorf("Snapshot(vol, %q): no error", name)
+		}
+		if _, err := s.Snapshot(t.Context(), name, "snap"); err == nil {
+			t.Errorf("Snapshot(%q, snap): no error", name)
+		}
+		if err := s.DeleteSnapshot(t.Context(), name); err == nil {
+			t.Errorf("DeleteSnapshot(%q): no error", name)
+		}
+		if _, err := s.SnapshotInfo(t.Context(), name); err == nil {
+			t.Errorf("SnapshotInfo(%q): no error", name)
+		}
+		for _, src := range []Source{{Snapshot: name}, {Volume: name}} {
+			if _, err := s.CreateFrom(t.Context(), "vol", 4096, src); err == nil {
+				t.Errorf("CreateFrom(vol, %+v): no error", src)
+			}
+			if _, err := s.CreateFrom(t.Context(), name, 4096, Source{Snapshot: "snap"}); err == nil {
+				t.Errorf("CreateFrom(%q): no error", name)
+			}
+		}
+	}
+	if _, err := b.(Snapshotter).CreateFrom(t.Context(), "vol", 4096, Source{Snapshot: "snap", Volume: "other"}); err == nil {
+		t.Error("CreateFrom of a snapshot and a volume at once: no error")
+	}
+	if _, err := b.(Snapshotter).CreateFrom(t.Context(), "vol", 4096, Source{Volume: "vol"}); err == nil {
+		t.Error("CreateFrom of a volume from itself: no error")
 	}
 	for _, dir := range []string{parent, root} {
 		des, err := os.ReadDir(dir)
@@ -140,7 +167,7 @@ func TestRefusesBadNamesBeforeActing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, de := range des {
-			if de.Name() != "root" && de.Name() != ".capacity" {
+			if de.Name() != "root" && de.Name() != ".capacity" && de.Name() != ".snapshots" {
 				t.Errorf("%s was made in %s", de.Name(), dir)
 			}
 		}
@@ -163,5 +190,22 @@ func TestRunnerDeadline(t *testing.T) {
 	var te *toolError
 	if !errors.As(err, &te) || te.code != 3 || te.stderr != "oops" {
 		t.Errorf("failing tool: %#v", err)
+	}
+}
+
+// TestOpenRefusesSnapshotsSymlink: the snapshots' directory under the root
+// is the agent's own: a symlink in its place (to anywhere) is refused at
+// Open, and nothing is made through it.
+func TestOpenRefusesSnapshotsSymlink(t *testing.T) {
+	root, elsewhere := t.TempDir(), t.TempDir()
+	if err := os.Symlink(elsewhere, filepath.Join(root, ".snapshots")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), Config{Root: root, Logger: zapNop()})
+	if err == nil || !strings.Contains(err.Error(), ".snapshots") {
+		t.Fatalf("Open with .snapshots a symlink: %v, want an error naming it", err)
+	}
+	if des, err := os.ReadDir(elsewhere); err != nil || len(des) != 0 {
+		t.Fatalf("the symlink's target: %v, %v; want it untouched", des, err)
 	}
 }
