@@ -59,6 +59,9 @@ type agent struct {
 	usage *volumeusage.Usage
 	// others run beside the loops (token manager, event recorder).
 	others map[string]runner
+	// csiHealth, when the CSI driver is on, says what is wrong with it
+	// (its registration refused by the kubelet) for /healthz.
+	csiHealth func() error
 	// trim returns the heap's free pages once a burst of changes settles.
 	trim *memtrim.Trimmer
 }
@@ -114,6 +117,9 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	a.others["host path checkers"] = checkers
+	if err := a.addCSI(o, provs, log); err != nil {
+		return err
+	}
 	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Logger: log.Named("plugins"), Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
 		HostPathCheckers: checkers, NoSwap: probeNoSwap(mounter, log)})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, PodDirs: a.actual, Plugins: registry, Logger: log,
@@ -289,6 +295,9 @@ func (a *agent) healthy() error {
 	errs := []error{a.populator.Stuck(stuckAfter), a.reconciler.Stuck(stuckAfter)}
 	if a.binder != nil {
 		errs = append(errs, a.binder.Stuck(stuckAfter))
+	}
+	if a.csiHealth != nil {
+		errs = append(errs, a.csiHealth())
 	}
 	return errors.Join(errs...)
 }

@@ -55,6 +55,12 @@ type options struct {
 	// reclaimDelay is how long released storage stays restorable before it
 	// is deleted (--reclaim-delay).
 	reclaimDelay time.Duration
+	// csiEndpoint, when set, serves the local provisioner's volumes as
+	// the CSI driver local.volume-agent.io on this unix socket
+	// (--csi-endpoint); registrationDir is where the kubelet's plugin
+	// registration socket is served (--kubelet-registration-dir; "": none).
+	csiEndpoint     string
+	registrationDir string
 	// version asks for the version instead of running the agent.
 	version bool
 }
@@ -111,6 +117,8 @@ func agentFlags(o *options) (fs *flag.FlagSet, finish func()) {
 	fs.StringVar(&o.localPathRoot, "local-path-root", "/var/lib/volume-agent-local", "directory on this node holding the volumes the local provisioner makes, one subdirectory per claim; keep it outside --root-dir (the agent's state and pod mounts, which it removes from) and on the disk meant for data")
 	fs.StringVar(&o.leaseNS, "leader-election-namespace", "", "namespace of the Lease the nfs-subdir provisioner's leader holds (default $POD_NAMESPACE, else \"default\")")
 	fs.StringVar(&o.capacityNS, "storage-capacity-namespace", "", "namespace of the CSIStorageCapacity objects through which the local provisioner tells the scheduler how much room its node has, one per StorageClass of "+provisioner.LocalName+" (default $POD_NAMESPACE, else \"default\")")
+	fs.StringVar(&o.csiEndpoint, "csi-endpoint", "", "serve the local provisioner's volumes as the CSI driver "+provisioner.LocalName+" on this unix socket (unix:///path or /path, e.g. unix:///var/lib/kubelet/plugins/"+provisioner.LocalName+"/csi.sock; made 0600, root only); needs --provisioners "+provLocal+"; default off")
+	fs.StringVar(&o.registrationDir, "kubelet-registration-dir", "/var/lib/kubelet/plugins_registry", "with --csi-endpoint, the kubelet's plugin registration directory, where the agent serves "+provisioner.LocalName+"-reg.sock so that the kubelet finds the CSI driver; \"\" registers nothing")
 	fs.DurationVar(&o.reclaimDelay, "reclaim-delay", 10*time.Minute, "how long the storage of a released claim with reclaim policy Delete is kept aside, restorable, before it is deleted for good (from manifests: the same claim added back within it gets its data back; in a cluster: set the PersistentVolume's reclaim policy to Retain); 0s deletes as soon as nothing uses it")
 	qps := fs.Float64("kube-api-qps", 50, "queries per second to the API server (at least 1)")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of queries to the API server (at least 1)")
@@ -227,6 +235,8 @@ func (o options) validate() error {
 		return errors.New("--root-dir must not be empty")
 	case o.reclaimDelay < 0:
 		return fmt.Errorf("--reclaim-delay %v: want 0s or more", o.reclaimDelay)
+	case o.csiEndpoint != "" && !o.provisioner(provLocal):
+		return fmt.Errorf("--csi-endpoint %s serves the volumes of the local provisioner: give --provisioners %s too", o.csiEndpoint, provLocal)
 	case o.checkPeriod < time.Second:
 		return fmt.Errorf("--volume-check-period %v: want at least 1s", o.checkPeriod)
 	case o.statsPeriod < 0 || (o.statsPeriod > 0 && o.statsPeriod < time.Second):

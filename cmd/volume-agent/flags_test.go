@@ -38,6 +38,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "metrics on another address", args: []string{"--manifests", "/m", "--metrics-addr", "0.0.0.0:9811"}},
 		{name: "negative reclaim delay", args: []string{"--manifests", "/m", "--reclaim-delay", "-1s"}, wantErr: "--reclaim-delay -1s"},
 		{name: "no reclaim delay", args: []string{"--manifests", "/m", "--reclaim-delay", "0s"}},
+		{name: "CSI without the local provisioner", args: []string{"--manifests", "/m", "--csi-endpoint", "/run/csi.sock"}, wantErr: "--csi-endpoint /run/csi.sock serves the volumes of the local provisioner: give --provisioners local too"},
+		{name: "CSI with the local provisioner", args: []string{"--manifests", "/m", "--provisioners", "local", "--csi-endpoint", "unix:///run/csi.sock"}},
 		{name: "status on a unix socket", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/volume-agent/status.sock", "--status-socket-group", "4242"}},
 		{name: "status socket group by name", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/va.sock", "--status-socket-group", "root"}},
 		{name: "status socket group unknown", args: []string{"--manifests", "/m", "--status-addr", "unix:///run/va.sock", "--status-socket-group", "no-such-group-here"}, wantErr: `--status-socket-group "no-such-group-here": no such group`},

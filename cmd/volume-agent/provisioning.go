@@ -153,29 +153,50 @@ func (p *provisioners) forBinder() []provisioner.Provisioner {
 
 // runners lists the controllers cluster mode runs: the local provisioner
 // on every agent, for the claims scheduled to its node, and the nfs-subdir
-// provisioner on the one agent that holds its Lease.
+// provisioner on the one agent that holds its Lease. With the CSI endpoint
+// on, the CSI driver's external-provisioner serves the classes that name
+// local.volume-agent.io and publishes the node's room: the local
+// controller keeps the legacy name and the in-tree PVs, and the storage
+// capacity objects an earlier run published are withdrawn.
 func (p *provisioners) runners(client kubernetes.Interface, o options, log *zap.Logger) (map[string]runner, error) {
 	r := map[string]runner{}
 	if p.local != nil {
-		c, err := provisioner.New(p.config(provisioner.Config{Client: client, Provisioner: p.local, Node: o.nodeName, Logger: log}))
+		cfg := provisioner.Config{Client: client, Provisioner: p.local, Node: o.nodeName, Logger: log}
+		if o.csiEndpoint != "" {
+			cfg.CSIDriver = provisioner.LocalName
+		}
+		c, err := provisioner.New(p.config(cfg))
 		if err != nil {
 			return nil, err
 		}
 		r["local provisioner"] = p.tracked(c)
-		pub, err := storagecapacity.New(storagecapacity.Config{Client: client, Driver: provisioner.LocalName, Node: o.nodeName,
-			Namespace: o.capacityNS, Room: p.local.Room, Logger: log})
+		room, err := p.capacityRunner(client, o, log)
 		if err != nil {
 			return nil, err
 		}
-		p.mu.Lock()
-		p.room = pub
-		p.mu.Unlock()
-		r["local storage capacity"] = pub
+		r["local storage capacity"] = room
 	}
 	if p.nfs != nil {
 		r["nfs-subdir provisioner"] = leadingNFS{p: p, client: client, log: log}
 	}
 	return r, nil
+}
+
+// capacityRunner publishes the local provisioner's room, or with the CSI
+// endpoint on withdraws what an earlier run published.
+func (p *provisioners) capacityRunner(client kubernetes.Interface, o options, log *zap.Logger) (runner, error) {
+	cfg := storagecapacity.Config{Client: client, Driver: provisioner.LocalName, Node: o.nodeName, Namespace: o.capacityNS, Room: p.local.Room, Logger: log}
+	if o.csiEndpoint != "" {
+		return storagecapacity.NewWithdrawal(cfg)
+	}
+	pub, err := storagecapacity.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.room = pub
+	p.mu.Unlock()
+	return pub, nil
 }
 
 // config adds what every cluster controller shares to cfg.

@@ -1,16 +1,30 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/provisioner"
+	"github.com/volume-agent/volume-agent/internal/provisioner/local"
+	"github.com/volume-agent/volume-agent/internal/provisioner/storagecapacity"
 )
 
 // An agent that cannot enforce capacity runs on without a backend, warns,
@@ -53,5 +67,73 @@ func TestOpenCapacity(t *testing.T) {
 	lines := logs.FilterMessage("local path root opened for enforced capacity").All()
 	if f := lines[len(lines)-1].ContextMap(); f["volumes"] != int64(1) || f["notRecovered"] != int64(1) {
 		t.Errorf("with one volume not recovered the start logs %v; want volumes 1, notRecovered 1", f)
+	}
+}
+
+// With the CSI endpoint on, the local controller leaves the claims of
+// local.volume-agent.io classes to the external-provisioner and still
+// provisions those of volume-agent.io/local classes, and the storage
+// capacity runner withdraws this node's objects instead of publishing.
+func TestRunnersWithCSIEndpoint(t *testing.T) {
+	for _, endpoint := range []string{"", "/var/lib/kubelet/plugins/local.volume-agent.io/csi.sock"} {
+		l, err := local.New(local.Config{Root: t.TempDir(), NodeName: "node-a", Mounter: mount.Unprivileged{}, Logger: zap.NewNop(),
+			NoCapacity: errors.New("test")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &provisioners{local: l, live: map[*provisioner.Controller]bool{}}
+		wffc := storagev1.VolumeBindingWaitForFirstConsumer
+		var objs []runtime.Object
+		for _, name := range []string{provisioner.LocalName, provisioner.LegacyLocalName} {
+			cls := strings.ReplaceAll(name, "/", "-")
+			objs = append(objs, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: cls}, Provisioner: name,
+				VolumeBindingMode: &wffc, Parameters: map[string]string{"enforce": "false"}},
+				&v1.PersistentVolumeClaim{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: cls, UID: types.UID("uid-" + cls),
+						Annotations: map[string]string{provisioner.AnnStorageProvisioner: name, provisioner.AnnSelectedNode: "node-a"}},
+					Spec: v1.PersistentVolumeClaimSpec{StorageClassName: &cls, AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+						Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Mi")}}},
+					Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending},
+				})
+		}
+		client := fake.NewClientset(objs...)
+		r, err := p.runners(client, options{nodeName: "node-a", capacityNS: "volume-agent", csiEndpoint: endpoint}, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, withdraws := r["local storage capacity"].(*storagecapacity.Withdrawal)
+		if withdraws != (endpoint != "") || (p.room == nil) != (endpoint != "") {
+			t.Errorf("endpoint %q: capacity runner %T, publisher %v", endpoint, r["local storage capacity"], p.room)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r["local provisioner"].Run(ctx) }()
+		pvs := func() []string {
+			list, _ := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+			var names []string
+			for _, pv := range list.Items {
+				names = append(names, pv.Name)
+			}
+			slices.Sort(names)
+			return names
+		}
+		want := []string{"pvc-uid-local.volume-agent.io", "pvc-uid-volume-agent.io-local"}
+		if endpoint != "" {
+			want = want[1:]
+		}
+		for deadline := time.Now().Add(10 * time.Second); !slices.Equal(pvs(), want) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := pvs(); !slices.Equal(got, want) {
+			t.Errorf("endpoint %q: PVs %v, want %v", endpoint, got, want)
+		}
+		time.Sleep(200 * time.Millisecond) // a PV for the CSI class's claim would be made by now
+		if got := pvs(); !slices.Equal(got, want) {
+			t.Errorf("endpoint %q: PVs %v, want %v", endpoint, got, want)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

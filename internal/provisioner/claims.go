@@ -86,8 +86,8 @@ func (c *Controller) wants(claim *v1.PersistentVolumeClaim) (*storagev1.StorageC
 	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || claim.Status.Phase != v1.ClaimPending {
 		return nil, false, nil
 	}
-	if p := Canonical(claim.Annotations[AnnStorageProvisioner]); p != c.name && (p != "" || Canonical(claim.Annotations[AnnBetaStorageProvisioner]) != c.name) {
-		return nil, false, nil
+	if p := claimProvisioner(claim); Canonical(p) != c.name || c.leftToCSI(p) {
+		return nil, false, nil // another provisioner's, or the CSI driver's
 	}
 	if c.cfg.Node != "" && claim.Annotations[AnnSelectedNode] != c.cfg.Node {
 		return nil, false, nil // another node's, or not scheduled yet
@@ -99,6 +99,15 @@ func (c *Controller) wants(claim *v1.PersistentVolumeClaim) (*storagev1.StorageC
 	class, err := c.classes.Get(className)
 	if err != nil {
 		return nil, false, fmt.Errorf("claim %s/%s: StorageClass %q: %w", claim.Namespace, claim.Name, className, err)
+	}
+	if c.leftToCSI(class.Provisioner) {
+		// The claim names the legacy name, its class (made again under the
+		// same name since) the CSI driver: the external-provisioner does
+		// not serve the claim either.
+		c.event(claim, v1.EventTypeWarning, ReasonProvisioningFailed, fmt.Sprintf(
+			"claim names provisioner %s but its StorageClass %q names %s, served by the CSI driver: recreate the claim so that both name the same provisioner",
+			claimProvisioner(claim), className, class.Provisioner))
+		return nil, false, nil
 	}
 	return class, Canonical(class.Provisioner) == c.name, nil
 }
@@ -152,8 +161,8 @@ func (c *Controller) provision(ctx context.Context, req Request) error {
 // exists.
 func (c *Controller) commit(ctx context.Context, pv *v1.PersistentVolume) error {
 	s, ok := c.cfg.Provisioner.(Settler)
-	if !ok || Canonical(pv.Annotations[AnnProvisionedBy]) != c.name {
-		return nil
+	if !ok || Canonical(pv.Annotations[AnnProvisionedBy]) != c.name || pv.Spec.CSI != nil {
+		return nil // another's, or a CSI PV of the same name (the external-provisioner names PVs pvc-<claim UID> too)
 	}
 	if err := s.Commit(ctx, pv); err != nil {
 		return fmt.Errorf("PersistentVolume %s exists; settle its storage: %w", pv.Name, err)

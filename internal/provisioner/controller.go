@@ -69,6 +69,15 @@ type Config struct {
 	// meanwhile, and NotifyActual looks again. Optional: nil reports
 	// nothing in use (for tests).
 	InUse func(pv string) bool
+	// CSIDriver, when set, says the agent serves this provisioner as the
+	// CSI driver of that name too (--csi-endpoint): it must be the
+	// provisioner's Name, and one that has a legacy name (LocalName). The
+	// CSI driver's external-provisioner then provisions and deletes the
+	// volumes of the claims that name it; this controller serves only the
+	// claims that name the legacy name (LegacyLocalName) and the in-tree
+	// PVs it made, which it keeps out of the external-provisioner's hands
+	// (keepFromCSI). Empty: it serves every name of its provisioner.
+	CSIDriver string
 	// PauseAfterStorage, for fault tests only, waits this long between
 	// making the storage and creating the PV (the agent reads it from
 	// $VOLUME_AGENT_TEST_PROVISION_PAUSE). Zero in production.
@@ -129,6 +138,8 @@ func New(cfg Config) (*Controller, error) {
 		return nil, errors.New("provisioner: Config.Logger is required")
 	case cfg.ReclaimDelay < 0:
 		return nil, errors.New("provisioner: Config.ReclaimDelay is negative")
+	case cfg.CSIDriver != "" && (cfg.CSIDriver != cfg.Provisioner.Name() || legacyName(cfg.CSIDriver) == ""):
+		return nil, fmt.Errorf("provisioner: Config.CSIDriver %q: only the %s provisioner has a CSI driver", cfg.CSIDriver, LocalName)
 	}
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = defaultOpTimeout

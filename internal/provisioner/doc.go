@@ -40,6 +40,17 @@
 //     and before the releasing claim is recorded. A step refused is left
 //     as it is; the PV says why (volume-agent.io/reclaim-refused), with a
 //     VolumeReclaimRefused event.
+//   - With the CSI driver on (Config.CSIDriver), the claims that name the
+//     driver are the external-provisioner's: no PV and no event from here.
+//     The controller serves the legacy name's claims and the in-tree PVs
+//     it made; a CSI PV, though it names the same provisioner, is never
+//     reclaimed or grown here (always: only the driver's DeleteVolume
+//     deletes it). The in-tree local PVs of this node that name the driver
+//     are re-annotated with the legacy name, and the external-provisioner's
+//     finalizer is removed from in-tree PVs of this node's provisioner, in
+//     one update conditioned on the resourceVersion: the external-
+//     provisioner would otherwise finalize them and, unable to delete a PV
+//     that is not CSI, leave them Terminating for ever.
 //   - A claim with a selector or a volumeAttributesClassName is refused
 //     with an event, as the external provisioners refuse it.
 //   - A class's archiveOnDelete is recorded on the PV when it is made

@@ -89,6 +89,20 @@ type Request struct {
 	// Settler may keep a record, in the storage, of what this call made, so
 	// that a restart can tell it from storage that was there before.
 	Tentative bool
+	// Content, when set, is what the new volume starts with: a copy of
+	// another volume (a clone) or of a snapshot. Nil: an empty volume.
+	Content *Content
+}
+
+// Content is the data source of a new volume: exactly one field is set.
+// A provisioner refuses a source it did not make.
+type Content struct {
+	// Volume is a PV this provisioner made (the source claim's): the new
+	// volume is a clone of it.
+	Volume *v1.PersistentVolume
+	// Snapshot is a snapshot this provisioner made, by the name its
+	// storage gives it: the new volume is restored from it.
+	Snapshot string
 }
 
 // Volume is what a provisioner made for a Request: the PV's source, its

@@ -64,6 +64,9 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 	if c.deletedUID(name) == pv.UID { // the cache has not seen the deletion yet
 		return nil
 	}
+	if changed, err := c.keepFromCSI(ctx, pv); changed || err != nil {
+		return err // the update enqueues the PV again
+	}
 	state, ok, err := c.reclaimState(pv)
 	if !ok || err != nil {
 		if err == nil && state.Step == reclaim.Released && pv.Annotations[AnnReclaimRefused] != "" && c.serves(pv) {
@@ -120,9 +123,13 @@ func (c *Controller) reclaimState(pv *v1.PersistentVolume) (reclaim.State, bool,
 }
 
 // serves reports whether pv is this controller's: provisioned by it, on
-// this node when it is node-local, and not being deleted.
+// this node when it is node-local, not being deleted, and not a CSI PV.
+// The CSI driver's PVs carry the same provisioned-by (the external-
+// provisioner writes the driver's name) but are deleted through the
+// driver's DeleteVolume, never here.
 func (c *Controller) serves(pv *v1.PersistentVolume) bool {
-	return Canonical(pv.Annotations[AnnProvisionedBy]) == c.name && pv.DeletionTimestamp == nil && (c.cfg.Node == "" || OnNode(pv, c.cfg.Node))
+	return Canonical(pv.Annotations[AnnProvisionedBy]) == c.name && pv.DeletionTimestamp == nil && pv.Spec.CSI == nil &&
+		(c.cfg.Node == "" || OnNode(pv, c.cfg.Node))
 }
 
 // record writes next on pv, whose recorded state is s, and returns the PV

@@ -74,8 +74,7 @@ func resizing(claim *v1.PersistentVolumeClaim) bool {
 
 // resizes reports whether pv, bound to claim, is this controller's to grow.
 func (c *Controller) resizes(pv *v1.PersistentVolume, claim *v1.PersistentVolumeClaim) bool {
-	if Canonical(pv.Annotations[AnnProvisionedBy]) != c.name || pv.DeletionTimestamp != nil || (c.cfg.Node != "" && !OnNode(pv, c.cfg.Node)) ||
-		pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != claim.UID {
+	if !c.serves(pv) || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != claim.UID {
 		return false
 	}
 	class, err := c.classes.Get(pv.Spec.StorageClassName)

@@ -54,8 +54,8 @@ func TestProvisionBlock(t *testing.T) {
 	if err := p.Delete(t.Context(), pv); err != nil {
 		t.Fatal(err)
 	}
-	if got := entries(t, root); !reflect.DeepEqual(got, []string{".capacity"}) {
-		t.Errorf("root holds %v after Delete, want only the records' directory", got)
+	if got := entries(t, root); !reflect.DeepEqual(got, []string{".capacity", ".snapshots"}) {
+		t.Errorf("root holds %v after Delete, want only the records' directories (volumes, snapshots)", got)
 	}
 	if _, err := os.Lstat(pv.Spec.Local.Path); !os.IsNotExist(err) {
 		t.Errorf("image after Delete: %v", err)

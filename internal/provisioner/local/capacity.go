@@ -48,14 +48,13 @@ func enforced(class *storagev1.StorageClass) (bool, error) {
 	return false, fmt.Errorf("StorageClass %s: parameter %s %q: want \"true\" or \"false\"", class.Name, ParamEnforce, v)
 }
 
-// checkEnforced refuses an enforced request this agent cannot serve and
-// returns its size: the claim's storage request. A class that archives
-// needs a backend that can (capacity.Archiver).
-func (p *Provisioner) checkEnforced(req provisioner.Request, archive bool) (int64, error) {
-	class := req.Class.Name
-	q, ok := req.Claim.Spec.Resources.Requests[v1.ResourceStorage]
-	if !ok || q.Sign() <= 0 {
-		return 0, fmt.Errorf("StorageClass %s enforces capacity, and the claim requests no storage (spec.resources.requests.storage): "+
+// checkEnforced refuses an enforced volume of the StorageClass class
+// this agent cannot serve: one of no size, or when there is no capacity
+// backend, or one that archives with a backend that cannot
+// (capacity.Archiver).
+func (p *Provisioner) checkEnforced(class string, s Spec) error {
+	if s.Size <= 0 {
+		return fmt.Errorf("StorageClass %s enforces capacity, and the claim requests no storage (spec.resources.requests.storage): "+
 			"give the claim a size, or the class %s \"false\"", class, ParamEnforce)
 	}
 	if p.cfg.Capacity == nil {
@@ -63,28 +62,45 @@ func (p *Provisioner) checkEnforced(req provisioner.Request, archive bool) (int6
 		if p.cfg.NoCapacity != nil {
 			why = p.cfg.NoCapacity.Error()
 		}
-		return 0, fmt.Errorf("StorageClass %s enforces capacity (parameter %s, default %t), and the local path root %s cannot: %s; "+
+		return fmt.Errorf("StorageClass %s enforces capacity (parameter %s, default %t), and the local path root %s cannot: %s; "+
 			"fix the root, or give the class %s \"false\" for plain directories of unchecked size", class, ParamEnforce, defaultEnforce, p.cfg.Root, why, ParamEnforce)
 	}
-	if _, ok := p.cfg.Capacity.(capacity.Archiver); archive && !ok {
-		return 0, fmt.Errorf("StorageClass %s: parameter %s \"true\": the %s capacity backend cannot archive volumes; give the class %s \"false\"",
+	if _, ok := p.cfg.Capacity.(capacity.Archiver); s.Archive && !ok {
+		return fmt.Errorf("StorageClass %s: parameter %s \"true\": the %s capacity backend cannot archive volumes; give the class %s \"false\"",
 			class, provisioner.ParamArchiveOnDelete, p.cfg.Capacity.Kind(), ParamEnforce)
 	}
-	return q.Value(), nil
+	if s.Content == nil {
+		return nil
+	}
+	if _, err := p.snapshotter(); err != nil {
+		return fmt.Errorf("StorageClass %s: data source: %w", class, err)
+	}
+	if s.Block {
+		return fmt.Errorf("StorageClass %s: a raw block volume (volumeMode Block) cannot be made from a snapshot or a volume (not supported): use volumeMode Filesystem", class)
+	}
+	return nil
 }
 
-// create makes the claim's volume of enforced capacity: a directory, or
-// for a claim of volumeMode Block an image on a loop device, whose path
-// the PV names (the image backend keeps it attached across restarts).
-func (p *Provisioner) create(ctx context.Context, name string, cp classParams) (string, error) {
-	if !cp.block {
-		return p.cfg.Capacity.Create(ctx, name, cp.size)
+// create makes the volume of enforced capacity of s: a directory, or for
+// a claim of volumeMode Block an image on a loop device, whose path the
+// PV names (the image backend keeps it attached across restarts), or a
+// directory holding a copy of s.Content.
+func (p *Provisioner) create(ctx context.Context, s Spec) (string, error) {
+	if s.Content != nil {
+		sn, err := p.snapshotter()
+		if err != nil {
+			return "", err
+		}
+		return sn.CreateFrom(ctx, s.Name, s.Size, *s.Content)
+	}
+	if !s.Block {
+		return p.cfg.Capacity.Create(ctx, s.Name, s.Size)
 	}
 	bc, ok := p.cfg.Capacity.(capacity.BlockCreator)
 	if !ok {
 		return "", fmt.Errorf("spec.volumeMode Block: the %s capacity backend makes no raw block volumes", p.cfg.Capacity.Kind())
 	}
-	return bc.CreateBlock(ctx, name, cp.size)
+	return bc.CreateBlock(ctx, s.Name, s.Size)
 }
 
 // exists reports whether the volume name of pv is there: its directory,
@@ -113,17 +129,22 @@ func (p *Provisioner) enforcedName(ctx context.Context, pv *v1.PersistentVolume,
 	if err != nil {
 		return "", err
 	}
-	// An image volume is itself a mount: only the mounts of others (a
-	// pod's bind mount) count.
+	return name, p.notInUse(ctx, what, pv.Name, name)
+}
+
+// notInUse refuses (ErrInUse) when a mount shows the capacity volume name
+// of the PV pv. An image volume is itself a mount: only the mounts of others
+// (a pod's bind mount) count.
+func (p *Provisioner) notInUse(ctx context.Context, what, pv, name string) error {
 	dir := filepath.Join(p.cfg.Root, name)
 	users, err := mount.MountsOf(ctx, dir)
 	if err != nil {
-		return "", fmt.Errorf("%s local volume of PV %s: find the mounts of %s: %w", what, pv.Name, dir, err)
+		return fmt.Errorf("%s local volume of PV %s: find the mounts of %s: %w", what, pv, dir, err)
 	}
 	if len(users) > 0 {
-		return "", fmt.Errorf("%s local volume of PV %s: %w: mounted at %s", what, pv.Name, provisioner.ErrInUse, strings.Join(users, ", "))
+		return fmt.Errorf("%s local volume of PV %s: %w: mounted at %s", what, pv, provisioner.ErrInUse, strings.Join(users, ", "))
 	}
-	return name, nil
+	return nil
 }
 
 // backendName checks pv, whose volume a capacity backend made (ownedName,
@@ -134,15 +155,20 @@ func (p *Provisioner) backendName(pv *v1.PersistentVolume, what string) (string,
 	if err != nil {
 		return "", fmt.Errorf("%s local volume of PV %s: refusing: %w", what, pv.Name, err)
 	}
-	kind := pv.Annotations[AnnCapacity]
+	return name, p.checkKind(what, pv.Name, pv.Annotations[AnnCapacity])
+}
+
+// checkKind refuses a volume of the PV pv made by the capacity backend kind
+// when this agent's backend is another one, or there is none.
+func (p *Provisioner) checkKind(what, pv, kind string) error {
 	switch {
 	case p.cfg.Capacity == nil:
-		return "", fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and this agent has none for its local path root", what, pv.Name, kind)
+		return fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and this agent has none for its local path root", what, pv, kind)
 	case p.cfg.Capacity.Kind() != kind:
-		return "", fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and the local path root has %s: was the root moved to another file system?",
-			what, pv.Name, kind, p.cfg.Capacity.Kind())
+		return fmt.Errorf("%s local volume of PV %s: it was made by the %s capacity backend, and the local path root has %s: was the root moved to another file system?",
+			what, pv, kind, p.cfg.Capacity.Kind())
 	}
-	return name, nil
+	return nil
 }
 
 // moveAsideEnforced keeps a capacity volume in place: it is a mount (an
@@ -185,41 +211,43 @@ func (p *Provisioner) restoreEnforced(ctx context.Context, pv *v1.PersistentVolu
 }
 
 // deleteEnforced removes a capacity volume and all it used (its subvolume
-// and qgroup, or its mount, loop device and image), or, when pv says
+// and qgroup, or its mount, loop device and image), or, when v says
 // archive, keeps it as archived-<name> (archiveEnforced).
-func (p *Provisioner) deleteEnforced(ctx context.Context, pv *v1.PersistentVolume) error {
-	name, err := p.enforcedName(ctx, pv, "delete")
-	if err != nil {
+func (p *Provisioner) deleteEnforced(ctx context.Context, v Vol) error {
+	if err := p.checkKind("delete", v.Owner, v.Capacity); err != nil {
 		return err
 	}
-	if pv.Annotations[provisioner.AnnArchiveOnDelete] == "true" {
-		return p.archiveEnforced(ctx, pv, name)
+	if err := p.notInUse(ctx, "delete", v.Owner, v.Name); err != nil {
+		return err
 	}
-	if err := p.cfg.Capacity.Delete(ctx, name); err != nil && !errors.Is(err, capacity.ErrNotFound) {
-		return fmt.Errorf("delete local volume of PV %s: %w", pv.Name, err)
+	if v.Archive {
+		return p.archiveEnforced(ctx, v)
 	}
-	p.log.Info("removed local volume", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
+	if err := p.cfg.Capacity.Delete(ctx, v.Name); err != nil && !errors.Is(err, capacity.ErrNotFound) {
+		return fmt.Errorf("delete local volume of PV %s: %w", v.Owner, err)
+	}
+	p.log.Info("removed local volume", zap.String("pv", v.Owner), zap.String("path", p.path(v.Name)))
 	return nil
 }
 
-// archiveEnforced keeps the capacity volume name of pv, with its data and
-// its size, as archived-<name> under the root (its image renamed, or its
+// archiveEnforced keeps the capacity volume v, with its data and its
+// size, as archived-<name> under the root (its image renamed, or its
 // subvolume with its qgroup): the backend's record of it survives
 // restarts, and its room stays counted until the archive is removed. A
 // volume archived already, or gone, is not an error.
-func (p *Provisioner) archiveEnforced(ctx context.Context, pv *v1.PersistentVolume, name string) error {
+func (p *Provisioner) archiveEnforced(ctx context.Context, v Vol) error {
 	a, ok := p.cfg.Capacity.(capacity.Archiver)
 	if !ok {
-		return fmt.Errorf("archive local volume of PV %s: the %s capacity backend cannot archive volumes: its data is kept", pv.Name, p.cfg.Capacity.Kind())
+		return fmt.Errorf("archive local volume of PV %s: the %s capacity backend cannot archive volumes: its data is kept", v.Owner, p.cfg.Capacity.Kind())
 	}
-	log := p.log.With(zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
-	archive, err := a.Archive(ctx, name)
+	log := p.log.With(zap.String("pv", v.Owner), zap.String("path", p.path(v.Name)))
+	archive, err := a.Archive(ctx, v.Name)
 	if errors.Is(err, capacity.ErrNotFound) {
 		log.Info("local volume to archive is already gone")
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("archive local volume of PV %s: %w", pv.Name, err)
+		return fmt.Errorf("archive local volume of PV %s: %w", v.Owner, err)
 	}
 	log.Info("archived local volume", zap.String("archive", archive))
 	return nil

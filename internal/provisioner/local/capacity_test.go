@@ -331,7 +331,7 @@ func TestEnforcedImageInUse(t *testing.T) {
 	if err := p.Delete(t.Context(), pv); err != nil {
 		t.Fatal(err)
 	}
-	if got := entries(t, root); !reflect.DeepEqual(got, []string{".capacity"}) {
-		t.Errorf("root holds %v after Delete, want only the records' directory", got)
+	if got := entries(t, root); !reflect.DeepEqual(got, []string{".capacity", ".snapshots"}) {
+		t.Errorf("root holds %v after Delete, want only the records' directories (volumes, snapshots)", got)
 	}
 }

@@ -77,30 +77,53 @@ func (p *Provisioner) Delete(ctx context.Context, pv *v1.PersistentVolume) error
 }
 
 func (p *Provisioner) delete(ctx context.Context, pv *v1.PersistentVolume) error {
-	if isEnforced(pv) {
-		return p.deleteEnforced(ctx, pv)
-	}
-	name, aside, err := p.names(ctx, pv, "delete")
+	v, err := p.volOf(pv, "delete")
 	if err != nil {
 		return err
 	}
-	log := p.log.With(zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path))
-	if pv.Annotations[provisioner.AnnArchiveOnDelete] != "true" {
-		for _, rel := range []string{aside, name} {
+	return p.deleteVol(ctx, v)
+}
+
+// volOf checks pv (ownedName; for a volume of enforced capacity, that the
+// backend is this agent's) and describes its volume. what is for errors.
+func (p *Provisioner) volOf(pv *v1.PersistentVolume, what string) (Vol, error) {
+	if pv == nil {
+		return Vol{}, fmt.Errorf("%s local volume: no PV", what)
+	}
+	name, err := p.ownedName(pv)
+	if err != nil {
+		return Vol{}, fmt.Errorf("%s local volume of PV %s: refusing: %w", what, pv.Name, err)
+	}
+	return Vol{Name: name, Capacity: pv.Annotations[AnnCapacity], Archive: pv.Annotations[provisioner.AnnArchiveOnDelete] == "true",
+		Block: volume.Block(pv), Owner: pv.Name}, nil
+}
+
+// deleteVol removes or archives v, whose name and owner were checked.
+func (p *Provisioner) deleteVol(ctx context.Context, v Vol) error {
+	if v.Capacity != "" {
+		return p.deleteEnforced(ctx, v)
+	}
+	aside := storagedir.AsideRel(v.Name, v.Owner)
+	if err := storagedir.NotMounted(ctx, p.cfg.Mounter, p.cfg.Root, v.Name, aside); err != nil {
+		return fmt.Errorf("delete local volume of PV %s: %w", v.Owner, err)
+	}
+	log := p.log.With(zap.String("pv", v.Owner), zap.String("path", p.path(v.Name)))
+	if !v.Archive {
+		for _, rel := range []string{aside, v.Name} {
 			if err := storagedir.Remove(ctx, p.cfg.Mounter, p.cfg.Root, rel); err != nil {
-				return fmt.Errorf("delete local volume of PV %s: %w", pv.Name, err)
+				return fmt.Errorf("delete local volume of PV %s: %w", v.Owner, err)
 			}
 		}
 		log.Info("removed local volume")
 		return nil
 	}
-	archived, err := mount.Bounded(ctx, func() (string, error) { return storagedir.ArchiveVolume(p.cfg.Root, name, aside) })
+	archived, err := mount.Bounded(ctx, func() (string, error) { return storagedir.ArchiveVolume(p.cfg.Root, v.Name, aside) })
 	if errors.Is(err, storagedir.ErrGone) {
 		log.Info("local volume to archive is already gone")
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("archive local volume of PV %s: %w", pv.Name, err)
+		return fmt.Errorf("archive local volume of PV %s: %w", v.Owner, err)
 	}
 	log.Info("archived local volume", zap.String("archive", archived))
 	return nil

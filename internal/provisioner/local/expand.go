@@ -2,13 +2,11 @@ package local
 
 import (
 	"context"
-	"fmt"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
-	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 var _ provisioner.Expander = (*Provisioner)(nil)
@@ -24,16 +22,14 @@ func (p *Provisioner) Expand(ctx context.Context, pv *v1.PersistentVolume, size 
 		p.log.Info("local volume is a plain directory: no size to grow", zap.String("pv", pv.Name), zap.Int64("bytes", size))
 		return nil
 	}
-	name, err := p.backendName(pv, "expand")
+	if _, err := p.backendName(pv, "expand"); err != nil {
+		return err
+	}
+	v, err := p.volOf(pv, "expand")
 	if err != nil {
 		return err
 	}
-	if err := p.expand(ctx, name, volume.Block(pv), pv.Spec.Capacity.Storage().Value(), size); err != nil {
-		return fmt.Errorf("expand local volume of PV %s: %w", pv.Name, err)
-	}
-	p.changed()
-	p.log.Info("expanded local volume", zap.String("pv", pv.Name), zap.String("path", pv.Spec.Local.Path), zap.Int64("bytes", size))
-	return nil
+	return p.ExpandVolume(ctx, v, pv.Spec.Capacity.Storage().Value(), size)
 }
 
 // expand grows the volume name (a raw block volume when block) from size

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+
 	"os"
 	"path/filepath"
-	"slices"
+
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +20,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
-	"github.com/volume-agent/volume-agent/internal/provisioner/storagedir"
+	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
 // Modes of the root and of each volume directory (see the package doc).
@@ -129,37 +129,30 @@ func (p *Provisioner) Name() string { return provisioner.LocalName }
 // Provision makes the claim's volume under the root, or finds it, and
 // describes a local PV pinned to this node: a plain directory, or, when
 // the class enforces capacity, a volume of Capacity sized to the claim's
-// request. The file system is given until ctx ends; a retry after a
-// deadline finds what the call made.
+// request (empty, or a copy of req.Content). The file system is given
+// until ctx ends; a retry after a deadline finds what the call made.
 func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (provisioner.Volume, error) {
-	cp, err := p.check(req)
+	spec, err := p.check(req)
 	if err != nil {
 		return provisioner.Volume{}, err
 	}
 	c := req.Claim
-	name := dirName(c.Namespace, c.Name, req.PVName)
-	ann := map[string]string{provisioner.AnnArchiveOnDelete: strconv.FormatBool(cp.archive)}
-	var dir string
+	ann := map[string]string{provisioner.AnnArchiveOnDelete: strconv.FormatBool(spec.Archive)}
 	if req.Tentative {
 		kind := ""
-		if cp.enforce {
+		if spec.Enforce {
 			kind = p.cfg.Capacity.Kind()
 		}
-		if err := p.record(req, name, kind); err != nil && rootFailure(err) {
+		if err := p.record(req, spec.Name, kind); err != nil && rootFailure(err) {
 			return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w: %w", c.Namespace, c.Name, provisioner.ErrReschedule, err)
 		} else if err != nil {
 			return provisioner.Volume{}, fmt.Errorf("provision claim %s/%s: %w", c.Namespace, c.Name, err)
 		}
+		spec.Marker = req.PVName
 	}
-	if cp.enforce {
-		p.roomMu.Lock()
-		if err = p.makeRoom(ctx, name, p.footprint(cp.size, cp.block)); err == nil {
-			dir, err = p.create(ctx, name, cp)
-		}
-		p.roomMu.Unlock()
+	dir, err := p.createVolume(ctx, spec)
+	if spec.Enforce {
 		ann[AnnCapacity] = p.cfg.Capacity.Kind()
-	} else {
-		dir, err = mount.Bounded(ctx, func() (string, error) { return p.createDir(name, req) })
 	}
 	if errors.Is(err, ErrNoRoom) && req.Tentative {
 		// Refused before anything was made: nothing to take back.
@@ -183,70 +176,66 @@ func (p *Provisioner) Provision(ctx context.Context, req provisioner.Request) (p
 	}, nil
 }
 
-// createDir makes the plain directory name under the root, or finds it.
-// For a Tentative request it marks a directory it makes with the PV's name
-// (storagedir.CreateMarked), until Commit: Abandon then removes only a
-// directory this provisioning made and nothing was written in since, never
-// one it found there.
-func (p *Provisioner) createDir(name string, req provisioner.Request) (string, error) {
-	if !req.Tentative {
-		return storagedir.Create(p.cfg.Root, name, volumeMode)
-	}
-	dir, _, err := storagedir.CreateMarked(p.cfg.Root, name, volumeMode, req.PVName)
-	return dir, err
-}
-
-// classParams is what a request's class and claim ask for.
-type classParams struct {
-	archive, enforce bool
-	block            bool  // the claim is of volumeMode Block: a raw block volume
-	size             int64 // the claim's request, when enforce
-}
-
 // check refuses a request this provisioner must not serve, and reads the
-// class's parameters.
-func (p *Provisioner) check(req provisioner.Request) (classParams, error) {
+// class's parameters and the claim into the Spec of its volume.
+func (p *Provisioner) check(req provisioner.Request) (Spec, error) {
 	c := req.Claim
 	if c == nil || req.Class == nil {
-		return classParams{}, errors.New("provision: the request has no claim or no class")
+		return Spec{}, errors.New("provision: the request has no claim or no class")
 	}
 	key := c.Namespace + "/" + c.Name
 	for field, v := range map[string]string{"metadata.namespace": c.Namespace, "metadata.name": c.Name, "PV name": req.PVName} {
 		if v == "" || strings.ContainsAny(v, "/\x00") {
-			return classParams{}, fmt.Errorf("provision claim %s: %s %q: want a non-empty name without \"/\"", key, field, v)
+			return Spec{}, fmt.Errorf("provision claim %s: %s %q: want a non-empty name without \"/\"", key, field, v)
 		}
 	}
 	if len(req.PVName) > maxPVName {
-		return classParams{}, fmt.Errorf("provision claim %s: PV name %q: longer than %d bytes", key, req.PVName, maxPVName)
+		return Spec{}, fmt.Errorf("provision claim %s: PV name %q: longer than %d bytes", key, req.PVName, maxPVName)
 	}
 	if req.SelectedNode != p.cfg.NodeName {
-		return classParams{}, fmt.Errorf("provision claim %s: selected node %q is not this node %q", key, req.SelectedNode, p.cfg.NodeName)
+		return Spec{}, fmt.Errorf("provision claim %s: selected node %q is not this node %q", key, req.SelectedNode, p.cfg.NodeName)
 	}
-	for _, param := range slices.Sorted(maps.Keys(req.Class.Parameters)) {
-		if param != provisioner.ParamArchiveOnDelete && param != ParamEnforce {
-			return classParams{}, fmt.Errorf("provision claim %s: StorageClass %s: unknown parameter %q: the %s provisioner takes only %s and %s; "+
-				"nothing is provisioned from a class it does not understand (a misspelt parameter must never delete what was meant to be kept)",
-				key, req.Class.Name, param, provisioner.LocalName, provisioner.ParamArchiveOnDelete, ParamEnforce)
-		}
-	}
-	archive, err := provisioner.ArchiveOnDelete(req.Class)
+	params, err := ParseParams(req.Class.Name, req.Class.Parameters)
 	if err != nil {
-		return classParams{}, fmt.Errorf("provision claim %s: %w", key, err)
+		return Spec{}, fmt.Errorf("provision claim %s: %w", key, err)
 	}
-	cp := classParams{archive: archive, block: c.Spec.VolumeMode != nil && *c.Spec.VolumeMode == v1.PersistentVolumeBlock}
-	if cp.enforce, err = enforced(req.Class); err != nil {
-		return classParams{}, fmt.Errorf("provision claim %s: %w", key, err)
+	spec := Spec{Name: dirName(c.Namespace, c.Name, req.PVName), Params: params,
+		Block: c.Spec.VolumeMode != nil && *c.Spec.VolumeMode == v1.PersistentVolumeBlock}
+	if q, ok := c.Spec.Resources.Requests[v1.ResourceStorage]; ok {
+		spec.Size = q.Value()
 	}
-	if cp.block && !cp.enforce {
-		return classParams{}, fmt.Errorf("provision claim %s: spec.volumeMode Block: StorageClass %s has %s \"false\", whose volumes are directories; "+
-			"a raw block volume is an image of the claim's size, made by a class that enforces capacity", key, req.Class.Name, ParamEnforce)
+	if spec.Content, spec.ContentSize, err = p.content(req.Content); err != nil {
+		return Spec{}, fmt.Errorf("provision claim %s: %w", key, err)
 	}
-	if cp.enforce {
-		if cp.size, err = p.checkEnforced(req, archive); err != nil {
-			return classParams{}, fmt.Errorf("provision claim %s: %w", key, err)
-		}
+	if err := p.CheckSpec(req.Class.Name, spec); err != nil {
+		return Spec{}, fmt.Errorf("provision claim %s: %w", key, err)
 	}
-	return cp, nil
+	return spec, nil
+}
+
+// content is the capacity source of a request's Content, and the size the
+// new volume needs at least to hold it.
+func (p *Provisioner) content(c *provisioner.Content) (*capacity.Source, int64, error) {
+	switch {
+	case c == nil:
+		return nil, 0, nil
+	case (c.Volume == nil) == (c.Snapshot == ""):
+		return nil, 0, errors.New("data source: want exactly one of a volume and a snapshot")
+	case c.Snapshot != "":
+		return &capacity.Source{Snapshot: c.Snapshot}, 0, nil
+	}
+	pv := c.Volume
+	if !isEnforced(pv) {
+		return nil, 0, fmt.Errorf("data source PV %s: %w", pv.Name, errPlainContent)
+	}
+	name, err := p.backendName(pv, "clone")
+	if err != nil {
+		return nil, 0, fmt.Errorf("data source: %w", err)
+	}
+	if volume.Block(pv) {
+		return nil, 0, fmt.Errorf("data source PV %s: a raw block volume cannot be cloned (not supported)", pv.Name)
+	}
+	return &capacity.Source{Volume: name}, pv.Spec.Capacity.Storage().Value(), nil
 }
 
 // dirName is the directory of a volume: <namespace>-<claim>-<pvName>,

@@ -1,0 +1,16 @@
+// Package csi serves the local provisioner's volumes to a stock kubelet as
+// the CSI driver local.volume-agent.io: the Identity, Controller and Node
+// services on one unix socket, on every node, for the volumes of that
+// node (as node-local drivers do: the external-provisioner runs in its
+// node-deployment mode beside each agent).
+//
+// The storage work goes through internal/provisioner/local's lower-level
+// API, as the agent's own provisioning does: one code path. The driver
+// keeps a record of each volume it made under <local path root>/.csi
+// (written durably before the volume is made), which is what it knows a
+// volume ID by: an ID without a record is not one of its volumes.
+//
+// The volume ID is the volume's name under the root; a snapshot ID is
+// the capacity backend's name of the snapshot. Every ID is checked (one
+// path element, not hidden) before anything is touched.
+package csi
