@@ -141,3 +141,23 @@ func buildSleeper(t testing.TB, dir string) string {
 	}
 	return path
 }
+
+// BuildStaticImage builds an image in the layout of the upstream images of
+// the Kubernetes CSI sidecars (distroless/static with one program): the
+// static binary at path, which is its ENTRYPOINT, and a world-writable /tmp.
+// It refuses a binary that needs shared libraries: the image holds none.
+func BuildStaticImage(binary, path string) (v1.Image, error) {
+	libs, err := SharedLibraries(binary)
+	if err != nil {
+		return nil, err
+	}
+	if len(libs) > 0 {
+		return nil, fmt.Errorf("build an image of %s: it is linked against %v; build it with CGO_ENABLED=0", binary, libs)
+	}
+	l := newLayer()
+	l.dir("/tmp", 0o1777)
+	if err := l.file(path, binary); err != nil {
+		return nil, err
+	}
+	return imageOf(l, []string{path})
+}

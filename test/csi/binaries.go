@@ -1,0 +1,228 @@
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/test/controlplane"
+)
+
+// Binary is one upstream program of the CSI ecosystem, built from the
+// helper module.
+type Binary struct {
+	Name   string // file name in the cache, image name and entrypoint
+	Module string // the Go module that holds it; its version is the program's
+	Pkg    string // main package
+}
+
+// The programs, at the versions the helper module requires.
+var (
+	Provisioner = Binary{"csi-provisioner", "github.com/kubernetes-csi/external-provisioner/v6",
+		"github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner"}
+	Resizer = Binary{"csi-resizer", "github.com/kubernetes-csi/external-resizer/v2",
+		"github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer"}
+	Snapshotter = Binary{"csi-snapshotter", "github.com/kubernetes-csi/external-snapshotter/v8",
+		"github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter"}
+	SnapshotController = Binary{"snapshot-controller", "github.com/kubernetes-csi/external-snapshotter/v8",
+		"github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller"}
+)
+
+// All is every program the helper module builds, in build order.
+var All = []Binary{Provisioner, Resizer, Snapshotter, SnapshotController}
+
+// helperModule is the directory, relative to this package, of the module
+// that requires the programs.
+const helperModule = "sidecars"
+
+// Binaries makes sure every program of All is built and returns the cache
+// directory that holds them, each under its Name. The first test to ask
+// builds all four (a cold build takes minutes); a warm cache costs a few
+// stat calls: no lock, no go command.
+func Binaries(t testing.TB) (dir string) {
+	t.Helper()
+	src, err := sourceDir()
+	if err != nil {
+		t.Fatalf("csi: %v", err)
+	}
+	dir, err = cacheDir(src)
+	if err != nil {
+		t.Fatalf("csi: %v", err)
+	}
+	if len(missing(dir, All)) == 0 {
+		return dir
+	}
+	ctx, cancel := buildContext(t)
+	defer cancel()
+	if err := buildLocked(ctx, dir, filepath.Join(src, helperModule), All, t.Logf); err != nil {
+		if ctx.Err() != nil {
+			t.Fatalf("csi: %v\nthe CSI sidecars were not built before the test deadline; "+
+				"a cold build takes about 8 minutes on 2 cores (800-900 CPU seconds): run go test with -timeout 30m "+
+				"(the Go build cache keeps what was compiled so far)", err)
+		}
+		t.Fatalf("csi: %v", err)
+	}
+	return dir
+}
+
+// Path returns the path of b, built if it was not.
+func Path(t testing.TB, b Binary) string {
+	t.Helper()
+	return filepath.Join(Binaries(t), b.Name)
+}
+
+// buildContext ends shortly before the test's deadline, so that a build
+// that cannot finish in time fails with a clear message instead of the
+// test binary panicking in the middle of it.
+func buildContext(t testing.TB) (context.Context, context.CancelFunc) {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			return context.WithDeadline(context.Background(), deadline.Add(-buildDeadlineMargin))
+		}
+	}
+	return context.WithCancel(context.Background())
+}
+
+// buildDeadlineMargin is left before the test deadline to report a build
+// that did not finish.
+const buildDeadlineMargin = 30 * time.Second
+
+// missing returns the wanted binaries that are not in dir yet. A binary is
+// renamed into dir only once it is complete, so existing means usable.
+func missing(dir string, want []Binary) []Binary {
+	var out []Binary
+	for _, b := range want {
+		if fi, err := os.Stat(filepath.Join(dir, b.Name)); err != nil || !fi.Mode().IsRegular() {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// buildLocked builds the missing binaries while holding an exclusive flock
+// on dir+".lock": `go test ./...` runs packages in parallel, and several may
+// want the sidecars at once. Whoever gets the lock second finds them built.
+func buildLocked(ctx context.Context, dir, moduleDir string, want []Binary, logf func(string, ...any)) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create binary cache %s: %w", dir, err)
+	}
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("open build lock: %w", err)
+	}
+	defer lock.Close() // closing the file releases the flock
+	if err := flock(ctx, lock, logf); err != nil {
+		return fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	todo := missing(dir, want)
+	if len(todo) == 0 {
+		return nil
+	}
+	// Build directories left by a builder that died are named after the
+	// key and so belong to this lock, which nobody else holds now.
+	stale, _ := filepath.Glob(dir + ".build-*")
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".build-")
+	if err != nil {
+		return fmt.Errorf("create build directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := build(ctx, tmp, moduleDir, todo, logf); err != nil {
+		return err
+	}
+	for _, b := range todo {
+		if err := os.Rename(filepath.Join(tmp, b.Name), filepath.Join(dir, b.Name)); err != nil {
+			return fmt.Errorf("move %s into the cache: %w", b.Name, err)
+		}
+	}
+	return nil
+}
+
+// flock takes an exclusive lock on f, saying so when it has to wait. It
+// polls rather than blocks so that it gives up when ctx ends.
+func flock(ctx context.Context, f *os.File, logf func(string, ...any)) error {
+	ticker := time.NewTicker(lockPollInterval)
+	defer ticker.Stop()
+	for logged := false; ; logged = true {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		if !logged {
+			logf("csi: waiting for another test process to finish building the CSI sidecars")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// lockPollInterval is how often a waiting test retries the build lock; the
+// build it waits for takes minutes.
+const lockPollInterval = time.Second
+
+// cacheDir returns the cache directory for the current helper module:
+// $VOLUME_AGENT_TEST_CACHE (or $HOME/.cache/volume-agent-test), then "csi-"
+// and a hash of the helper module's go.mod and go.sum, the build flags and
+// the target platform, so that a version bump builds into a new directory.
+func cacheDir(src string) (string, error) {
+	root := os.Getenv(controlplane.CacheEnv)
+	if root == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find the binary cache: set $%s: %w", controlplane.CacheEnv, err)
+		}
+		root = filepath.Join(home, ".cache", "volume-agent-test")
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s/%s %q %q\n", runtime.GOOS, runtime.GOARCH, buildFlags, linkFlags)
+	for _, f := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(src, helperModule, f))
+		if err != nil {
+			return "", fmt.Errorf("hash helper module: %w", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(data))
+		h.Write(data)
+	}
+	return filepath.Join(root, "csi-"+hex.EncodeToString(h.Sum(nil))[:16]), nil
+}
+
+// sourceDir returns the directory of this package's source, which holds the
+// helper module. It trusts the compiled-in file name when that exists
+// (plain `go test`) and otherwise walks up from the working directory, which
+// `go test` sets to a package directory inside the main module.
+func sourceDir() (string, error) {
+	const rel = "test/csi"
+	if _, file, _, ok := runtime.Caller(0); ok {
+		dir := filepath.Dir(file)
+		if _, err := os.Stat(filepath.Join(dir, helperModule, "go.mod")); err == nil {
+			return dir, nil
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find the helper module: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		cand := filepath.Join(dir, filepath.FromSlash(rel))
+		if _, err := os.Stat(filepath.Join(cand, helperModule, "go.mod")); err == nil {
+			return cand, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("find the helper module: no %s/%s/go.mod above %s", rel, helperModule, wd)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package csi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// buildFlags are passed to every `go build`, as test/controlplane passes
+// them: CGO_ENABLED=0 (set in the environment) makes static binaries, which
+// the images need (they hold nothing else) and which is how the upstream
+// images ship them; -trimpath and -s -w make them smaller and the link
+// faster. They are part of the cache key.
+var buildFlags = []string{"-trimpath", "-buildvcs=false"}
+
+// linkFlags are the linker flags; build adds -X main.version=<module
+// version>, as the upstream release builds set it, so that --version
+// reports the version that was built.
+const linkFlags = "-s -w"
+
+// build compiles the binaries of the helper module in moduleDir into out.
+// One `go build` of every main package compiles the shared dependencies
+// (client-go, grpc, protobuf...) once with all cores; one link per module
+// version then stamps each binary with its version.
+func build(ctx context.Context, out, moduleDir string, bins []Binary, logf func(string, ...any)) error {
+	var names, pkgs []string
+	for _, b := range bins {
+		names = append(names, b.Name)
+		pkgs = append(pkgs, b.Pkg)
+	}
+	logf("csi: building %s in %s (a cold build takes minutes)", strings.Join(names, ", "), moduleDir)
+	start := time.Now()
+	versions, err := moduleVersions(ctx, moduleDir, bins)
+	if err != nil {
+		return err
+	}
+	// Several main packages and no -o: go build compiles and discards.
+	if _, err := goCommand(ctx, moduleDir, append(append([]string{"build"}, buildFlags...), pkgs...)...); err != nil {
+		return err
+	}
+	for _, b := range bins {
+		args := append([]string{"build"}, buildFlags...)
+		args = append(args, "-ldflags="+linkFlags+" -X main.version="+versions[b.Module],
+			"-o", filepath.Join(out, b.Name), b.Pkg)
+		if _, err := goCommand(ctx, moduleDir, args...); err != nil {
+			return err
+		}
+	}
+	logf("csi: built %s in %s", strings.Join(names, ", "), time.Since(start).Round(time.Second))
+	return nil
+}
+
+// moduleVersions returns the version the helper module selects of each
+// binary's module.
+func moduleVersions(ctx context.Context, moduleDir string, bins []Binary) (map[string]string, error) {
+	args := []string{"list", "-m", "-f", "{{.Path}} {{.Version}}"}
+	for _, b := range bins {
+		args = append(args, b.Module)
+	}
+	out, err := goCommand(ctx, moduleDir, args...)
+	if err != nil {
+		return nil, err
+	}
+	versions := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if path, version, ok := strings.Cut(line, " "); ok && version != "" {
+			versions[path] = version
+		}
+	}
+	for _, b := range bins {
+		if versions[b.Module] == "" {
+			return nil, fmt.Errorf("go list -m in %s: no version of %s:\n%s", moduleDir, b.Module, out)
+		}
+	}
+	return versions, nil
+}
+
+// goCommand runs the go command in the helper module and returns its
+// standard output. On failure the error carries the tail of its output.
+func goCommand(ctx context.Context, moduleDir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = moduleDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	// The go command runs the compiler and linker as children: kill the
+	// whole group when ctx ends. If the test binary dies, Pdeathsig kills
+	// the go command and its children finish their current step and exit.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), moduleDir, err,
+			tail(append(out, stderr.Bytes()...), 40))
+	}
+	return out, nil
+}
+
+// tail returns the last n lines of b.
+func tail(b []byte, n int) string {
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
