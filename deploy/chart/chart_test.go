@@ -87,6 +87,17 @@ tolerations: [{key: storage, operator: Exists, effect: NoSchedule}]
 priorityClassName: system-cluster-critical
 resources: {requests: {cpu: 50m, memory: 128Mi}, limits: {memory: 1Gi}}
 rbac: {create: false}
+csi:
+  enabled: true
+  kubeletDir: /var/lib/k0s/kubelet
+  provisioner: {image: registry.example/csi-provisioner:v9, resources: {requests: {cpu: 20m, memory: 64Mi}, limits: {memory: 512Mi}}}
+  resizer: {image: registry.example/csi-resizer:v9, resources: {requests: {cpu: 20m, memory: 64Mi}, limits: {memory: 512Mi}}}
+  snapshotter: {image: registry.example/csi-snapshotter:v9, resources: {requests: {cpu: 20m, memory: 64Mi}, limits: {memory: 512Mi}}}
+  snapshotClass: {create: false, default: false}
+snapshotController:
+  enabled: true
+  image: registry.example/snapshot-controller:v9
+  resources: {requests: {cpu: 20m, memory: 64Mi}, limits: {memory: 512Mi}}
 `
 
 // objects are rendered or decoded objects by key.

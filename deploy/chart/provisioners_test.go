@@ -48,15 +48,24 @@ func TestNoProvisionerRightsWithoutProvisioners(t *testing.T) {
 	}
 }
 
-// TestNodeRestrictionCoversEveryWrite: in deploy/provisioners.yaml and in
-// the chart's rendering with provisioners, every write the RBAC grants
+// TestNodeRestrictionCoversEveryWrite: in deploy/provisioners.yaml (alone
+// and with deploy/csi.yaml) and in the chart's rendering with provisioners
+// or the CSI driver, every write the RBAC grants
 // the agent's ServiceAccount on PersistentVolumes and claims is matched by
 // a ValidatingAdmissionPolicy for that ServiceAccount, bound with Deny,
 // that fails closed and refuses with 403 (Forbidden).
 func TestNodeRestrictionCoversEveryWrite(t *testing.T) {
+	csiFiles := fileObjects(t, provisionersFile)
+	for k, o := range fileObjects(t, csiFile) {
+		csiFiles[k] = o
+	}
 	for what, objs := range map[string]objects{
 		provisionersFile:                      fileObjects(t, provisionersFile),
 		"the chart with " + provisionerValues: render(t, DefaultRelease, readValues(t, provisionerValues)),
+		// The CSI sidecars share the ServiceAccount: their writes too.
+		csiFile + " and " + provisionersFile: csiFiles,
+		"the chart with " + csiValues:        render(t, DefaultRelease, readValues(t, csiValues)),
+		"the chart with csi.enabled alone":   render(t, DefaultRelease, readValues(t, "csi: {enabled: true}")),
 	} {
 		policies := boundPolicies(t, what, objs)
 		if len(policies) != 2 {

@@ -260,6 +260,13 @@ func TestValuesRefused(t *testing.T) {
 		{`identity: nodes`, "/identity"},                                         // no such identity
 		{`nodeIdentity: {kubeconfig: kubelet.conf}`, "/nodeIdentity/kubeconfig"}, // relative
 		{`nodeIdentity: {kubeconfg: /k}`, "'kubeconfg'"},                         // misspelt
+		{`csi: {enabeld: true}`, "'enabeld'"},                                    // misspelt: CSI would stay off
+		{`csi: {kubeletDir: var/lib/kubelet}`, "/csi/kubeletDir"},                // relative
+		{`csi: {kubeletDir: /var/lib/kubelet/}`, "/csi/kubeletDir"},              // the socket path would hold "//"
+		{`csi: {provisioner: {image: ""}}`, "/csi/provisioner/image"},            // no image
+		{`csi: {snapshotter: {imag: x}}`, "'imag'"},                              // misspelt
+		{`csi: {snapshotClass: {create: "yes"}}`, "/csi/snapshotClass/create"},   // not a boolean
+		{`snapshotController: {image: ""}`, "/snapshotController/image"},         // no image
 	} {
 		_, err := Render(chartDir, DefaultRelease, readValues(t, tc.values))
 		if err == nil || !strings.Contains(err.Error(), tc.names) {

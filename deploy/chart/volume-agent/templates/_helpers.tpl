@@ -28,3 +28,27 @@ The port of metricsAddr (host:port, [v6]:port).
 {{- define "volume-agent.metricsPort" -}}
 {{- .Values.metricsAddr | splitList ":" | last -}}
 {{- end -}}
+
+{{/*
+The CSI driver's directory in the kubelet's plugin directory: the agent
+makes its socket there, and the sidecars reach it at /csi.
+*/}}
+{{- define "volume-agent.csiPluginDir" -}}
+{{- printf "%s/plugins/local.volume-agent.io" .Values.csi.kubeletDir -}}
+{{- end -}}
+
+{{/*
+The kubelet's plugin registration directory, where the agent serves
+local.volume-agent.io-reg.sock.
+*/}}
+{{- define "volume-agent.kubeletRegistrationDir" -}}
+{{- printf "%s/plugins_registry" .Values.csi.kubeletDir -}}
+{{- end -}}
+
+{{/*
+Whether the pod mounts its ServiceAccount's token: the provisioners, the
+service-account mode and the CSI sidecars use it.
+*/}}
+{{- define "volume-agent.usesToken" -}}
+{{- if or .Values.provisioners (eq .Values.identity "serviceAccount") .Values.csi.enabled -}}true{{- end -}}
+{{- end -}}
