@@ -121,7 +121,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Logger: log.Named("plugins"), Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
-		HostPathCheckers: checkers, NoSwap: probeNoSwap(mounter, log)})
+		HostPathCheckers: checkers, NoSwap: probeNoSwap(mounter, log), LocalRoot: provs.localRoot})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, PodDirs: a.actual, Plugins: registry, Logger: log,
 		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual, Usage: a.usage}

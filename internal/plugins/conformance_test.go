@@ -36,8 +36,9 @@ func TestConformance(t *testing.T) {
 	}
 	for name, m := range mounters {
 		t.Run(name, func(t *testing.T) {
-			reg := plugins.Default(plugins.Config{Mounter: m, Tokens: plugintest.Tokens{Ver: "1"}})
-			cases := conformanceCases(t)
+			localRoot := t.TempDir()
+			reg := plugins.Default(plugins.Config{Mounter: m, Tokens: plugintest.Tokens{Ver: "1"}, NodeName: "node-1", LocalRoot: localRoot})
+			cases := conformanceCases(t, localRoot)
 			for _, p := range reg.All() {
 				named, ok := cases[p.Name()]
 				if !ok {
@@ -60,8 +61,8 @@ func TestConformance(t *testing.T) {
 }
 
 // conformanceCases returns cases by plugin name; Plugin and Mounter are
-// filled in by the caller.
-func conformanceCases(t *testing.T) map[string]map[string]plugintest.Case {
+// filled in by the caller. localRoot is the registry's local path root.
+func conformanceCases(t *testing.T, localRoot string) map[string]map[string]plugintest.Case {
 	host := filepath.Join(t.TempDir(), "host")
 	if err := os.Mkdir(host, 0o755); err != nil {
 		t.Fatal(err)
@@ -69,6 +70,8 @@ func conformanceCases(t *testing.T) map[string]map[string]plugintest.Case {
 	plugintest.WriteFile(t, filepath.Join(host, "host-data"), "on the host")
 	missing := filepath.Join(host, "missing")
 	source, export := dataDir(t, "on-the-disk", "local data"), dataDir(t, "on-the-disk", "local data")
+	csiVolume := filepath.Join(localRoot, "default-data-pv-1") // as the local provisioner names it
+	plugintest.WriteFile(t, filepath.Join(csiVolume, "on-the-disk"), "local data")
 	memory := spec(v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}})
 	creds := spec(v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "creds"}})
 	all := spec(v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
@@ -116,6 +119,12 @@ func conformanceCases(t *testing.T) map[string]map[string]plugintest.Case {
 			"directory": {
 				Spec: localSpec(source), Source: source, CheckContent: checkFile("on-the-disk", "local data"),
 				Failing: withSpec(&local.Plugin{Mounter: mount.System{}}, localSpec(missing)),
+			},
+		},
+		local.CSIName: {
+			"directory": {
+				Spec: csiSpec("default-data-pv-1"), Source: csiVolume, CheckContent: checkFile("on-the-disk", "local data"),
+				Failing: withSpec(&local.CSIPlugin{Local: &local.Plugin{Mounter: mount.System{}, NodeName: "node-1"}, Root: localRoot}, csiSpec("missing")),
 			},
 		},
 		nfs.Name: {
@@ -167,6 +176,22 @@ func localSpec(path string) *volume.Spec {
 	s.PV = &v1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
 		Spec:       v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: path}}},
+	}
+	return s
+}
+
+// csiSpec is a claim volume bound to a CSI PV of the local driver, of the
+// volume handle, on node-1.
+func csiSpec(handle string) *volume.Spec {
+	s := spec(v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}})
+	s.PV = &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+		Spec: v1.PersistentVolumeSpec{
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: local.Driver, VolumeHandle: handle}},
+			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: v1.LabelHostname, Operator: v1.NodeSelectorOpIn, Values: []string{"node-1"}}},
+			}}}},
+		},
 	}
 	return s
 }

@@ -40,10 +40,15 @@ type Config struct {
 	// Memory) with noswap; only where the kernel supports it (see
 	// mount.ProbeNoSwap).
 	NoSwap bool
+	// LocalRoot is the local provisioner's --local-path-root, resolved,
+	// which holds the volumes of the CSI PVs of local.Driver; "" when the
+	// local provisioner is off (such PVs are then refused, saying so).
+	LocalRoot string
 }
 
 // Default returns a registry of every plugin the agent ships.
 func Default(cfg Config) *Registry {
+	l := &local.Plugin{Mounter: cfg.Mounter, HostRoot: cfg.HostRoot, NodeName: cfg.NodeName, Devices: devices(cfg), Logger: cfg.Logger}
 	r, err := NewRegistry(
 		&emptydir.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap, Limiter: emptydir.Btrfs{}},
 		&hostpath.Plugin{HostRoot: cfg.HostRoot, Checkers: cfg.HostPathCheckers},
@@ -51,7 +56,10 @@ func Default(cfg Config) *Registry {
 		&secret.Plugin{Mounter: cfg.Mounter, NoSwap: cfg.NoSwap},
 		&downwardapi.Plugin{Mounter: cfg.Mounter},
 		&projected.Plugin{Mounter: cfg.Mounter, Tokens: cfg.Tokens, NoSwap: cfg.NoSwap},
-		&local.Plugin{Mounter: cfg.Mounter, HostRoot: cfg.HostRoot, NodeName: cfg.NodeName, Devices: devices(cfg), Logger: cfg.Logger},
+		l,
+		// CSI PVs of the local provisioner's driver are set up as the local
+		// PVs it would have made, by the same plugin.
+		&local.CSIPlugin{Local: l, Root: cfg.LocalRoot},
 		nfs.New(cfg.Logger),
 	)
 	if err != nil {

@@ -75,6 +75,10 @@ func TestFindPV(t *testing.T) {
 		{src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/mnt/disk"}}, plugin: "kubernetes.io/local-volume"},
 		{src: v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}, plugin: "kubernetes.io/nfs"},
 		{src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "x"}}, wantErr: "PersistentVolume pv-1: csi volumes are not supported"},
+		{src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "local.volume-agent.io", VolumeHandle: "v"}}, plugin: "kubernetes.io/csi"},
+		// The driver name is compared exactly.
+		{src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "Local.volume-agent.io"}}, wantErr: "PersistentVolume pv-1: csi volumes are not supported"},
+		{src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "volume-agent.io/local"}}, wantErr: "PersistentVolume pv-1: csi volumes are not supported"},
 		{src: v1.PersistentVolumeSource{}, wantErr: "PersistentVolume pv-1 sets no volume source"},
 		{src: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{}, NFS: &v1.NFSVolumeSource{}}, wantErr: "several volume sources (nfs, local)"},
 	} {

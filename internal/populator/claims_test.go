@@ -12,6 +12,8 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/mount"
+	"github.com/volume-agent/volume-agent/internal/plugins"
 	"github.com/volume-agent/volume-agent/internal/plugins/local"
 	"github.com/volume-agent/volume-agent/internal/plugins/plugintest"
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -27,6 +29,15 @@ func boundClaim(name, pv string) *v1.PersistentVolumeClaim {
 		Spec:       v1.PersistentVolumeClaimSpec{VolumeName: pv},
 		Status:     v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound},
 	}
+}
+
+// csiPV is a CSI PV of the local driver on node-1, bound to claim
+// ns/claim, of the volume handle ns-claim-name.
+func csiPV(name, claim string) *v1.PersistentVolume {
+	pv := localPV(name, claim)
+	pv.Spec.Local = nil
+	pv.Spec.CSI = &v1.CSIPersistentVolumeSource{Driver: "local.volume-agent.io", VolumeHandle: "ns-" + claim + "-" + name}
+	return pv
 }
 
 // localPV is a local PV on node-1, bound to claim ns/claim.
@@ -91,11 +102,24 @@ func TestClaimVolumes(t *testing.T) {
 		// containers of the pod; block: the volume is to be published as a device.
 		containers []v1.Container
 		block      bool
+		// plugin serves the volume; "" for local.Name.
+		plugin string
 		// deleting: the claim is being deleted; its volume keeps its PV and
 		// plugin, never to be set up anew.
 		deleting bool
 	}{
 		{name: "bound local PV", claim: boundClaim("data", "pv-1"), pv: localPV("pv-1", "data"), wantKey: "pv-1"},
+		{name: "bound CSI PV of the local driver", claim: boundClaim("data", "pv-1"), pv: csiPV("pv-1", "data"), wantKey: "pv-1", plugin: local.CSIName},
+		{name: "CSI PV of the local driver, block mode", claim: blockClaim(), pv: func() *v1.PersistentVolume {
+			pv := csiPV("pv-1", "data")
+			pv.Spec.VolumeMode = ptr(v1.PersistentVolumeBlock)
+			return pv
+		}(), wantKey: "pv-1", plugin: local.CSIName, block: true},
+		{name: "CSI PV of the local driver with a forged handle", claim: boundClaim("data", "pv-1"), pv: func() *v1.PersistentVolume {
+			pv := csiPV("pv-1", "data")
+			pv.Spec.CSI.VolumeHandle = "../etc"
+			return pv
+		}(), wantKey: "pv-1", problem: `PersistentVolume pv-1: spec.csi.volumeHandle "../etc" contains '/'`},
 		{name: "missing claim", wantKey: "vol", problem: "claim ns/data not found"},
 		{name: "unbound claim", claim: boundClaim("data", ""), wantKey: "vol", waiting: "claim ns/data is not bound yet"},
 		{name: "unbound claim, with the binder's reason", claim: func() *v1.PersistentVolumeClaim {
@@ -190,11 +214,30 @@ func TestClaimVolumes(t *testing.T) {
 					t.Fatalf("volume = %+v; want waiting %q", v, tt.waiting)
 				}
 			default:
-				if v.Problem != "" || v.Waiting != "" || v.Plugin != local.Name || v.PV != "pv-1" || v.Spec.PV == nil || v.Spec.Claim == nil || v.Block != tt.block {
-					t.Fatalf("volume = %+v; want a local volume of pv-1, ready to set up", v)
+				plugin := tt.plugin
+				if plugin == "" {
+					plugin = local.Name
+				}
+				if v.Problem != "" || v.Waiting != "" || v.Plugin != plugin || v.PV != "pv-1" || v.Spec.PV == nil || v.Spec.Claim == nil || v.Block != tt.block {
+					t.Fatalf("volume = %+v; want a volume of pv-1 served by %s, ready to set up", v, plugin)
 				}
 			}
 		})
+	}
+}
+
+// A claim bound to a CSI PV of the local driver, on an agent without the
+// local provisioner, fails saying how to start the agent; it is not
+// Unsupported (a volume type the agent lacks).
+func TestCSIPVWithoutLocalRoot(t *testing.T) {
+	src := newSource("manifests", true, testPod("u1", "web", claimVolume("vol", "data")))
+	src.objects = plugintest.Objects{Claims: map[string]*v1.PersistentVolumeClaim{"ns/data": boundClaim("data", "pv-1")},
+		PVs: map[string]*v1.PersistentVolume{"pv-1": csiPV("pv-1", "data")}}
+	h := newHarnessOf(t, plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"}), src)
+	h.p.Populate()
+	v := h.volume(t, "u1", "pv-1")
+	if !strings.Contains(v.Problem, "--provisioners local") || !strings.Contains(v.Problem, "--local-path-root") || v.Unsupported || v.Plugin != "" {
+		t.Fatalf("volume = %+v; want a problem saying to start the agent with --provisioners local and --local-path-root", v)
 	}
 }
 

@@ -176,13 +176,22 @@ type harness struct {
 	changes *atomic.Int64
 }
 
+// testLocalRoot is the harness's local path root: only named, never
+// opened (populating does no I/O).
+const testLocalRoot = "/var/lib/volume-agent-local"
+
 func newHarness(t *testing.T, sources ...source.Source) *harness {
+	return newHarnessOf(t, plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1", LocalRoot: testLocalRoot}), sources...)
+}
+
+// newHarnessOf is newHarness with the plugin registry reg.
+func newHarnessOf(t *testing.T, reg *plugins.Registry, sources ...source.Source) *harness {
 	var changes atomic.Int64
 	desired := dsw.New(func() { changes.Add(1) })
 	p := New(Config{
 		Sources: sources,
 		Desired: desired,
-		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1"}),
+		Plugins: reg,
 		Logger:  zaptest.NewLogger(t),
 		Resync:  time.Hour,
 	})

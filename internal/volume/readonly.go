@@ -35,6 +35,9 @@ func (s *Spec) ReadOnlyFields() string {
 	if s.PV != nil && s.PV.Spec.NFS != nil {
 		fields = append(fields, "spec.nfs.readOnly of PersistentVolume "+s.PV.Name)
 	}
+	if s.PV != nil && s.PV.Spec.CSI != nil {
+		fields = append(fields, "spec.csi.readOnly of PersistentVolume "+s.PV.Name)
+	}
 	opts := MountOptions(s.PV)
 	if slices.Contains(opts, "ro") || slices.Contains(opts, "rw") {
 		fields = append(fields, "the mount options of PersistentVolume "+s.PV.Name)

@@ -22,6 +22,11 @@ func nfsPV(readOnly bool) *v1.PersistentVolume {
 		PersistentVolumeSource: v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/", ReadOnly: readOnly}}}}
 }
 
+func csiPV(readOnly bool) *v1.PersistentVolume {
+	return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-csi"}, Spec: v1.PersistentVolumeSpec{
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "local.volume-agent.io", VolumeHandle: "v", ReadOnly: readOnly}}}}
+}
+
 func TestMountsReadOnly(t *testing.T) {
 	legacy := localPV("rw")
 	legacy.Annotations = map[string]string{"volume.beta.kubernetes.io/mount-options": "noatime, ro"}
@@ -44,6 +49,8 @@ func TestMountsReadOnly(t *testing.T) {
 			"persistentVolumeClaim.readOnly or the mount options of PersistentVolume pv-a", true},
 		{"readOnly NFS PV", claimSpec(false, nfsPV(true)), true, "persistentVolumeClaim.readOnly or spec.nfs.readOnly of PersistentVolume pv-nfs", true},
 		{"NFS PV", claimSpec(false, nfsPV(false)), false, "persistentVolumeClaim.readOnly or spec.nfs.readOnly of PersistentVolume pv-nfs", false},
+		{"readOnly CSI PV", claimSpec(false, csiPV(true)), true, "persistentVolumeClaim.readOnly or spec.csi.readOnly of PersistentVolume pv-csi", true},
+		{"CSI PV", claimSpec(false, csiPV(false)), false, "persistentVolumeClaim.readOnly or spec.csi.readOnly of PersistentVolume pv-csi", false},
 		{"inline NFS", &Spec{Volume: &v1.Volume{Name: "share", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{ReadOnly: true}}}}, true, "nfs.readOnly", true},
 		{"emptyDir", &Spec{Volume: &v1.Volume{Name: "tmp", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}, false, "readOnly", false},
 	} {

@@ -69,12 +69,16 @@ type Spec struct {
 }
 
 // ReadOnly reports whether the volume must be mounted read-only: readOnly
-// on the pod's persistentVolumeClaim volume or on its PV's source.
+// on the pod's persistentVolumeClaim volume or on its PV's source (nfs,
+// csi).
 func (s *Spec) ReadOnly() bool {
 	if c := s.Volume.PersistentVolumeClaim; c != nil && c.ReadOnly {
 		return true
 	}
 	if s.PV != nil && s.PV.Spec.NFS != nil && s.PV.Spec.NFS.ReadOnly {
+		return true
+	}
+	if s.PV != nil && s.PV.Spec.CSI != nil && s.PV.Spec.CSI.ReadOnly {
 		return true
 	}
 	return s.Volume.NFS != nil && s.Volume.NFS.ReadOnly

@@ -54,57 +54,56 @@ type device struct {
 // makes. A file at path that already shows the PV's device, as a mount of
 // its own, is left as it is: a restart never publishes twice.
 func (p *Plugin) MapDevice(ctx context.Context, spec *volume.Spec, path string) (volume.Result, error) {
+	return p.mapDevice(ctx, spec, hostPath{spec.PV}, path)
+}
+
+// mapDevice is MapDevice of the PV's data st: a local PV's path, or a CSI
+// PV's image (csi.go).
+func (p *Plugin) mapDevice(ctx context.Context, spec *volume.Spec, st storage, path string) (volume.Result, error) {
 	pv := spec.PV
 	if !volume.Block(pv) {
 		return volume.Result{}, fmt.Errorf("PersistentVolume %s has volumeMode Filesystem: it is mounted, not published as a device", pv.Name)
 	}
-	dev, err := mount.BoundedOpen(ctx, func() (device, error) { return p.openDevice(pv) }, func(d device) { unix.Close(d.fd) })
+	dev, err := mount.BoundedOpen(ctx, func() (device, error) { return p.openDevice(st) }, func(d device) { unix.Close(d.fd) })
 	if err != nil {
-		return volume.Result{}, err
+		return volume.Result{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	}
 	defer unix.Close(dev.fd)
-	if err := p.publish(ctx, pv, dev, path); err != nil {
+	if err := p.publish(ctx, pv, st, dev, path); err != nil {
 		return volume.Result{}, err
 	}
 	return volume.Result{Path: path}, nil
 }
 
-// openDevice opens the PV's spec.local.path inside the host root and
-// checks that it is a block device.
-func (p *Plugin) openDevice(pv *v1.PersistentVolume) (device, error) {
-	lp := pv.Spec.Local.Path
+// openDevice opens st inside the host root and checks that it is a block
+// device, or a file attached to a loop device (whose device it returns).
+func (p *Plugin) openDevice(st storage) (device, error) {
 	r, err := hostroot.Open(p.HostRoot)
 	if err != nil {
-		return device{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+		return device{}, err
 	}
 	defer r.Close()
-	fd, err := r.OpenOwned(lp)
-	if errors.Is(err, os.ErrNotExist) {
-		return device{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s does not exist on this node", pv.Name, lp)
-	}
-	if errors.Is(err, hostroot.ErrNotOwned) {
-		return device{}, refused(pv, err)
-	}
+	fd, err := st.open(r)
 	if err != nil {
-		return device{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+		return device{}, err
 	}
-	st, err := statFd(fd)
-	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+	stat, err := statFd(fd)
+	if err == nil && stat.Mode&unix.S_IFMT == unix.S_IFREG {
 		unix.Close(fd)
-		dev, err := loopOf(r, st)
+		dev, err := loopOf(r, stat)
 		if err != nil {
-			return device{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s: %w", pv.Name, lp, err)
+			return device{}, fmt.Errorf("%s: %w", st, err)
 		}
 		return dev, nil
 	}
-	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		err = fmt.Errorf("spec.local.path %s is not a block device, which a PersistentVolume of volumeMode Block needs", lp)
+	if err == nil && stat.Mode&unix.S_IFMT != unix.S_IFBLK {
+		err = fmt.Errorf("%s is not a block device, which a PersistentVolume of volumeMode Block needs", st)
 	}
 	if err != nil {
 		unix.Close(fd)
-		return device{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+		return device{}, err
 	}
-	return device{fd: fd, rdev: rdev(st)}, nil
+	return device{fd: fd, rdev: rdev(stat)}, nil
 }
 
 // loopOf finds, among the host's /dev/loop<N>, the loop device attached
@@ -154,9 +153,9 @@ func loopNames(r hostroot.Root) ([]string, error) {
 	return out, nil
 }
 
-// publish bind-mounts dev on the file at path, creating it, unless it
+// publish bind-mounts dev, opened from st, on the file at path, creating it, unless it
 // shows dev already. On error it takes off what it did.
-func (p *Plugin) publish(ctx context.Context, pv *v1.PersistentVolume, dev device, path string) (retErr error) {
+func (p *Plugin) publish(ctx context.Context, pv *v1.PersistentVolume, st storage, dev device, path string) (retErr error) {
 	parent, name := filepath.Dir(path), filepath.Base(path)
 	if err := os.MkdirAll(parent, 0o750); err != nil {
 		return fmt.Errorf("create %s: %w", parent, err)
@@ -168,7 +167,7 @@ func (p *Plugin) publish(ctx context.Context, pv *v1.PersistentVolume, dev devic
 	defer unix.Close(pfd)
 	published, created, err := publishedAt(pfd, name, dev)
 	if err != nil || published {
-		return describe(pv, path, err)
+		return describe(pv, st, path, err)
 	}
 	mounted := false
 	defer func() {
@@ -185,26 +184,26 @@ func (p *Plugin) publish(ctx context.Context, pv *v1.PersistentVolume, dev devic
 	}()
 	target, err := openat2(pfd, name, unix.O_PATH|unix.O_NOFOLLOW, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS)
 	if err != nil {
-		return describe(pv, path, err)
+		return describe(pv, st, path, err)
 	}
 	defer unix.Close(target)
 	mounted = true
 	m := mount.Mount{Type: "none", Source: fdPath(dev.fd), Options: []string{"bind"}}
 	if err := p.Mounter.Mount(ctx, m, fdPath(target)); err != nil {
-		return describe(pv, path, err)
+		return describe(pv, st, path, err)
 	}
 	if published, _, err = publishedAt(pfd, name, dev); err == nil && !published {
 		err = errors.New("the bind mount does not show the device")
 	}
-	return describe(pv, path, err)
+	return describe(pv, st, path, err)
 }
 
-// describe names the PV and the published path in err.
-func describe(pv *v1.PersistentVolume, path string, err error) error {
+// describe names the PV, its device (st) and the published path in err.
+func describe(pv *v1.PersistentVolume, st storage, path string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("PersistentVolume %s: publish its device %s at %s: %w", pv.Name, pv.Spec.Local.Path, path, err)
+	return fmt.Errorf("PersistentVolume %s: publish its device %s at %s: %w", pv.Name, st.path(), path, err)
 }
 
 // publishedAt reports whether the entry name of the directory pfd is a

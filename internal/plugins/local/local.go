@@ -9,6 +9,11 @@
 // and bind-mounted into each pod that uses it; a raw block device is
 // published for each pod that uses it (block.go).
 //
+// CSI PVs of the local provisioner's own driver (local.volume-agent.io)
+// name a volume under --local-path-root instead of a host path; CSIPlugin
+// (csi.go) sets them up through the same code, under the kubelet's CSI
+// plugin name.
+//
 // Teardown unmounts and removes the empty mount point: nothing else, ever.
 // The data lives on the node's storage and outlives every pod.
 //
@@ -79,10 +84,16 @@ func (p *Plugin) Validate(spec *volume.Spec) error {
 	if lp := pv.Spec.Local.Path; !path.IsAbs(lp) || path.Clean(lp) != lp {
 		return fmt.Errorf("PersistentVolume %s: spec.local.path %q must be a clean absolute path", pv.Name, lp)
 	}
+	return p.checkNode(pv, spec.Node)
+}
+
+// checkNode checks that pv's required node affinity matches this node,
+// seen through n, its Node object when the source has one (may be nil).
+func (p *Plugin) checkNode(pv *v1.PersistentVolume, n *v1.Node) error {
 	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 		return fmt.Errorf("PersistentVolume %s: a local volume needs spec.nodeAffinity.required naming its node", pv.Name)
 	}
-	ok, err := corev1helpers.MatchNodeSelectorTerms(p.node(spec.Node), pv.Spec.NodeAffinity.Required)
+	ok, err := corev1helpers.MatchNodeSelectorTerms(p.node(n), pv.Spec.NodeAffinity.Required)
 	if err != nil {
 		return fmt.Errorf("PersistentVolume %s: node affinity check failed: %w", pv.Name, err)
 	}
@@ -114,10 +125,16 @@ func (p *Plugin) node(n *v1.Node) *v1.Node {
 // is writable. The directory is mounted from the descriptor that was opened
 // and checked (see open), never by its path again.
 func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volume.Result, error) {
+	return p.setUp(ctx, spec, hostPath{spec.PV}, dir)
+}
+
+// setUp is SetUp of the PV's data st: a local PV's path, or a CSI PV's
+// volume (csi.go).
+func (p *Plugin) setUp(ctx context.Context, spec *volume.Spec, st storage, dir string) (volume.Result, error) {
 	if volume.Block(spec.PV) {
 		return volume.Result{}, fmt.Errorf("PersistentVolume %s has volumeMode Block: its device is published (MapDevice), not mounted", spec.PV.Name)
 	}
-	src, err := p.open(ctx, spec.PV)
+	src, err := p.open(ctx, spec.PV, st)
 	if err != nil {
 		return volume.Result{}, err
 	}
@@ -126,16 +143,16 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volu
 		testHookOpened()
 	}
 	if src.typ == unix.S_IFDIR {
-		return p.bind(ctx, spec, src, dir, bindOptions(spec, volume.MountOptions(spec.PV)))
+		return p.bind(ctx, spec, st, src, dir, bindOptions(spec, volume.MountOptions(spec.PV)))
 	}
 	if p.Devices == nil {
-		return volume.Result{}, fmt.Errorf("PersistentVolume %s: %s is a block device, and this agent does not mount devices", spec.PV.Name, spec.PV.Spec.Local.Path)
+		return volume.Result{}, fmt.Errorf("PersistentVolume %s: %s is a block device, and this agent does not mount devices", spec.PV.Name, st.path())
 	}
 	// mkfs and mount(8) take a path: the one the device was found at, every
 	// directory of which only root can change (open checked them).
 	device, err := os.Readlink(fdPath(src.fd))
 	if err != nil {
-		return volume.Result{}, fmt.Errorf("PersistentVolume %s: name the device opened at %s: %w", spec.PV.Name, spec.PV.Spec.Local.Path, err)
+		return volume.Result{}, fmt.Errorf("PersistentVolume %s: name the device opened at %s: %w", spec.PV.Name, st.path(), err)
 	}
 	var res volume.Result
 	err = p.Devices.With(ctx, spec.PV, device, func(global string) error {
@@ -146,7 +163,7 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volu
 		defer unix.Close(g.fd)
 		// The global mount took the PV's options; the bind repeats those it
 		// can apply (a file system option such as discard it cannot).
-		res, err = p.bind(ctx, spec, g, dir, bindOptions(spec, mount.PerMountOptions(volume.MountOptions(spec.PV))))
+		res, err = p.bind(ctx, spec, st, g, dir, bindOptions(spec, mount.PerMountOptions(volume.MountOptions(spec.PV))))
 		return err
 	})
 	return res, err
@@ -156,8 +173,8 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (volu
 // the PV's path and its mount.
 var testHookOpened func()
 
-// bind bind-mounts src into dir with opts.
-func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src opened, dir string, opts []string) (res volume.Result, retErr error) {
+// bind bind-mounts src, opened from st, into dir with opts.
+func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, st storage, src opened, dir string, opts []string) (res volume.Result, retErr error) {
 	created, err := mount.MakeDir(dir, 0o750)
 	if err != nil {
 		return res, err
@@ -168,7 +185,7 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src opened, dir st
 			p.rollback(ctx, dir, created, mounted)
 		}
 	}()
-	if mounted, err = p.mountFrom(ctx, spec.PV, src, dir, opts); err != nil {
+	if mounted, err = p.mountFrom(ctx, spec.PV, st, src, dir, opts); err != nil {
 		return res, err
 	}
 	if g := fsGroup(spec); g != nil && !spec.ReadOnly() && mount.Privileged(p.Mounter) {
@@ -185,13 +202,13 @@ func (p *Plugin) bind(ctx context.Context, spec *volume.Spec, src opened, dir st
 	return volume.Result{Path: dir}, nil
 }
 
-// mountFrom bind-mounts what src refers to on dir, through the kernel's
+// mountFrom bind-mounts what src (opened from st) refers to on dir, through the kernel's
 // link to the opened file (/proc/self/fd), unless dir is a mount that
 // shows it already (a restart never mounts twice); a mount on dir that
 // shows anything else is taken off first. The new mount is checked to
 // show src. It reports whether it mounted (a failed mount may have
 // happened: the caller unmounts).
-func (p *Plugin) mountFrom(ctx context.Context, pv *v1.PersistentVolume, src opened, dir string, opts []string) (bool, error) {
+func (p *Plugin) mountFrom(ctx context.Context, pv *v1.PersistentVolume, st storage, src opened, dir string, opts []string) (bool, error) {
 	id, mounted, err := mount.MountRoot(ctx, dir)
 	switch {
 	case err != nil:
@@ -200,7 +217,7 @@ func (p *Plugin) mountFrom(ctx context.Context, pv *v1.PersistentVolume, src ope
 		return false, nil
 	case mounted:
 		if err := p.Mounter.Unmount(ctx, dir); err != nil {
-			return false, fmt.Errorf("PersistentVolume %s: the mount at %s shows another directory than spec.local.path %s, and taking it off failed: %w", pv.Name, dir, pv.Spec.Local.Path, err)
+			return false, fmt.Errorf("PersistentVolume %s: the mount at %s shows another directory than %s, and taking it off failed: %w", pv.Name, dir, st, err)
 		}
 	}
 	// The mount runs on with its own copy of the descriptor, closed when
@@ -220,7 +237,7 @@ func (p *Plugin) mountFrom(ctx context.Context, pv *v1.PersistentVolume, src ope
 	}
 	id, mounted, err = mount.MountRoot(ctx, dir)
 	if err == nil && (!mounted || id != src.id) {
-		err = fmt.Errorf("PersistentVolume %s: the mount at %s does not show the directory opened at spec.local.path %s", pv.Name, dir, pv.Spec.Local.Path)
+		err = fmt.Errorf("PersistentVolume %s: the mount at %s does not show the directory opened at %s", pv.Name, dir, st)
 	}
 	return true, err
 }
@@ -252,21 +269,55 @@ func openedOf(fd int) (opened, error) {
 	return opened{fd: fd, typ: st.Mode & unix.S_IFMT, id: mount.FileID{Dev: st.Dev, Ino: st.Ino}}, nil
 }
 
-// open opens the PV's host path inside the host root, a directory or a
-// block device. Symlinks on the path are followed, once, as on the host
-// (e.g. /mnt/disks -> /data), but only where no user other than root can
-// change them or the directories holding them (hostroot.OpenOwned): such a
-// user could otherwise point the path anywhere, before a check as well as
-// after it.
-func (p *Plugin) open(ctx context.Context, pv *v1.PersistentVolume) (opened, error) {
-	lp := pv.Spec.Local.Path
+// storage is where a PV's data is: a local PV's spec.local.path on the
+// host (hostPath), or a CSI PV's volume under the local path root
+// (csiVolume). Only the opening differs: what is opened is checked, mounted
+// from its descriptor, given the pod's fsGroup and published the same way.
+type storage interface {
+	// open opens the data (O_PATH): for a volume of volumeMode Filesystem
+	// a directory or a block device, for one of volumeMode Block a block
+	// device or an image file. r is the host root, open. An error says
+	// what is wrong with the data and what to do; the caller names the PV.
+	open(r hostroot.Root) (int, error)
+	// path is the data's path, for messages.
+	path() string
+	// String names the field and the path, for messages.
+	String() string
+}
+
+// hostPath is a local PV's spec.local.path.
+type hostPath struct{ pv *v1.PersistentVolume }
+
+func (h hostPath) path() string   { return h.pv.Spec.Local.Path }
+func (h hostPath) String() string { return "spec.local.path " + h.path() }
+
+// open opens the PV's host path inside the host root. Symlinks on the path
+// are followed, once, as on the host (e.g. /mnt/disks -> /data), but only
+// where no user other than root can change them or the directories
+// holding them (hostroot.OpenOwned): such a user could otherwise point
+// the path anywhere, before a check as well as after it.
+func (h hostPath) open(r hostroot.Root) (int, error) {
+	fd, err := r.OpenOwned(h.path())
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return -1, fmt.Errorf("spec.local.path %s does not exist on this node", h.path())
+	case errors.Is(err, hostroot.ErrNotOwned):
+		return -1, fmt.Errorf("spec.local.path is refused: %w; make each directory on the path, and each holding a symlink on it, "+
+			"root's and writable only by root (chown root, chmod go-w), or move the volume", err)
+	}
+	return fd, err
+}
+
+// open opens st, pv's data, a directory or a block device, with the host
+// root open for it.
+func (p *Plugin) open(ctx context.Context, pv *v1.PersistentVolume, st storage) (opened, error) {
 	src, err := mount.BoundedOpen(ctx, func() (opened, error) {
 		r, err := hostroot.Open(p.HostRoot)
 		if err != nil {
 			return opened{}, err
 		}
 		defer r.Close()
-		fd, err := r.OpenOwned(lp)
+		fd, err := st.open(r)
 		if err != nil {
 			return opened{}, err
 		}
@@ -277,23 +328,13 @@ func (p *Plugin) open(ctx context.Context, pv *v1.PersistentVolume) (opened, err
 		return o, err
 	}, func(o opened) { unix.Close(o.fd) })
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return opened{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s does not exist on this node", pv.Name, lp)
-	case errors.Is(err, hostroot.ErrNotOwned):
-		return opened{}, refused(pv, err)
 	case err != nil:
 		return opened{}, fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 	case src.typ != unix.S_IFDIR && src.typ != unix.S_IFBLK:
 		unix.Close(src.fd)
-		return opened{}, fmt.Errorf("PersistentVolume %s: spec.local.path %s is neither a directory nor a block device", pv.Name, lp)
+		return opened{}, fmt.Errorf("PersistentVolume %s: %s is neither a directory nor a block device", pv.Name, st)
 	}
 	return src, nil
-}
-
-// refused is the error of a PV whose path a user other than root can
-// change (hostroot.ErrNotOwned, in err).
-func refused(pv *v1.PersistentVolume, err error) error {
-	return fmt.Errorf("PersistentVolume %s: spec.local.path is refused: %w; make each directory on the path, and each holding a symlink on it, root's and writable only by root (chown root, chmod go-w), or move the volume", pv.Name, err)
 }
 
 // openGlobal opens the global mount of a device, the agent's own

@@ -92,15 +92,21 @@ func fileIDOf(t *testing.T, p string) mount.FileID {
 // inode of its root, and its content.
 func TestLocalPVMountsWhatItChecked(t *testing.T) {
 	d := newSwapDirs(t, 0)
+	mountsWhatItChecked(t, d, &Plugin{Mounter: mount.System{}}, localSpec(d.vol))
+}
+
+// mountsWhatItChecked sets s up with p while d's volume is swapped for a
+// symlink after it was opened, and checks that the mount shows the volume.
+func mountsWhatItChecked(t *testing.T, d *swapDirs, p volume.Plugin, s *volume.Spec) {
+	t.Helper()
 	testHookOpened = func() {
 		if err := d.swap(); err != nil {
 			t.Error(err)
 		}
 	}
 	defer func() { testHookOpened = nil }()
-	p := &Plugin{Mounter: mount.System{}}
 	dir := plugintest.VolumeDir(t)
-	if _, err := p.SetUp(t.Context(), localSpec(d.vol), dir); err != nil {
+	if _, err := p.SetUp(t.Context(), s, dir); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.TearDown(t.Context(), dir) })
@@ -113,20 +119,15 @@ func TestLocalPVMountsWhatItChecked(t *testing.T) {
 	}
 }
 
-// TestLocalPVPathSwapRace: the directory holding the PV's directory
-// belongs to a user (uid 1000), who can swap the PV's directory for a
-// symlink to any other directory, and does, as fast as it can, while the
-// agent sets the volume up and tears it down again and again. The mount
-// never shows the other directory: the path is refused, naming the
-// user's directory.
-func TestLocalPVPathSwapRace(t *testing.T) {
-	d := newSwapDirs(t, 1000)
-	var stop atomic.Bool
+// swapping swaps d's volume for a symlink and back, as fast as it can,
+// until the function it returns is called.
+func swapping(t *testing.T, d *swapDirs) (stop func()) {
+	var done atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for !stop.Load() {
+		for !done.Load() {
 			if err := d.swap(); err != nil {
 				t.Error(err)
 				return
@@ -137,7 +138,18 @@ func TestLocalPVPathSwapRace(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { stop.Store(true); wg.Wait() }()
+	return func() { done.Store(true); wg.Wait() }
+}
+
+// TestLocalPVPathSwapRace: the directory holding the PV's directory
+// belongs to a user (uid 1000), who can swap the PV's directory for a
+// symlink to any other directory, and does, as fast as it can, while the
+// agent sets the volume up and tears it down again and again. The mount
+// never shows the other directory: the path is refused, naming the
+// user's directory.
+func TestLocalPVPathSwapRace(t *testing.T) {
+	d := newSwapDirs(t, 1000)
+	defer swapping(t, d)()
 	p := &Plugin{Mounter: mount.System{}}
 	const setUps = 300
 	var refused int
