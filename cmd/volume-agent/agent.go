@@ -233,8 +233,9 @@ func (a *agent) addSources(o options, root string, log *zap.Logger, c *cluster, 
 			return err
 		}
 		b, err = binder.New(binder.Config{Inner: src, StatePath: filepath.Join(root, "claims.json"), NodeName: o.nodeName, Logger: log, OnChange: notify,
-			Provisioners: provs.forBinder(), ReclaimDelay: o.reclaimDelay, InUse: a.inUse,
-			Traces: func() ([]string, error) { return bindingTraces(layout.Root(root), provs.localRoot, c != nil) }})
+			Provisioners: provs.forBinder(), ReclaimDelay: o.reclaimDelay, InUse: a.inUse, PauseAfterStorage: provs.pauseAfterStorage(),
+			Snapshotters: provs.snapshotters(),
+			Traces:       func() ([]string, error) { return bindingTraces(layout.Root(root), provs.localRoot, c != nil) }})
 		if err != nil {
 			return err
 		}
@@ -317,6 +318,14 @@ type claimLister struct {
 	binder *binder.Source // nil without --manifests
 	provs  *provisioners  // nil without --provisioners
 	usage  *volumeusage.Usage
+}
+
+// Snapshots lists the binder's VolumeSnapshots (none without --manifests).
+func (l claimLister) Snapshots() []binder.SnapshotStatus {
+	if l.binder == nil {
+		return nil
+	}
+	return l.binder.Snapshots()
 }
 
 func (l claimLister) Claims() []binder.ClaimStatus {

@@ -35,7 +35,7 @@ func TestClaimsTable(t *testing.T) {
 		t.Fatalf("%d lines, want a header and 4 claims:\n%s", len(lines), out.stdout)
 	}
 	for i, want := range [][]string{
-		{"CLAIM", "PHASE", "PV", "CAPACITY", "RECLAIM", "DELETION", "DELETE-AFTER", "REASON"},
+		{"CLAIM", "PHASE", "PV", "CAPACITY", "SOURCE", "RECLAIM", "DELETION", "DELETE-AFTER", "REASON"},
 		{"default/gone", "Bound", "pvc-3", "Delete", "-", "-", "removed from the manifests"},
 		{"default/logs", "Pending", "-", "-", "-", "-", "no PersistentVolume fits", "..."},
 		{"default/old", "Released", "pvc-2", "Delete", "Aside", "2026-11-26T08:10:00Z (in 9m30s)"},
@@ -52,6 +52,58 @@ func TestClaimsTable(t *testing.T) {
 		t.Errorf("-o wide cut a reason:\n%s", wide.stdout)
 	}
 	if js := runCmd(now, "claims", "--addr", addr, "-o", "json"); js.stdout != claimsAnswer {
+		t.Errorf("-o json changed the answer")
+	}
+}
+
+// snapshotsAnswer is a GET /v1/claims answer with a restore, a clone and
+// VolumeSnapshots: ready, waiting, removed and being deleted.
+const snapshotsAnswer = `{"claims": [
+ {"namespace": "default", "name": "copy", "phase": "Bound", "pv": "pvc-4", "capacity": "1Gi", "reclaimPolicy": "Delete",
+  "dataSource": "PersistentVolumeClaim web"},
+ {"namespace": "default", "name": "restored", "phase": "Pending", "dataSource": "VolumeSnapshot later",
+  "error": "waiting for VolumeSnapshot default/later, its data source, to be ready to use"}
+], "snapshots": [
+ {"namespace": "default", "name": "later", "claim": "logs", "readyToUse": false,
+  "error": "waiting for claim default/logs to be bound (a claim is provisioned once a pod uses it)"},
+ {"namespace": "default", "name": "nightly", "claim": "web", "pv": "pvc-1", "snapshot": "snapshot-1", "readyToUse": true,
+  "restoreSize": "5Gi", "creationTime": "2026-11-26T07:00:30Z"},
+ {"namespace": "default", "name": "old", "claim": "web", "pv": "pvc-1", "snapshot": "snapshot-0", "readyToUse": true,
+  "restoreSize": "5Gi", "creationTime": "2026-11-25T08:00:30Z", "removed": true, "deleteAfter": "2026-11-26T08:10:00Z"},
+ {"namespace": "default", "name": "older", "claim": "web", "pv": "pvc-1", "snapshot": "snapshot-00", "readyToUse": true,
+  "restoreSize": "5Gi", "creationTime": "2026-11-24T08:00:30Z", "removed": true, "deleting": true}
+]}`
+
+// A clone's and a restore's source are shown with their claims, and the
+// VolumeSnapshots below them: whether ready, their size and age, when a
+// removed one is deleted, and what one waits for.
+func TestClaimsTableWithSnapshots(t *testing.T) {
+	addr := serve(t, "/v1/claims", http.StatusOK, []byte(snapshotsAnswer))
+	now := time.Date(2026, 11, 26, 8, 0, 30, 0, time.UTC)
+	out := runCmd(now, "claims", "--addr", addr)
+	if out.code != exitOK || out.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", out.code, out.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+	if len(lines) != 9 || lines[3] != "" {
+		t.Fatalf("%d lines, want 2 claims, a blank line and 4 snapshots, each table with its header:\n%s", len(lines), out.stdout)
+	}
+	for i, want := range [][]string{
+		1: {"default/copy", "Bound", "pvc-4", "1Gi", "PersistentVolumeClaim/web", "Delete"},
+		2: {"default/restored", "Pending", "VolumeSnapshot/later", "waiting for VolumeSnapshot default/later"},
+		4: {"SNAPSHOT", "CLAIM", "READY", "RESTORE-SIZE", "AGE", "DELETION", "REASON"},
+		5: {"default/later", "logs", "false", "-", "waiting for claim default/logs"},
+		6: {"default/nightly", "web", "true", "5Gi", "60m", "-"},
+		7: {"default/old", "web", "true", "5Gi", "24h", "2026-11-26T08:10:00Z (in 9m30s)"},
+		8: {"default/older", "web", "true", "Deleting"},
+	} {
+		for _, s := range want {
+			if !strings.Contains(lines[i], s) {
+				t.Errorf("line %d %q lacks %q", i, lines[i], s)
+			}
+		}
+	}
+	if js := runCmd(now, "claims", "--addr", addr, "-o", "json"); js.stdout != snapshotsAnswer {
 		t.Errorf("-o json changed the answer")
 	}
 }

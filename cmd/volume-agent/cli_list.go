@@ -20,6 +20,9 @@ type listCommand[T any] struct {
 	// summary, when set, is a line printed above the table (not with
 	// -o json).
 	summary func(ctx context.Context, c apiClient, wide bool) string
+	// more, when set, writes what else the answer (body) holds below the
+	// table (not with -o json).
+	more func(env cmdEnv, body []byte, wide bool) error
 }
 
 func (l listCommand[T]) run(env cmdEnv, args []string) int {
@@ -56,6 +59,11 @@ func (l listCommand[T]) run(env cmdEnv, args []string) int {
 		fmt.Fprintln(env.stderr, l.none)
 	default:
 		l.write(env, items, *output == "wide")
+	}
+	if l.more != nil && *output != "json" {
+		if err := l.more(env, body, *output == "wide"); err != nil {
+			return failure(env, l.name, exitUnreachable, err)
+		}
 	}
 	return exitOK
 }

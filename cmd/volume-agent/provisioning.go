@@ -151,6 +151,15 @@ func (p *provisioners) forBinder() []provisioner.Provisioner {
 	return out
 }
 
+// pauseAfterStorage is $VOLUME_AGENT_TEST_PROVISION_PAUSE (zero without
+// provisioners).
+func (p *provisioners) pauseAfterStorage() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.pause
+}
+
 // runners lists the controllers cluster mode runs: the local provisioner
 // on every agent, for the claims scheduled to its node, and the nfs-subdir
 // provisioner on the one agent that holds its Lease. With the CSI endpoint

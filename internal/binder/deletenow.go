@@ -102,7 +102,7 @@ func (s *Source) decideDeleteNow(req DeleteNowRequest) error {
 	r.Reclaim = next
 	recs := maps.Clone(prev.recs)
 	recs[r.PV] = r
-	if err := s.store.saveState(recs, prev.made); err != nil {
+	if err := s.store.saveState(recs, prev.made, prev.snaps); err != nil {
 		return fmt.Errorf("%s: the deletion could not be recorded, so it is not begun: %w", what, err)
 	}
 	st := *prev

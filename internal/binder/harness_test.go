@@ -17,6 +17,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/source/volumesnapshot"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -30,14 +31,16 @@ const testSettle = 20 * time.Millisecond
 // fakeInner is an inner source whose state the test sets.
 type fakeInner struct {
 	mu     sync.Mutex
-	pods   []*v1.Pod                   // guarded by mu
-	claims []*v1.PersistentVolumeClaim // guarded by mu
-	pvs    []*v1.PersistentVolume      // guarded by mu
-	node   *v1.Node                    // guarded by mu
-	scs    []*storagev1.StorageClass   // guarded by mu
-	synced bool                        // guarded by mu
-	notify func()                      // set before Run
-	runErr error                       // returned by Run at once when set
+	pods   []*v1.Pod                             // guarded by mu
+	claims []*v1.PersistentVolumeClaim           // guarded by mu
+	pvs    []*v1.PersistentVolume                // guarded by mu
+	node   *v1.Node                              // guarded by mu
+	scs    []*storagev1.StorageClass             // guarded by mu
+	snaps  []*volumesnapshot.VolumeSnapshot      // guarded by mu
+	vscs   []*volumesnapshot.VolumeSnapshotClass // guarded by mu
+	synced bool                                  // guarded by mu
+	notify func()                                // set before Run
+	runErr error                                 // returned by Run at once when set
 	// listing, when set, is the ListingSince of Status while the source
 	// lists something; nil: long ago.
 	listing *time.Time // guarded by mu
@@ -86,7 +89,7 @@ func (f *fakeInner) Status() source.Status {
 		return source.Status{Name: "manifests", Reason: "file x.yaml does not parse"}
 	}
 	st := source.Status{Name: "manifests", Synced: true}
-	if len(f.pods)+len(f.claims)+len(f.pvs)+len(f.scs) > 0 {
+	if len(f.pods)+len(f.claims)+len(f.pvs)+len(f.scs)+len(f.snaps) > 0 {
 		st.ListingSince = time.Unix(0, 0)
 		if f.listing != nil {
 			st.ListingSince = *f.listing
@@ -119,6 +122,22 @@ func (f *fakeInner) StorageClasses() []*storagev1.StorageClass {
 	scs := slices.Clone(f.scs)
 	slices.SortFunc(scs, func(a, b *storagev1.StorageClass) int { return cmp.Compare(a.Name, b.Name) })
 	return scs
+}
+
+func (f *fakeInner) VolumeSnapshots() []*volumesnapshot.VolumeSnapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	snaps := slices.Clone(f.snaps)
+	slices.SortFunc(snaps, func(a, b *volumesnapshot.VolumeSnapshot) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return snaps
+}
+
+func (f *fakeInner) VolumeSnapshotClasses() []*volumesnapshot.VolumeSnapshotClass {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.vscs)
 }
 
 func (f *fakeInner) Objects() volume.Objects { return fakeObjects{f} }
@@ -309,4 +328,4 @@ func (st store) load() (records, error) {
 }
 
 // save writes rs, and no made claims, to the state file, for tests.
-func (st store) save(rs records) error { return st.saveState(rs, nil) }
+func (st store) save(rs records) error { return st.saveState(rs, nil, nil) }

@@ -26,8 +26,11 @@ type observations struct {
 	// they were first missing; a return clears it.
 	claimsGone map[claimKey]time.Time
 	pvsGone    map[string]time.Time
+	// snapsSeen and snapsGone are the same for VolumeSnapshots.
+	snapsSeen map[snapKey]bool
+	snapsGone map[snapKey]time.Time
 	// emptied is set while the inner source lists no pods, claims,
-	// PersistentVolumes or StorageClasses at all: a directory replaced, emptied by a tool or
+	// PersistentVolumes, StorageClasses or VolumeSnapshots at all: a directory replaced, emptied by a tool or
 	// not mounted yet. Nothing is counted as removed meanwhile, and clocks
 	// of earlier removals start again once it lists something.
 	emptied bool
@@ -40,8 +43,9 @@ func observe(prev observations, w world, recs records) observations {
 	next := observations{
 		claimsSeen: maps.Clone(prev.claimsSeen), pvsSeen: maps.Clone(prev.pvsSeen),
 		claimsGone: map[claimKey]time.Time{}, pvsGone: map[string]time.Time{},
-		emptied: len(w.pods) == 0 && len(w.claims) == 0 && len(w.pvs) == 0 && len(w.classes) == 0,
+		emptied: len(w.pods) == 0 && len(w.claims) == 0 && len(w.pvs) == 0 && len(w.classes) == 0 && len(w.snapshots) == 0,
 	}
+	next.snapsSeen, next.snapsGone = observeSnapshots(prev, w, next.emptied)
 	if next.claimsSeen == nil {
 		next.claimsSeen, next.pvsSeen = map[claimKey]bool{}, map[string]bool{}
 	}
@@ -116,4 +120,32 @@ func sinceOr(since, now time.Time) time.Time {
 		return now
 	}
 	return since
+}
+
+// observeSnapshots returns the VolumeSnapshots seen since start, and since
+// when those not listed now are missing (none while the source lists
+// nothing), forgetting those neither listed nor in a snapshot record.
+func observeSnapshots(prev observations, w world, emptied bool) (map[snapKey]bool, map[snapKey]time.Time) {
+	seen, gone := maps.Clone(prev.snapsSeen), map[snapKey]time.Time{}
+	if seen == nil {
+		seen = map[snapKey]bool{}
+	}
+	listed := make(map[snapKey]bool, len(w.snapshots))
+	for _, s := range w.snapshots {
+		seen[snapKeyOf(s)], listed[snapKeyOf(s)] = true, true
+	}
+	recorded := make(map[snapKey]bool, len(w.snapRecs))
+	for _, r := range w.snapRecs {
+		recorded[r.key()] = true
+	}
+	for k := range seen {
+		switch {
+		case listed[k]:
+		case !recorded[k]:
+			delete(seen, k)
+		case !emptied:
+			gone[k] = sinceOr(prev.snapsGone[k], w.now)
+		}
+	}
+	return seen, gone
 }

@@ -43,9 +43,12 @@ const (
 // loop uses it, so it needs no lock.
 type operations struct {
 	provisioners map[string]provisioner.Provisioner
-	retryMin     time.Duration
-	timeout      time.Duration
-	log          *zap.Logger
+	snapshotters map[string]Snapshotter
+	// pause is Config.PauseAfterStorage.
+	pause    time.Duration
+	retryMin time.Duration
+	timeout  time.Duration
+	log      *zap.Logger
 	// done receives the result of every call.
 	done chan opResult
 	wg   sync.WaitGroup
@@ -68,22 +71,27 @@ type opResult struct {
 	made *v1.PersistentVolume
 	// size is the size of a successful expansion.
 	size string
+	// snap is what a successful snapshot call reports.
+	snap SnapshotInfo
 	err  error
 }
 
-func newOperations(provs []provisioner.Provisioner, log *zap.Logger) *operations {
+func newOperations(provs []provisioner.Provisioner, snaps map[string]Snapshotter, pause time.Duration, log *zap.Logger) *operations {
 	byName := make(map[string]provisioner.Provisioner, len(provs))
 	for _, p := range provs {
 		byName[p.Name()] = p
 	}
 	return &operations{
 		provisioners: byName,
+		snapshotters: snaps,
+		pause:        pause,
 		retryMin:     retryMin,
 		timeout:      opTimeout,
 		log:          log,
 		done:         make(chan opResult),
 		st: opsState{running: map[string]bool{}, made: map[string]*v1.PersistentVolume{}, asided: map[string]bool{},
-			restored: map[string]bool{}, deleted: map[string]bool{}, failed: map[string]string{}, expanded: map[string]string{}},
+			restored: map[string]bool{}, deleted: map[string]bool{}, failed: map[string]string{}, expanded: map[string]string{},
+			taken: map[string]SnapshotInfo{}, snapDeleted: map[string]bool{}},
 		backoff: map[string]backoff{},
 	}
 }
@@ -92,6 +100,16 @@ func newOperations(provs []provisioner.Provisioner, log *zap.Logger) *operations
 func (ops *operations) names() map[string]bool {
 	names := make(map[string]bool, len(ops.provisioners))
 	for name := range ops.provisioners {
+		names[name] = true
+	}
+	return names
+}
+
+// snapshotterNames returns the names of the provisioners that take
+// snapshots, for plan.
+func (ops *operations) snapshotterNames() map[string]bool {
+	names := make(map[string]bool, len(ops.snapshotters))
+	for name := range ops.snapshotters {
 		names[name] = true
 	}
 	return names
@@ -112,7 +130,17 @@ func (ops *operations) expanders() map[string]bool {
 // recorded, restored ones Bound again, deleted ones whose record is
 // dropped, and storage put aside whose record is no longer in step Aside.
 // It is called once recs are on disk.
-func (ops *operations) recorded(recs records) {
+func (ops *operations) recorded(recs records, snaps snapRecords) {
+	for handle := range ops.st.taken {
+		if r, ok := snaps[handle]; !ok || r.Step != snapTaking {
+			delete(ops.st.taken, handle)
+		}
+	}
+	for handle := range ops.st.snapDeleted {
+		if _, ok := snaps[handle]; !ok {
+			delete(ops.st.snapDeleted, handle)
+		}
+	}
 	for name := range ops.st.made {
 		if recs.provisioned(name) != nil {
 			delete(ops.st.made, name)
@@ -149,11 +177,16 @@ func (ops *operations) start(ctx context.Context, o outcome) {
 		wanted[p.req.PVName] = true
 		prov := ops.provisioners[p.provisioner]
 		ops.launch(ctx, p.req.PVName, "provision", "", func(ctx context.Context) (*v1.PersistentVolume, error) {
-			vol, err := prov.Provision(ctx, p.req)
+			req, err := withContent(p.req, p.content)
+			if err != nil {
+				return nil, fmt.Errorf("provision PersistentVolume %q for claim %s/%s: %w", p.req.PVName, p.req.Claim.Namespace, p.req.Claim.Name, err)
+			}
+			vol, err := prov.Provision(ctx, req)
 			if err != nil {
 				return nil, fmt.Errorf("provision PersistentVolume %q for claim %s/%s with %s: %w",
 					p.req.PVName, p.req.Claim.Namespace, p.req.Claim.Name, p.provisioner, err)
 			}
+			ops.pauseAfterStorage(ctx)
 			return provisioner.NewPV(p.req, prov.Name(), vol), nil
 		})
 	}
@@ -170,6 +203,10 @@ func (ops *operations) start(ctx context.Context, o outcome) {
 	for _, op := range o.expansions {
 		wanted[op.pv.Name] = true
 		ops.launchExpand(ctx, op)
+	}
+	for _, op := range o.snapOps {
+		wanted[op.r.Handle] = true
+		ops.launchSnapshot(ctx, op)
 	}
 	for name := range ops.st.failed {
 		if !wanted[name] && !ops.st.running[name] {
@@ -210,6 +247,16 @@ func storageCall(p provisioner.Provisioner, action reclaim.Action) func(context.
 // expansion, for its result), unless one is running or
 // its backoff has not expired.
 func (ops *operations) launch(ctx context.Context, name, what, size string, call func(context.Context) (*v1.PersistentVolume, error)) {
+	ops.launchCall(ctx, name, func(ctx context.Context) opResult {
+		made, err := call(ctx)
+		return opResult{pv: name, what: what, made: made, size: size, err: err}
+	})
+}
+
+// launchCall runs call for name (a PV name, or a snapshot's handle) on a
+// goroutine under the deadline, unless one is running or its backoff has
+// not expired.
+func (ops *operations) launchCall(ctx context.Context, name string, call func(context.Context) opResult) {
 	if ops.st.running[name] || time.Now().Before(ops.backoff[name].due) {
 		return
 	}
@@ -218,10 +265,10 @@ func (ops *operations) launch(ctx context.Context, name, what, size string, call
 	go func() {
 		defer ops.wg.Done()
 		callCtx, cancel := context.WithTimeout(ctx, ops.timeout)
-		made, err := call(callCtx)
+		res := call(callCtx)
 		cancel()
 		select {
-		case ops.done <- opResult{pv: name, what: what, made: made, size: size, err: err}:
+		case ops.done <- res:
 		case <-ctx.Done():
 		}
 	}()
@@ -241,6 +288,10 @@ func (ops *operations) finish(res opResult) {
 		ops.st.made[res.pv] = res.made
 	case "expand":
 		ops.st.expanded[res.pv] = res.size
+	case opSnapshot:
+		ops.st.taken[res.pv] = res.snap
+	case opDeleteSnapshot:
+		ops.st.snapDeleted[res.pv] = true
 	case string(reclaim.MoveAside):
 		ops.st.asided[res.pv] = true
 		delete(ops.st.restored, res.pv)
@@ -314,5 +365,18 @@ func (ops *operations) stop() {
 	ops.wg.Wait()
 	if ops.timer != nil {
 		ops.timer.Stop()
+	}
+}
+
+// pauseAfterStorage waits Config.PauseAfterStorage, or until ctx ends.
+func (ops *operations) pauseAfterStorage(ctx context.Context) {
+	if ops.pause <= 0 {
+		return
+	}
+	t := time.NewTimer(ops.pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

@@ -20,7 +20,7 @@ import (
 // level, a new one as a warning.
 func TestBackoffCap(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	ops := newOperations(nil, zap.New(core))
+	ops := newOperations(nil, nil, 0, zap.New(core))
 	fixable := errors.New("btrfs quotas are off on the local path root /r: turn them on (btrfs quota enable /r)")
 	hung := fmt.Errorf("provision: %w", context.DeadlineExceeded)
 	for _, c := range []struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/evidence"
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/source/volumesnapshot"
 )
 
 // pass runs one binding pass and reports whether the binder's state
@@ -45,6 +46,10 @@ func (s *Source) pass(ctx context.Context) bool {
 		delay:        s.delay,
 		inUse:        s.inUse,
 		newNonce:     s.newNonce,
+		snapshots:    s.inner.VolumeSnapshots(),
+		snapClasses:  snapshotClassesByName(s.inner.VolumeSnapshotClasses()),
+		snapshotters: s.ops.snapshotterNames(),
+		snapRecs:     prev.snaps,
 	}
 	made, refused := makeClaims(w, prev.made, prev.recs)
 	w.claims, w.made = withMade(w.claims, made, w.pods), made
@@ -53,23 +58,24 @@ func (s *Source) pass(ctx context.Context) bool {
 	o := plan(w, prev.recs)
 	s.due = o.due
 	s.waitsOnUse.Store(o.waitsOnUse)
-	next := &state{recs: prev.recs, made: prev.made, refused: refused, pending: o.pending, held: o.held, resizing: o.resizing, synced: true}
+	next := &state{recs: prev.recs, made: prev.made, snaps: prev.snaps, refused: refused, pending: o.pending, held: o.held, resizing: o.resizing,
+		snapPending: o.snapPending, snapHeld: o.snapHeld, synced: true}
 	recorded := true
-	if !maps.Equal(o.recs, prev.recs) || !maps.Equal(made, prev.made) {
-		if err := s.store.saveState(o.recs, made); err != nil {
+	if !maps.Equal(o.recs, prev.recs) || !maps.Equal(made, prev.made) || !maps.Equal(o.snaps, prev.snaps) {
+		if err := s.store.saveState(o.recs, made, o.snaps); err != nil {
 			recorded = false
 			next.writeErr = err.Error()
 			notRecorded(o, prev.recs, next.pending, err)
 			s.log.Warn("claim bindings not recorded", zap.Error(err))
 		} else {
-			next.recs, next.made = o.recs, made
+			next.recs, next.made, next.snaps = o.recs, made, o.snaps
 			s.logMade(prev.made, made)
 			s.logEvents(o.events)
 		}
 	}
 	next.listed = withMade(nil, next.made, w.pods)
 	if recorded {
-		s.ops.recorded(o.recs)
+		s.ops.recorded(o.recs, o.snaps)
 		s.ops.start(ctx, o)
 	}
 	next.lost = lostClaims(next.recs, w)
@@ -136,8 +142,20 @@ func lostClaims(rs records, w world) map[claimKey]string {
 
 func (s *Source) logEvents(events []event) {
 	for _, e := range events {
+		if e.snapshot != "" {
+			s.log.Info(e.msg, zap.String("volumeSnapshot", e.snapshot), zap.String("snapshot", e.pv))
+			continue
+		}
 		s.log.Info(e.msg, zap.String("claim", e.claim.String()), zap.String("pv", e.pv))
 	}
+}
+
+func snapshotClassesByName(classes []*volumesnapshot.VolumeSnapshotClass) map[string]*volumesnapshot.VolumeSnapshotClass {
+	byName := make(map[string]*volumesnapshot.VolumeSnapshotClass, len(classes))
+	for _, c := range classes {
+		byName[c.Name] = c
+	}
+	return byName
 }
 
 // logChanges logs a claim's reason for not binding when it changes, and a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/evidence"
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/source/volumesnapshot"
 )
 
 // world is the inner source at one moment, as one pass sees it, with what
@@ -49,9 +50,18 @@ type world struct {
 	// made are the claims made for ephemeral volumes, after this pass's
 	// makeClaims.
 	made madeClaims
-	// newNonce draws the nonce of a claim made for an ephemeral volume;
-	// nil: evidence.NewNonce.
+	// newNonce draws the nonce of a claim made for an ephemeral volume
+	// or of a snapshot's handle; nil: evidence.NewNonce.
 	newNonce func() string
+	// snapshots are the VolumeSnapshots of the inner source, sorted by
+	// namespace and name; snapClasses its VolumeSnapshotClasses by name.
+	snapshots   []*volumesnapshot.VolumeSnapshot
+	snapClasses map[string]*volumesnapshot.VolumeSnapshotClass
+	// snapshotters are the names of the provisioners that take snapshots
+	// (Config.Snapshotters).
+	snapshotters map[string]bool
+	// snapRecs are the snapshot records before the pass.
+	snapRecs snapRecords
 }
 
 func (w world) nonce() string {
@@ -76,6 +86,9 @@ type event struct {
 	msg   string
 	claim claimKey
 	pv    string
+	// snapshot names the VolumeSnapshot of an event of a snapshot, whose
+	// pv is the snapshot's handle; "" for a claim's.
+	snapshot string
 }
 
 // outcome is what one pass decided.
@@ -102,6 +115,15 @@ type outcome struct {
 	// waitsOnUse is set when something waits for a PersistentVolume to be
 	// no longer set up for a pod.
 	waitsOnUse bool
+	// snaps are the snapshot records after the pass; snapPending says
+	// why a VolumeSnapshot of the source has no snapshot (yet), snapHeld,
+	// by handle, why a snapshot whose VolumeSnapshot is gone is not
+	// deleted yet; snapOps are the snapshots to take or delete once snaps
+	// are on disk.
+	snaps       snapRecords
+	snapPending map[snapKey]string
+	snapHeld    map[string]string
+	snapOps     []snapshotOp
 }
 
 // plan computes the records after one pass over w, in this order: the
@@ -112,12 +134,16 @@ type outcome struct {
 // every claim used by a pod that is not terminated, and not bound yet, is
 // matched (WaitForFirstConsumer), or else provisioned (the provisioning
 // recorded first, and asked for again after a restart until it is
-// recorded made: provisionRecorded); last, bound claims
-// that ask for more storage are expanded (expand). It never changes the
+// recorded made: provisionRecorded); bound claims
+// that ask for more storage are expanded (expand); last, snapshots are
+// taken, recorded and deleted (snapshots). A claim with a data source is
+// never matched to a PersistentVolume of the source, which would not hold
+// its source's data: it is provisioned from it (content). It never changes the
 // PersistentVolume of a Bound record. Pure: w and prev are not modified;
 // I/O is left to the driver as operations.
 func plan(w world, prev records) outcome {
-	o := outcome{recs: maps.Clone(prev), pending: map[claimKey]string{}, held: map[claimKey]string{}, resizing: map[claimKey]resizeStatus{}}
+	o := outcome{recs: maps.Clone(prev), pending: map[claimKey]string{}, held: map[claimKey]string{}, resizing: map[claimKey]resizeStatus{},
+		snapPending: map[snapKey]string{}, snapHeld: map[string]string{}}
 	o.applyPolicies(w)
 	o.release(w)
 	o.recordMade(w)
@@ -125,6 +151,7 @@ func plan(w world, prev records) outcome {
 	o.bindUsed(w)
 	o.provisionRecorded(w)
 	o.expand(w)
+	o.snapshots(w)
 	return o
 }
 
@@ -148,6 +175,8 @@ func (o *outcome) release(w world) {
 		case why != "":
 		case used[k.String()]:
 			why = "a pod that is not terminated still names it"
+		case o.cloning(r.PV) != "":
+			why = fmt.Sprintf("claim %s is being cloned from it", o.cloning(r.PV))
 		case w.busy(r.PV):
 			why = fmt.Sprintf("PersistentVolume %q is still set up for a pod on this node", r.PV)
 			o.waitsOnUse = true
@@ -254,6 +283,10 @@ func (o *outcome) bindUsed(w world) {
 		}
 		if why := o.waiting(w, c); why != "" {
 			o.pending[k] = why
+			continue
+		}
+		if dataSourceOf(c) != nil {
+			o.pending[k] = o.provisionFrom(w, c)
 			continue
 		}
 		pv, why := match(c, cands)

@@ -39,12 +39,18 @@ type opsState struct {
 	// expanded holds, by PV name, the size (a quantity) its storage was
 	// grown to, until its record no longer asks for that size.
 	expanded map[string]string
+	// taken holds, by handle, the snapshots taken and not recorded Ready
+	// yet; snapDeleted those deleted whose record is not dropped yet.
+	taken       map[string]SnapshotInfo
+	snapDeleted map[string]bool
 }
 
 // provisionOp asks the driver to call Provision of the named provisioner.
 type provisionOp struct {
 	provisioner string
 	req         provisioner.Request
+	// content is what the volume is made from; nil: an empty volume.
+	content *contentIntent
 }
 
 // storageOp asks the driver to move aside, restore or delete the storage
@@ -89,6 +95,9 @@ func (o *outcome) recordMade(w world) {
 			continue
 		}
 		r := record{Namespace: k.namespace, Name: k.name, UID: k.uid, PV: name, Phase: PhaseBound, Provisioned: pv}
+		if p := o.recs[name].Provisioning; p != nil && p.Content != nil {
+			r.Source = &sourceRef{Kind: p.Content.Kind, Name: p.Content.Name}
+		}
 		msg := "claim bound to a provisioned PersistentVolume"
 		if !claims[k] {
 			r.Phase, r.ReleasedAt, msg = PhaseReleased, w.now, "provisioned PersistentVolume released: its claim left while it was provisioned"
@@ -150,7 +159,7 @@ func (o *outcome) provisionRecorded(w world) {
 			}
 			o.provisions = append(o.provisions, provisionOp{provisioner: provisioner.Canonical(p.Provisioner), req: provisioner.Request{
 				Claim: p.Claim, Class: p.Class, PVName: r.PV, SelectedNode: w.node.Name, PVs: known,
-			}})
+			}, content: p.Content})
 		}
 	}
 }
@@ -188,6 +197,21 @@ func didYouMean(name string, classes map[string]*storagev1.StorageClass) string 
 // missing object does, with the nearest class named as a suggestion; it
 // never falls back to another class.
 func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) string {
+	return o.provisionWith(w, c, why, nil)
+}
+
+// provisionFrom decides for claim c, which names a data source: the
+// provisioning of a volume made from it (content), once it can be.
+func (o *outcome) provisionFrom(w world, c *v1.PersistentVolumeClaim) string {
+	content, why := o.content(w, c)
+	if content == nil {
+		return why
+	}
+	return o.provisionWith(w, c, fmt.Sprintf("claim %s is made from %s %q", keyOf(c), content.Kind, content.Name), content)
+}
+
+// provisionWith is provision of a volume made from content (nil: empty).
+func (o *outcome) provisionWith(w world, c *v1.PersistentVolumeClaim, why string, content *contentIntent) string {
 	className := storagehelpers.GetPersistentVolumeClaimClass(c)
 	switch {
 	case className == "":
@@ -205,6 +229,8 @@ func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) st
 		return fmt.Sprintf("StorageClass %q does not exist%s: %s", className, didYouMean(className, w.classes), why)
 	case !w.provisioners[provisioner.Canonical(class.Provisioner)]:
 		return fmt.Sprintf("StorageClass %q names provisioner %q, which this agent does not run: %s", className, class.Provisioner, why)
+	case content != nil && contentClassProblem(class, content) != "":
+		return contentClassProblem(class, content)
 	}
 	name, err := pvNameFor(c, w.node.Name)
 	if err != nil {
@@ -213,7 +239,7 @@ func (o *outcome) provision(w world, c *v1.PersistentVolumeClaim, why string) st
 	if _, ok := o.recs[name]; !ok { // the provisioning is recorded first; provisionRecorded asks for it
 		k := keyOf(c)
 		o.recs[name] = record{Namespace: k.namespace, Name: k.name, UID: k.uid, PV: name, Phase: phaseProvisioning,
-			Provisioning: &provisionIntent{Provisioner: provisioner.Canonical(class.Provisioner), Claim: c, Class: class}}
+			Provisioning: &provisionIntent{Provisioner: provisioner.Canonical(class.Provisioner), Claim: c, Class: class, Content: content}}
 		o.events = append(o.events, event{msg: "provisioning recorded", claim: k, pv: name})
 	}
 	return provisioningWhy(w, name, className)
@@ -237,4 +263,15 @@ func pvNameFor(c *v1.PersistentVolumeClaim, node string) (string, error) {
 			keyOf(c), c.UID, name, msgs)
 	}
 	return name, nil
+}
+
+// cloning names the claim being cloned from PersistentVolume pv (a
+// provisioning under way whose content it is), or "".
+func (o *outcome) cloning(pv string) string {
+	for _, r := range o.recs.sorted() {
+		if p := r.Provisioning; p != nil && p.Content != nil && p.Content.Volume != nil && p.Content.Volume.Name == pv {
+			return r.claim().String()
+		}
+	}
+	return ""
 }

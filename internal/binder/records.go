@@ -60,6 +60,16 @@ type record struct {
 	// Provisioning is the request of a provisioning under way, in a record
 	// of phaseProvisioning; nil in every other record.
 	Provisioning *provisionIntent `json:"provisioning,omitempty"`
+	// Source names what a provisioned PersistentVolume was made from (a
+	// claim it clones, a VolumeSnapshot it restores), for /v1/claims;
+	// nil for an empty volume.
+	Source *sourceRef `json:"source,omitempty"`
+}
+
+// sourceRef names a data source as the claim named it.
+type sourceRef struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // provisionIntent is what a provisioning asks for, recorded before the
@@ -69,6 +79,8 @@ type provisionIntent struct {
 	Provisioner string                    `json:"provisioner"`
 	Claim       *v1.PersistentVolumeClaim `json:"claim"`
 	Class       *storagev1.StorageClass   `json:"class"`
+	// Content is what the volume is made from; nil: an empty volume.
+	Content *contentIntent `json:"content,omitempty"`
 }
 
 func (r record) claim() claimKey {

@@ -20,6 +20,7 @@ import (
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/source/volumesnapshot"
 	"github.com/volume-agent/volume-agent/internal/wakeup"
 )
 
@@ -52,6 +53,11 @@ type Inner interface {
 	// StorageClasses returns every StorageClass, sorted by name. The
 	// objects are shared, read-only snapshots.
 	StorageClasses() []*storagev1.StorageClass
+	// VolumeSnapshots returns every VolumeSnapshot, sorted by namespace
+	// and name, and VolumeSnapshotClasses every VolumeSnapshotClass,
+	// sorted by name. The objects are shared, read-only snapshots.
+	VolumeSnapshots() []*volumesnapshot.VolumeSnapshot
+	VolumeSnapshotClasses() []*volumesnapshot.VolumeSnapshotClass
 }
 
 // Config configures a binder Source.
@@ -75,6 +81,16 @@ type Config struct {
 	// PersistentVolumes they made when the reclaim policy is Delete.
 	// Optional; nil provisions nothing. Names must be distinct.
 	Provisioners []provisioner.Provisioner
+	// Snapshotters take the snapshots of the volumes of the provisioners
+	// they are keyed by (provisioner.LocalName): VolumeSnapshots, and
+	// claims made from a data source, are served only for those.
+	// Optional; nil takes no snapshot.
+	Snapshotters map[string]Snapshotter
+	// PauseAfterStorage, for fault tests only, waits this long between a
+	// successful Provision and the result reaching the binding loop (the
+	// agent reads it from $VOLUME_AGENT_TEST_PROVISION_PAUSE), so that a
+	// test sees a provisioning under way. Zero in production.
+	PauseAfterStorage time.Duration
 	// ReclaimDelay (--reclaim-delay) is how long the storage of a released
 	// claim with reclaim policy Delete stays aside, restorable by the same
 	// claim coming back, before it is deleted; and how long a released
@@ -167,12 +183,19 @@ type state struct {
 	// refused says, by a claim's "namespace/name", why the template of its
 	// ephemeral volume is not made into a claim.
 	refused map[string]string
+	// snaps are the snapshot records as on disk; snapPending says why a
+	// VolumeSnapshot has no snapshot (yet), snapHeld, by handle, why a
+	// snapshot whose VolumeSnapshot is gone is not deleted yet.
+	snaps       snapRecords
+	snapPending map[snapKey]string
+	snapHeld    map[string]string
 }
 
 func (a *state) equal(b *state) bool {
 	return maps.Equal(a.recs, b.recs) && maps.Equal(a.pending, b.pending) && maps.Equal(a.held, b.held) && maps.Equal(a.lost, b.lost) &&
 		maps.Equal(a.resizing, b.resizing) && maps.Equal(a.made, b.made) && slices.Equal(a.listed, b.listed) && maps.Equal(a.refused, b.refused) &&
-		a.writeErr == b.writeErr && a.synced == b.synced
+		a.writeErr == b.writeErr && a.synced == b.synced &&
+		maps.Equal(a.snaps, b.snaps) && maps.Equal(a.snapPending, b.snapPending) && maps.Equal(a.snapHeld, b.snapHeld)
 }
 
 var _ source.Source = (*Source)(nil)
@@ -188,7 +211,7 @@ func New(cfg Config) (*Source, error) {
 	if err := st.checkMissing(cfg.Traces); err != nil {
 		return nil, err
 	}
-	recs, made, err := st.loadState()
+	recs, made, snaps, err := st.loadAll()
 	if err != nil {
 		return nil, err
 	}
@@ -212,8 +235,8 @@ func New(cfg Config) (*Source, error) {
 		wake:      wakeup.New("binder"),
 		deleteNow: make(chan deleteNowCall),
 		retryMin:  retryMin,
-		ops:       newOperations(cfg.Provisioners, log),
-		st:        &state{recs: recs, made: made},
+		ops:       newOperations(cfg.Provisioners, cfg.Snapshotters, cfg.PauseAfterStorage, log),
+		st:        &state{recs: recs, made: made, snaps: snaps},
 	}, nil
 }
 
@@ -239,6 +262,11 @@ func validateConfig(cfg Config) error {
 			return fmt.Errorf("binder: two Provisioners are named %q", p.Name())
 		}
 		names[p.Name()] = true
+	}
+	for name, s := range cfg.Snapshotters {
+		if s == nil {
+			return fmt.Errorf("binder: Snapshotters[%q] is nil", name)
+		}
 	}
 	dir := filepath.Dir(cfg.StatePath)
 	if info, err := os.Stat(dir); err != nil {

@@ -25,12 +25,17 @@ import (
 // Version 5 adds the claims made for generic ephemeral volumes; it is
 // written only when there is one, so that an agent from before refuses
 // the file rather than forget them (and make nothing of their volumes).
+// Version 6 adds snapshots, and provisionings made from a data source; it
+// is written only when there is one, so that an agent from before refuses
+// the file rather than forget snapshots (left behind for ever) or make an
+// empty volume for a claim that asked for a copy.
 const (
 	stateVersion              = 1
 	stateVersionProvisioned   = 2
 	stateVersionReclaim       = 3
 	stateVersionProvisionings = 4
 	stateVersionEphemeral     = 5
+	stateVersionSnapshots     = 6
 )
 
 // stateFile is the content of claims.json.
@@ -40,6 +45,8 @@ type stateFile struct {
 	// Ephemeral are the claims made for generic ephemeral volumes, by
 	// namespace and name.
 	Ephemeral []madeClaim `json:"ephemeralClaims,omitempty"`
+	// Snapshots are the snapshots taken for VolumeSnapshots.
+	Snapshots []snapRecord `json:"snapshots,omitempty"`
 }
 
 // store reads and writes the state file.
@@ -58,20 +65,26 @@ func newStore(path string) store {
 // bindings": that would let every claim bind again, perhaps to another
 // PersistentVolume.
 func (st store) loadState() (records, madeClaims, error) {
+	rs, made, _, err := st.loadAll()
+	return rs, made, err
+}
+
+// loadAll is loadState with the snapshot records.
+func (st store) loadAll() (records, madeClaims, snapRecords, error) {
 	data, err := os.ReadFile(st.path)
 	if errors.Is(err, os.ErrNotExist) {
-		return records{}, madeClaims{}, nil
+		return records{}, madeClaims{}, snapRecords{}, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read binder state: %w", err)
+		return nil, nil, nil, fmt.Errorf("read binder state: %w", err)
 	}
-	rs, made, err := decode(data)
+	f, err := decode(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("binder state %s is not valid: %w; the agent does not guess bindings, "+
+		return nil, nil, nil, fmt.Errorf("binder state %s is not valid: %w; the agent does not guess bindings, "+
 			"which could move claims to other PersistentVolumes: restore or repair the file, "+
 			"or move it away to forget every binding (claims then bind again from scratch)", st.path, err)
 	}
-	return rs, made, nil
+	return f.recs, f.made, f.snaps, nil
 }
 
 // checkMissing refuses a state file that is missing while traces (nil:
@@ -99,14 +112,19 @@ func (st store) checkMissing(traces func() ([]string, error)) error {
 		"scratch knowingly, write {\"version\": 1, \"bindings\": []} to it", st.path, strings.Join(shown, ", "))
 }
 
-// saveState writes rs and made atomically and durably.
-func (st store) saveState(rs records, made madeClaims) error {
+// saveState writes rs, made and snaps atomically and durably.
+func (st store) saveState(rs records, made madeClaims, snaps snapRecords) error {
 	version := stateVersion
 	if len(made) > 0 {
 		version = stateVersionEphemeral
 	}
+	if len(snaps) > 0 {
+		version = stateVersionSnapshots
+	}
 	for _, r := range rs {
 		switch {
+		case r.Source != nil || (r.Provisioning != nil && r.Provisioning.Content != nil):
+			version = max(version, stateVersionSnapshots)
 		case r.Provisioning != nil:
 			version = max(version, stateVersionProvisionings)
 		case r.Reclaim != reclaim.State{}:
@@ -115,7 +133,7 @@ func (st store) saveState(rs records, made madeClaims) error {
 			version = max(version, stateVersionProvisioned)
 		}
 	}
-	data, err := json.MarshalIndent(stateFile{Version: version, Bindings: rs.sorted(), Ephemeral: made.sorted()}, "", "  ")
+	data, err := json.MarshalIndent(stateFile{Version: version, Bindings: rs.sorted(), Ephemeral: made.sorted(), Snapshots: snaps.sorted()}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode binder state: %w", err)
 	}
@@ -136,28 +154,62 @@ func (st store) removeTemps() error {
 	return nil
 }
 
-func decode(data []byte) (records, madeClaims, error) {
+// decoded is the content of a state file, indexed.
+type decoded struct {
+	recs  records
+	made  madeClaims
+	snaps snapRecords
+}
+
+func decode(data []byte) (decoded, error) {
 	var f stateFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&f); err != nil {
-		return nil, nil, err
+		return decoded{}, err
 	}
 	if dec.More() {
-		return nil, nil, errors.New("trailing data after the JSON object")
+		return decoded{}, errors.New("trailing data after the JSON object")
 	}
 	switch {
 	case f.Version == 0:
-		return nil, nil, errors.New("no version field")
-	case f.Version < stateVersion || f.Version > stateVersionEphemeral:
-		return nil, nil, fmt.Errorf("version %d is not %d to %d (written by another version of the agent?)",
-			f.Version, stateVersion, stateVersionEphemeral)
+		return decoded{}, errors.New("no version field")
+	case f.Version < stateVersion || f.Version > stateVersionSnapshots:
+		return decoded{}, fmt.Errorf("version %d is not %d to %d (written by another version of the agent?)",
+			f.Version, stateVersion, stateVersionSnapshots)
 	}
 	rs, err := index(f.Bindings)
 	if err != nil {
-		return nil, nil, err
+		return decoded{}, err
 	}
 	made, err := indexMade(f.Ephemeral)
-	return rs, made, err
+	if err != nil {
+		return decoded{}, err
+	}
+	snaps, err := indexSnapshots(f.Snapshots)
+	return decoded{recs: rs, made: made, snaps: snaps}, err
+}
+
+// indexSnapshots checks the snapshot records and keys them by handle.
+func indexSnapshots(list []snapRecord) (snapRecords, error) {
+	snaps := make(snapRecords, len(list))
+	keys := map[snapKey]bool{}
+	for i, r := range list {
+		switch {
+		case r.Namespace == "" || r.Name == "" || r.Handle == "" || r.Provisioner == "" || r.Claim == "" || r.PV == nil:
+			return nil, fmt.Errorf("snapshot %d lacks a namespace, name, handle, provisioner, claim or pv", i)
+		case r.Step != snapTaking && r.Step != snapReady && r.Step != snapDeleting:
+			return nil, fmt.Errorf("snapshot %d (VolumeSnapshot %s): step %q is not Taking, Ready or Deleting", i, r.key(), r.Step)
+		case r.Step == snapReady && r.Size == "":
+			return nil, fmt.Errorf("snapshot %d (VolumeSnapshot %s): Ready without its size", i, r.key())
+		case hasHandle(snaps, r.Handle):
+			return nil, fmt.Errorf("snapshot %q is in two records", r.Handle)
+		case keys[r.key()]:
+			return nil, fmt.Errorf("VolumeSnapshot %s (uid %q) is in two records", r.key(), r.UID)
+		}
+		snaps[r.Handle] = r
+		keys[r.key()] = true
+	}
+	return snaps, nil
 }
 
 // indexMade checks the made claims and keys them by namespace and name.
@@ -247,4 +299,9 @@ func syncDir(dir string) error {
 		return err
 	}
 	return errors.Join(d.Sync(), d.Close())
+}
+
+func hasHandle(snaps snapRecords, handle string) bool {
+	_, ok := snaps[handle]
+	return ok
 }

@@ -51,6 +51,8 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		string(madeUID("pu", "v", "n1")) + `"}}}`
 	forged := `{"podUID": "pu", "volume": "v", "nonce": "n2", "claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "` +
 		string(madeUID("pu", "v", "n1")) + `"}}}`
+	snap := `{"namespace": "d", "name": "s", "uid": "s1", "handle": "snapshot-1", "provisioner": "local.volume-agent.io", "claim": "c",
+		"pv": {"metadata": {"name": "p"}}, "step": "Ready", "size": "1Gi"}`
 	tests := []struct {
 		name, content, want string
 	}{
@@ -59,7 +61,7 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 		{"not JSON", "version=1\n", "invalid character"},
 		{"trailing data", `{"version": 1}{}`, "trailing data"},
 		{"no version", `{"bindings": []}`, "no version field"},
-		{"another version", `{"version": 6, "bindings": []}`, "version 6 is not 1 to 5"},
+		{"another version", `{"version": 7, "bindings": []}`, "version 7 is not 1 to 6"},
 		{"an ephemeral claim without its pod", `{"version": 5, "bindings": [], "ephemeralClaims": [{"volume": "v",
 			"claim": {"metadata": {"namespace": "d", "name": "p-v", "uid": "u"}}}]}`, "lacks"},
 		{"an ephemeral claim twice", `{"version": 5, "bindings": [], "ephemeralClaims": [` + made + `, ` + made + `]}`, "made twice"},
@@ -82,7 +84,15 @@ func TestInvalidStateFileIsRefused(t *testing.T) {
 			"provisioned": {"metadata": {"name": "p"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}, "reclaim": {"step": "Deleting"}}]}`,
 			"a reclaim step on a record that is not"},
 		{"a claim twice", `{"version": 1, "bindings": [` + bound + `, ` + strings.Replace(bound, `"pv-a"`, `"pv-b"`, 1) + `]}`,
-			"claim default/data (uid \"\") is in two bindings"},
+			"claim default/data (uid \"\") is in two bindings"}, {"a snapshot without its claim", `{"version": 6, "bindings": [], "snapshots": [{"namespace": "d", "name": "s", "handle": "snapshot-1",
+			"provisioner": "local.volume-agent.io", "pv": {"metadata": {"name": "p"}}, "step": "Ready", "size": "1Gi"}]}`, "snapshot 0 lacks"},
+		{"a snapshot of an unknown step", `{"version": 6, "bindings": [], "snapshots": [` + strings.Replace(snap, `"Ready"`, `"Gone"`, 1) + `]}`,
+			`step "Gone" is not Taking, Ready or Deleting`},
+		{"a snapshot ready without its size", `{"version": 6, "bindings": [], "snapshots": [` + strings.Replace(snap, `"1Gi"`, `""`, 1) + `]}`,
+			"Ready without its size"},
+		{"a snapshot twice", `{"version": 6, "bindings": [], "snapshots": [` + snap + `, ` + snap + `]}`, `snapshot "snapshot-1" is in two records`},
+		{"a VolumeSnapshot twice", `{"version": 6, "bindings": [], "snapshots": [` + snap + `, ` + strings.Replace(snap, `"snapshot-1"`, `"snapshot-2"`, 1) + `]}`,
+			`VolumeSnapshot d/s (uid "s1") is in two records`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,7 +233,7 @@ func TestMadeClaimsAreWrittenAsVersion5(t *testing.T) {
 	pod, made := madeForWeb(t)
 	c := made["default/web-scratch"].Claim
 	path := filepath.Join(t.TempDir(), "claims.json")
-	if err := newStore(path).saveState(records{}, made); err != nil {
+	if err := newStore(path).saveState(records{}, made, nil); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 5`) {
@@ -263,5 +273,24 @@ func TestMissingStateFileWithTracesIsRefused(t *testing.T) {
 	traces := func() ([]string, error) { t.Fatal("traces looked at while the state file is there"); return nil, nil }
 	if _, err := New(Config{Inner: newFakeInner(), StatePath: path, NodeName: "node-1", Logger: zap.NewNop(), Traces: traces}); err != nil {
 		t.Fatalf("New with the state file there: %v", err)
+	}
+}
+
+// Snapshot records are written with version 6, which an agent from
+// before snapshots refuses rather than forget them, and read back as
+// written.
+func TestStateFileSnapshotsRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "claims.json")
+	snaps := snapRecords{"snapshot-1": {Namespace: "d", Name: "s", UID: "s1", Handle: "snapshot-1", Provisioner: "local.volume-agent.io",
+		Claim: "c", ClaimUID: "u1", PV: newPV("p", "1Gi"), Step: snapTaking}}
+	if err := newStore(path).saveState(records{}, nil, snaps); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"version": 6`) {
+		t.Errorf("state file %s, want version 6", data)
+	}
+	_, _, got, err := newStore(path).loadAll()
+	if r := got["snapshot-1"]; err != nil || len(got) != 1 || r.Step != snapTaking || r.ClaimUID != "u1" || r.PV.Name != "p" {
+		t.Errorf("read back %+v, %v", got, err)
 	}
 }

@@ -40,6 +40,10 @@ type ClaimStatus struct {
 	// PendingDeletion is set on a Released claim whose storage is to be
 	// deleted.
 	PendingDeletion *PendingDeletion `json:"pendingDeletion,omitempty"`
+	// DataSource is what the claim's volume is (to be) made from:
+	// "PersistentVolumeClaim <name>" (a clone) or "VolumeSnapshot <name>"
+	// (a restore); "" for an empty volume.
+	DataSource string `json:"dataSource,omitempty"`
 	// Error says why a claim is not bound, or what is wrong with its binding.
 	Error string `json:"error,omitempty"`
 	// LimitNotEnforced says why the size of the claim's volume, limited
@@ -115,8 +119,15 @@ func (s *Source) claimStatus(c *v1.PersistentVolumeClaim, st *state) ClaimStatus
 	view := s.claimView(c, st)
 	cs := ClaimStatus{Namespace: c.Namespace, Name: c.Name, Phase: Phase(view.Status.Phase), PV: view.Spec.VolumeName,
 		Error: st.pending[keyOf(c)]}
+	if ref := dataSourceOf(c); ref != nil {
+		cs.DataSource = ref.Kind + " " + ref.Name
+	}
 	if r, ok := st.recs.bound(keyOf(c)); ok {
 		cs.ReclaimPolicy = r.reclaimPolicy()
+		cs.DataSource = ""
+		if r.Source != nil {
+			cs.DataSource = r.Source.Kind + " " + r.Source.Name
+		}
 	}
 	if q, ok := view.Status.Capacity[v1.ResourceStorage]; ok {
 		cs.Capacity = q.String()

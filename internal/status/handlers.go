@@ -68,13 +68,22 @@ func (s *Server) sources(w http.ResponseWriter, _ *http.Request) {
 }
 
 // claims lists the claims the agent bound from the manifests, with their
-// phase and PersistentVolume.
+// phase and PersistentVolume, and the VolumeSnapshots when there are any.
 func (s *Server) claims(w http.ResponseWriter, _ *http.Request) {
-	out := []binder.ClaimStatus{}
+	answer := claimsAnswer{Claims: []binder.ClaimStatus{}}
 	if s.cfg.Claims != nil {
-		out = append(out, s.cfg.Claims.Claims()...)
+		answer.Claims = append(answer.Claims, s.cfg.Claims.Claims()...)
 	}
-	writeJSON(w, http.StatusOK, map[string][]binder.ClaimStatus{"claims": out})
+	if snaps, ok := s.cfg.Claims.(Snapshots); ok {
+		answer.Snapshots = snaps.Snapshots()
+	}
+	writeJSON(w, http.StatusOK, answer)
+}
+
+// claimsAnswer is the answer of GET /v1/claims.
+type claimsAnswer struct {
+	Claims    []binder.ClaimStatus    `json:"claims"`
+	Snapshots []binder.SnapshotStatus `json:"snapshots,omitempty"`
 }
 
 // pod answers for one pod. With ?wait=DURATION it answers as soon as the pod

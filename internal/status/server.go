@@ -83,6 +83,12 @@ type Claims interface {
 	Claims() []binder.ClaimStatus
 }
 
+// Snapshots is a Claims that lists VolumeSnapshots too (manifest mode);
+// GET /v1/claims then answers them under "snapshots".
+type Snapshots interface {
+	Snapshots() []binder.SnapshotStatus
+}
+
 // Server is the HTTP API. Create with New, start with Run.
 type Server struct {
 	cfg Config

@@ -325,6 +325,26 @@ func TestClaims(t *testing.T) {
 	}
 }
 
+type claimsWithSnapshots struct {
+	fixedClaims
+	snaps []binder.SnapshotStatus
+}
+
+func (c claimsWithSnapshots) Snapshots() []binder.SnapshotStatus { return c.snaps }
+
+// GET /v1/claims answers the VolumeSnapshots of manifest mode under
+// "snapshots", with the claim they are of and whether they are ready.
+func TestClaimsWithSnapshots(t *testing.T) {
+	srv := New(Config{Worlds: Worlds{Desired: dsw.New(nil), Actual: asw.New(nil)}, Logger: zaptest.NewLogger(t),
+		Claims: claimsWithSnapshots{snaps: []binder.SnapshotStatus{{Namespace: "ns", Name: "snap", Claim: "data", ReadyToUse: true, RestoreSize: "1Gi"}}}})
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/claims", nil))
+	want := `{"claims":[],"snapshots":[{"namespace":"ns","name":"snap","claim":"data","readyToUse":true,"restoreSize":"1Gi"}]}`
+	if got := compact(t, rec.Body.String()); got != want {
+		t.Fatalf("/v1/claims = %s\nwant %s", got, want)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	f := newFixture(t)
 	f.addPod("u1", true)

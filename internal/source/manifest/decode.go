@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/volume-agent/volume-agent/internal/source/volumesnapshot"
 )
 
 // parser turns the bytes of one file into normalized objects. It keeps no
@@ -32,11 +34,21 @@ type parser struct {
 	types map[string]reflect.Type
 }
 
+// manifestScheme is client-go's scheme with the snapshot.storage.k8s.io/v1
+// kinds a manifest may define.
+var manifestScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := errors.Join(scheme.AddToScheme(s), volumesnapshot.AddToScheme(s)); err != nil {
+		panic(fmt.Sprintf("manifest scheme: %v", err)) // static registrations: a programming error
+	}
+	return s
+}()
+
 func newParser(nodeName string) *parser {
-	codecs := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict)
+	codecs := serializer.NewCodecFactory(manifestScheme, serializer.EnableStrict)
 	types := make(map[string]reflect.Type, len(apiVersionOf))
 	for kind, apiVersion := range apiVersionOf {
-		if obj, err := scheme.Scheme.New(schema.FromAPIVersionAndKind(apiVersion, kind)); err == nil {
+		if obj, err := manifestScheme.New(schema.FromAPIVersionAndKind(apiVersion, kind)); err == nil {
 			types[kind] = reflect.TypeOf(obj).Elem()
 		}
 	}
@@ -178,7 +190,8 @@ func checkKind(h header) error {
 	}
 	if want, ok := apiVersionOf[h.kind]; !ok || h.apiVersion != want {
 		return hint(fmt.Errorf("unsupported kind %q (apiVersion %q): only v1 Pod, ConfigMap, Secret, "+
-			"PersistentVolume, PersistentVolumeClaim, Node and List, and storage.k8s.io/v1 StorageClass are read",
+			"PersistentVolume, PersistentVolumeClaim, Node and List, storage.k8s.io/v1 StorageClass, and "+
+			"snapshot.storage.k8s.io/v1 VolumeSnapshot and VolumeSnapshotClass are read",
 			h.kind, h.apiVersion), "kind")
 	}
 	return nil

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/volume-agent/volume-agent/internal/source/volumesnapshot"
 )
 
 // uidNamespace is the UUID namespace under which pods without metadata.uid
@@ -79,6 +81,10 @@ func (p *parser) normalizeKind(obj runtime.Object) error {
 		mergeStringData(o)
 	case *storagev1.StorageClass:
 		return normalizeStorageClass(o)
+	case *volumesnapshot.VolumeSnapshot:
+		return normalizeVolumeSnapshot(o)
+	case *volumesnapshot.VolumeSnapshotClass:
+		return normalizeVolumeSnapshotClass(o)
 	}
 	return nil
 }

@@ -122,9 +122,9 @@ func TestParseProblems(t *testing.T) {
 
 		// Objects the agent cannot use.
 		{"unknown kind", "f.yaml", strings.Replace(goodPod, "kind: Pod", "kind: Pood", 1),
-			[]string{`f.yaml:2: unsupported kind "Pood" (apiVersion "v1"): only v1 Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim, Node and List, and storage.k8s.io/v1 StorageClass are read`}},
+			[]string{`f.yaml:2: unsupported kind "Pood" (apiVersion "v1"): only v1 Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim, Node and List, storage.k8s.io/v1 StorageClass, and snapshot.storage.k8s.io/v1 VolumeSnapshot and VolumeSnapshotClass are read`}},
 		{"wrong apiVersion", "f.yaml", strings.Replace(goodPod, "v1", "v2", 1),
-			[]string{`f.yaml:2: unsupported kind "Pod" (apiVersion "v2"): only v1 Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim, Node and List, and storage.k8s.io/v1 StorageClass are read`}},
+			[]string{`f.yaml:2: unsupported kind "Pod" (apiVersion "v2"): only v1 Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim, Node and List, storage.k8s.io/v1 StorageClass, and snapshot.storage.k8s.io/v1 VolumeSnapshot and VolumeSnapshotClass are read`}},
 		{"missing apiVersion", "f.yaml", "kind: Pod\nmetadata: {name: web}\n", []string{`f.yaml:1: apiVersion is missing`}},
 		{"missing kind", "f.yaml", "# a pod\napiVersion: v1\nmetadata: {name: web}\n", []string{`f.yaml:2: kind is missing`}},
 		{"not an object", "f.yaml", "- a\n- b\n", []string{`f.yaml:1: document is not an object`}},
@@ -154,7 +154,7 @@ func TestParseProblems(t *testing.T) {
 		{"storage class archiveOnDelete", "f.yaml", goodClass + "provisioner: volume-agent.io/local\nparameters:\n  archiveOnDelete: \"yes\"\n",
 			[]string{`f.yaml:6: parameters.archiveOnDelete "yes": want "true" or "false"`}},
 		{"storage class in v1", "f.yaml", strings.Replace(goodClass, "storage.k8s.io/v1", "v1", 1) + "provisioner: x.io/p\n",
-			[]string{`f.yaml:2: unsupported kind "StorageClass" (apiVersion "v1"): only v1 Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim, Node and List, and storage.k8s.io/v1 StorageClass are read`}},
+			[]string{`f.yaml:2: unsupported kind "StorageClass" (apiVersion "v1"): only v1 Pod, ConfigMap, Secret, PersistentVolume, PersistentVolumeClaim, Node and List, storage.k8s.io/v1 StorageClass, and snapshot.storage.k8s.io/v1 VolumeSnapshot and VolumeSnapshotClass are read`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,9 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/source/volumesnapshot"
 )
 
-// The kinds a manifest may define: StorageClass in storage.k8s.io/v1, the
+// The kinds a manifest may define: StorageClass in storage.k8s.io/v1,
+// VolumeSnapshot and VolumeSnapshotClass in snapshot.storage.k8s.io/v1, the
 // others in the core "v1" group version.
 const (
 	kindPod          = "Pod"
@@ -22,18 +24,23 @@ const (
 	kindNode         = "Node"
 	kindStorageClass = "StorageClass"
 	kindList         = "List"
+
+	kindVolumeSnapshot      = volumesnapshot.KindVolumeSnapshot
+	kindVolumeSnapshotClass = volumesnapshot.KindVolumeSnapshotClass
 )
 
 // namespaced tells, for every supported object kind, whether it lives in a namespace.
 var namespaced = map[string]bool{
 	kindPod: true, kindConfigMap: true, kindSecret: true, kindPVC: true,
 	kindPV: false, kindNode: false, kindStorageClass: false,
+	kindVolumeSnapshot: true, kindVolumeSnapshotClass: false,
 }
 
 // apiVersionOf is the apiVersion of every supported object kind.
 var apiVersionOf = map[string]string{
 	kindPod: "v1", kindConfigMap: "v1", kindSecret: "v1", kindPVC: "v1", kindPV: "v1", kindNode: "v1",
-	kindStorageClass: "storage.k8s.io/v1",
+	kindStorageClass:   "storage.k8s.io/v1",
+	kindVolumeSnapshot: volumesnapshot.APIVersion, kindVolumeSnapshotClass: volumesnapshot.APIVersion,
 }
 
 // key identifies an object: two documents with the same key are duplicates.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/volume-agent/volume-agent/internal/source"
+	"github.com/volume-agent/volume-agent/internal/source/volumesnapshot"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
 
@@ -278,4 +279,18 @@ func (o objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVo
 
 func (o objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
 	return o.s.PersistentVolume(name)
+}
+
+// VolumeSnapshots returns every VolumeSnapshot the manifests define,
+// sorted by namespace and name. The objects are shared, read-only
+// snapshots; the slice is the caller's. Until the source is synced the
+// list may be incomplete.
+func (s *Source) VolumeSnapshots() []*volumesnapshot.VolumeSnapshot {
+	return list[*volumesnapshot.VolumeSnapshot](s.current(), kindVolumeSnapshot)
+}
+
+// VolumeSnapshotClasses returns every VolumeSnapshotClass the manifests
+// define, sorted by name, as VolumeSnapshots does.
+func (s *Source) VolumeSnapshotClasses() []*volumesnapshot.VolumeSnapshotClass {
+	return list[*volumesnapshot.VolumeSnapshotClass](s.current(), kindVolumeSnapshotClass)
 }
