@@ -91,7 +91,7 @@ esac
 // Eviction and image garbage collection are off: a CI machine's nearly
 // full disk must not evict the agent or delete the imported images, which
 // cannot be pulled again. Authentication of the kubelet's own API is by
-// client certificate of the cluster CA only; nothing in the tests calls it.
+// client certificate of the cluster CA only (Node.KubeletGet).
 func kubeletConfig(port, healthzPort int, caFile, cgroupRoot string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

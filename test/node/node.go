@@ -33,6 +33,11 @@ type Options struct {
 	// Logf receives progress and, when the test failed, the tails of the
 	// node's logs. Defaults to t.Logf.
 	Logf func(format string, args ...any)
+	// VolumeStatsAggPeriod is the kubelet's volumeStatsAggPeriod: how
+	// often it measures the pods' volumes for its kubelet_volume_stats_*
+	// metrics (a new pod's volumes are first measured within it). Zero:
+	// the kubelet's default, one minute.
+	VolumeStatsAggPeriod time.Duration
 }
 
 // Node is a running kubelet with its container runtime, in namespaces of
@@ -49,6 +54,9 @@ type Node struct {
 	init   int         // PID (in the host's PID namespace) of the namespaces' init
 	procs  []*exec.Cmd // containerd and the kubelet, through nsenter
 	cgroup string      // cgroupRoot of the kubelet, removed at the end
+	port   int         // the kubelet's HTTPS API port, on 127.0.0.1
+	stats  time.Duration
+	loops  []string // backing files of MountBtrfs's loop devices
 }
 
 // Start fetches (or reuses) the runtime packages and the kubelet, starts a
@@ -70,7 +78,8 @@ func Start(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Node {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
-	n := &Node{t: t, name: opts.Name, dir: t.TempDir(), logf: opts.Logf, exited: make(chan struct{})}
+	n := &Node{t: t, name: opts.Name, dir: t.TempDir(), logf: opts.Logf, exited: make(chan struct{}),
+		stats: opts.VolumeStatsAggPeriod}
 	n.root = runtimeRoot(t, opts.Logf)
 	kubelet := controlplane.Kubelet(t)
 	n.cgroup = fmt.Sprintf("/volume-agent-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
@@ -116,10 +125,15 @@ func (n *Node) writeFiles(cp *controlplane.ControlPlane) {
 		}
 	}
 	ports := freePorts(t, 2)
+	n.port = ports[0]
+	kubelet := kubeletConfig(ports[0], ports[1], n.path("ca.crt"), n.cgroup)
+	if n.stats > 0 {
+		kubelet += fmt.Sprintf("volumeStatsAggPeriod: %s\n", n.stats)
+	}
 	files := map[string]string{
 		"cni/10-loopback.conflist": cniConfig,
 		"containerd.toml":          containerdConfig(n.root, n.path("cni-bin"), n.path("cni")),
-		"kubelet.yaml":             kubeletConfig(ports[0], ports[1], n.path("ca.crt"), n.cgroup),
+		"kubelet.yaml":             kubelet,
 		"ca.crt":                   string(cp.CACert()),
 	}
 	for name, content := range files {
@@ -365,6 +379,7 @@ func (n *Node) stop() {
 	for _, p := range n.procs {
 		_ = p.Process.Kill() // nsenter; its child died with the PID namespace
 	}
+	n.detachLoops()
 	n.removeCgroups()
 }
 
