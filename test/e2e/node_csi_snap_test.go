@@ -121,16 +121,22 @@ func (r *csiRun) deleteAndCheckNothingLeft(room int64, pods ...*shellPod) {
 	}
 	gone := map[string]time.Duration{}
 	waitEvery(t, 5*time.Minute, 500*time.Millisecond, "every PV deleted", func() (bool, string) {
+		var left []string
 		for claim, pv := range pvs {
 			if _, done := gone[claim]; done {
 				continue
 			}
-			_, err := c.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
+			got, err := c.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				gone[claim] = time.Since(deleted)
+				continue
+			}
+			if err == nil {
+				left = append(left, fmt.Sprintf("%s: %s, deleting %v, finalizers %v, annotations %v",
+					pv, got.Status.Phase, got.DeletionTimestamp, got.Finalizers, got.Annotations))
 			}
 		}
-		return len(gone) == len(pvs), fmt.Sprintf("gone %v of %v", gone, pvs)
+		return len(gone) == len(pvs), fmt.Sprintf("gone %v; left %q", gone, left)
 	})
 	// The agent records when a released volume is due in whole seconds
 	// (RFC 3339, on the PV or in its records): up to a second of the delay
