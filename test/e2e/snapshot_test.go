@@ -175,6 +175,19 @@ func TestManifestSnapshotRestoreAndCloneOnImages(t *testing.T) {
 	checkRestoreAndClone(t, imageLocalRoot(t))
 }
 
+// TestManifestSnapshotRestoreAndCloneThroughSymlink: the same with
+// --local-path-root reached through a symlink, as on nodes whose data disk
+// is linked into place: the agent resolves it once, and its snapshots,
+// restores and deletions work below the resolved root.
+func TestManifestSnapshotRestoreAndCloneThroughSymlink(t *testing.T) {
+	root := btrfsLocalRoot(t, true)
+	link := filepath.Join(t.TempDir(), "local")
+	if err := os.Symlink(root, link); err != nil {
+		t.Fatal(err)
+	}
+	checkRestoreAndClone(t, link)
+}
+
 func checkRestoreAndClone(t *testing.T, root string) {
 	a := newAgent(t)
 	v := startSnapshots(t, a, root, "--reclaim-delay", "0s")
