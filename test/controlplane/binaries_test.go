@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/volume-agent/volume-agent/test/internal/buildcache"
 )
 
 func TestCacheDirKeyedByHelperModules(t *testing.T) {
@@ -20,14 +22,14 @@ func TestCacheDirKeyedByHelperModules(t *testing.T) {
 		}
 	}
 	root := t.TempDir()
-	t.Setenv(CacheEnv, root)
+	t.Setenv(buildcache.Env, root)
 
 	first, err := cacheDir(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if filepath.Dir(first) != root {
-		t.Fatalf("cacheDir() = %q, want a directory in $%s=%q", first, CacheEnv, root)
+		t.Fatalf("cacheDir() = %q, want a directory in $%s=%q", first, buildcache.Env, root)
 	}
 	if again, _ := cacheDir(src); again != first {
 		t.Fatalf("cacheDir() changed without a change to the helper modules: %q, then %q", first, again)

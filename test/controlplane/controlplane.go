@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
+
+	"github.com/volume-agent/volume-agent/test/internal/proc"
 )
 
 // File names inside the work directory.
@@ -45,9 +47,9 @@ type ControlPlane struct {
 	dialer *connrotation.Dialer // every connection made through config
 
 	mu         sync.Mutex
-	etcd       *process   // guarded by mu
-	apiserver  *process   // guarded by mu; nil while stopped
-	components []*process // guarded by mu; controller-manager and scheduler, in start order
+	etcd       *proc.Process   // guarded by mu
+	apiserver  *proc.Process   // guarded by mu; nil while stopped
+	components []*proc.Process // guarded by mu; controller-manager and scheduler, in start order
 }
 
 // Start builds or reuses the binaries, starts the components on free
@@ -146,8 +148,8 @@ func (c *ControlPlane) newClient(server string) error {
 // connections and, when the test failed, logs the tails of all logs.
 func (c *ControlPlane) stopAll(t testing.TB) {
 	c.mu.Lock()
-	var procs []*process // in start order
-	for _, p := range append([]*process{c.etcd, c.apiserver}, c.components...) {
+	var procs []*proc.Process // in start order
+	for _, p := range append([]*proc.Process{c.etcd, c.apiserver}, c.components...) {
 		if p != nil {
 			procs = append(procs, p)
 		}
@@ -155,7 +157,7 @@ func (c *ControlPlane) stopAll(t testing.TB) {
 	c.etcd, c.apiserver, c.components = nil, nil, nil
 	c.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].kill()
+		procs[i].Kill()
 	}
 	c.dialer.CloseAll()
 	if t.Failed() {
@@ -168,7 +170,7 @@ func (c *ControlPlane) logTails() {
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		path := c.layout.logPath(name)
 		if _, err := os.Stat(path); err == nil {
-			c.opts.Logf("controlplane: last lines of %s:\n%s", path, tailFile(path, 30))
+			c.opts.Logf("controlplane: last lines of %s:\n%s", path, proc.TailFile(path, 30))
 		}
 	}
 }

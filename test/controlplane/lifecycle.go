@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/volume-agent/volume-agent/test/internal/proc"
 )
 
 const (
@@ -64,7 +66,7 @@ func (c *ControlPlane) StopAPIServer(t testing.TB) {
 	if p == nil {
 		t.Fatalf("controlplane: kube-apiserver is not running")
 	}
-	p.kill()
+	p.Kill()
 }
 
 // RestartAPIServer kills kube-apiserver with SIGKILL, starts it again with
@@ -101,7 +103,7 @@ func (c *ControlPlane) startComponent(t testing.TB, name string, args []string, 
 	})
 }
 
-func (c *ControlPlane) start(t testing.TB, name string, args []string) *process {
+func (c *ControlPlane) start(t testing.TB, name string, args []string) *proc.Process {
 	t.Helper()
 	p, err := startProcess(name, filepath.Join(c.bin, name), args, c.layout.logPath(name))
 	if err != nil {
@@ -112,14 +114,14 @@ func (c *ControlPlane) start(t testing.TB, name string, args []string) *process 
 
 // waitHealthy polls check until it passes, p exits or readyTimeout passes;
 // then it fails the test with the tail of p's log.
-func (c *ControlPlane) waitHealthy(t testing.TB, p *process, check func(context.Context) error) {
+func (c *ControlPlane) waitHealthy(t testing.TB, p *proc.Process, check func(context.Context) error) {
 	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
 	defer cancel()
 	var last error
 	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
-		if err := p.exitErr(); err != nil {
+		if err := p.ExitErr(); err != nil {
 			return false, err
 		}
 		ctx, cancel := context.WithTimeout(ctx, checkTimeout)
@@ -129,9 +131,9 @@ func (c *ControlPlane) waitHealthy(t testing.TB, p *process, check func(context.
 	})
 	if err != nil {
 		t.Fatalf("controlplane: %s not healthy: %v (last check: %v); last lines of %s:\n%s",
-			p.name, err, last, p.logPath, tailFile(p.logPath, 40))
+			p.Name, err, last, p.LogPath, proc.TailFile(p.LogPath, 40))
 	}
-	c.opts.Logf("controlplane: %s healthy after %s", p.name, time.Since(start).Round(time.Millisecond))
+	c.opts.Logf("controlplane: %s healthy after %s", p.Name, time.Since(start).Round(time.Millisecond))
 }
 
 // getOK returns nil if GET url answers 200.

@@ -3,6 +3,8 @@ package controlplane
 import (
 	"syscall"
 	"testing"
+
+	"github.com/volume-agent/volume-agent/test/internal/proc"
 )
 
 // PauseAPIServer stops kube-apiserver with SIGSTOP: a hung API server. The
@@ -13,21 +15,21 @@ import (
 func (c *ControlPlane) PauseAPIServer(t testing.TB) {
 	t.Helper()
 	p := c.runningAPIServer(t)
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("controlplane: pause kube-apiserver: %v", err)
 	}
-	t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
+	t.Cleanup(func() { _ = p.Cmd.Process.Signal(syscall.SIGCONT) })
 }
 
 // ResumeAPIServer continues kube-apiserver after PauseAPIServer.
 func (c *ControlPlane) ResumeAPIServer(t testing.TB) {
 	t.Helper()
-	if err := c.runningAPIServer(t).cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := c.runningAPIServer(t).Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatalf("controlplane: resume kube-apiserver: %v", err)
 	}
 }
 
-func (c *ControlPlane) runningAPIServer(t testing.TB) *process {
+func (c *ControlPlane) runningAPIServer(t testing.TB) *proc.Process {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()

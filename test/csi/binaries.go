@@ -1,20 +1,15 @@
 package csi
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/volume-agent/volume-agent/test/controlplane"
+	"github.com/volume-agent/volume-agent/test/internal/buildcache"
 )
 
 // Binary is one upstream program of the CSI ecosystem, built from the
@@ -61,7 +56,7 @@ func Binaries(t testing.TB) (dir string) {
 	if len(missing(dir, All)) == 0 {
 		return dir
 	}
-	ctx, cancel := buildContext(t)
+	ctx, cancel := buildcache.Context(t)
 	defer cancel()
 	if err := buildLocked(ctx, dir, filepath.Join(src, helperModule), All, t.Logf); err != nil {
 		if ctx.Err() != nil {
@@ -80,22 +75,6 @@ func Path(t testing.TB, b Binary) string {
 	return filepath.Join(Binaries(t), b.Name)
 }
 
-// buildContext ends shortly before the test's deadline, so that a build
-// that cannot finish in time fails with a clear message instead of the
-// test binary panicking in the middle of it.
-func buildContext(t testing.TB) (context.Context, context.CancelFunc) {
-	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if deadline, ok := d.Deadline(); ok {
-			return context.WithDeadline(context.Background(), deadline.Add(-buildDeadlineMargin))
-		}
-	}
-	return context.WithCancel(context.Background())
-}
-
-// buildDeadlineMargin is left before the test deadline to report a build
-// that did not finish.
-const buildDeadlineMargin = 30 * time.Second
-
 // missing returns the wanted binaries that are not in dir yet. A binary is
 // renamed into dir only once it is complete, so existing means usable.
 func missing(dir string, want []Binary) []Binary {
@@ -108,96 +87,50 @@ func missing(dir string, want []Binary) []Binary {
 	return out
 }
 
-// buildLocked builds the missing binaries while holding an exclusive flock
-// on dir+".lock": `go test ./...` runs packages in parallel, and several may
-// want the sidecars at once. Whoever gets the lock second finds them built.
+// buildLocked builds the missing binaries while holding the cache entry's
+// lock, into a work directory whose binaries are then renamed into dir.
 func buildLocked(ctx context.Context, dir, moduleDir string, want []Binary, logf func(string, ...any)) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create binary cache %s: %w", dir, err)
 	}
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("open build lock: %w", err)
-	}
-	defer lock.Close() // closing the file releases the flock
-	if err := flock(ctx, lock, logf); err != nil {
-		return fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	todo := missing(dir, want)
-	if len(todo) == 0 {
-		return nil
-	}
-	// Build directories left by a builder that died are named after the
-	// key and so belong to this lock, which nobody else holds now.
-	stale, _ := filepath.Glob(dir + ".build-*")
-	for _, d := range stale {
-		os.RemoveAll(d)
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".build-")
-	if err != nil {
-		return fmt.Errorf("create build directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := build(ctx, tmp, moduleDir, todo, logf); err != nil {
-		return err
-	}
-	for _, b := range todo {
-		if err := os.Rename(filepath.Join(tmp, b.Name), filepath.Join(dir, b.Name)); err != nil {
-			return fmt.Errorf("move %s into the cache: %w", b.Name, err)
+	return buildcache.Locked(ctx, dir+".lock", logf, func() error {
+		todo := missing(dir, want)
+		if len(todo) == 0 {
+			return nil
 		}
-	}
-	return nil
-}
-
-// flock takes an exclusive lock on f, saying so when it has to wait. It
-// polls rather than blocks so that it gives up when ctx ends.
-func flock(ctx context.Context, f *os.File, logf func(string, ...any)) error {
-	ticker := time.NewTicker(lockPollInterval)
-	defer ticker.Stop()
-	for logged := false; ; logged = true {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		tmp, err := buildcache.WorkDir(dir, ".build-")
+		if err != nil {
 			return err
 		}
-		if !logged {
-			logf("csi: waiting for another test process to finish building the CSI sidecars")
+		defer os.RemoveAll(tmp)
+		if err := build(ctx, tmp, moduleDir, todo, logf); err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
+		for _, b := range todo {
+			if err := os.Rename(filepath.Join(tmp, b.Name), filepath.Join(dir, b.Name)); err != nil {
+				return fmt.Errorf("move %s into the cache: %w", b.Name, err)
+			}
 		}
-	}
+		return nil
+	})
 }
 
-// lockPollInterval is how often a waiting test retries the build lock; the
-// build it waits for takes minutes.
-const lockPollInterval = time.Second
-
-// cacheDir returns the cache directory for the current helper module:
-// $VOLUME_AGENT_TEST_CACHE (or $HOME/.cache/volume-agent-test), then "csi-"
-// and a hash of the helper module's go.mod and go.sum, the build flags and
-// the target platform, so that a version bump builds into a new directory.
+// cacheDir returns the cache directory for the current helper module: in
+// the test cache (buildcache.Root), "csi-" and a hash of the helper
+// module's go.mod and go.sum, the build flags and the target platform, so
+// that a version bump builds into a new directory.
 func cacheDir(src string) (string, error) {
-	root := os.Getenv(controlplane.CacheEnv)
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find the binary cache: set $%s: %w", controlplane.CacheEnv, err)
-		}
-		root = filepath.Join(home, ".cache", "volume-agent-test")
-	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s/%s %q %q\n", runtime.GOOS, runtime.GOARCH, buildFlags, linkFlags)
+	var key bytes.Buffer
+	fmt.Fprintf(&key, "%s/%s %q %q\n", runtime.GOOS, runtime.GOARCH, buildFlags, linkFlags)
 	for _, f := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(src, helperModule, f))
 		if err != nil {
 			return "", fmt.Errorf("hash helper module: %w", err)
 		}
-		fmt.Fprintf(h, "%s %d\n", f, len(data))
-		h.Write(data)
+		fmt.Fprintf(&key, "%s %d\n", f, len(data))
+		key.Write(data)
 	}
-	return filepath.Join(root, "csi-"+hex.EncodeToString(h.Sum(nil))[:16]), nil
+	return buildcache.Dir("csi-", key.Bytes())
 }
 
 // sourceDir returns the directory of this package's source, which holds the

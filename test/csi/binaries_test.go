@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/volume-agent/volume-agent/test/controlplane"
+	"github.com/volume-agent/volume-agent/test/internal/buildcache"
 )
 
 func TestCacheDirKeyedByHelperModule(t *testing.T) {
@@ -23,14 +23,14 @@ func TestCacheDirKeyedByHelperModule(t *testing.T) {
 	write("go.mod", "module m\n")
 	write("go.sum", "")
 	root := t.TempDir()
-	t.Setenv(controlplane.CacheEnv, root)
+	t.Setenv(buildcache.Env, root)
 
 	first, err := cacheDir(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if filepath.Dir(first) != root || !strings.HasPrefix(filepath.Base(first), "csi-") {
-		t.Fatalf("cacheDir() = %q, want a csi-<hash> directory in $%s=%q", first, controlplane.CacheEnv, root)
+		t.Fatalf("cacheDir() = %q, want a csi-<hash> directory in $%s=%q", first, buildcache.Env, root)
 	}
 	if again, _ := cacheDir(src); again != first {
 		t.Fatalf("cacheDir() changed without a change to the helper module: %q, then %q", first, again)

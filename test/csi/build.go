@@ -1,15 +1,13 @@
 package csi
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/volume-agent/volume-agent/test/internal/buildcache"
 )
 
 // buildFlags are passed to every `go build`, as test/controlplane passes
@@ -41,14 +39,14 @@ func build(ctx context.Context, out, moduleDir string, bins []Binary, logf func(
 		return err
 	}
 	// Several main packages and no -o: go build compiles and discards.
-	if _, err := goCommand(ctx, moduleDir, append(append([]string{"build"}, buildFlags...), pkgs...)...); err != nil {
+	if _, err := buildcache.Go(ctx, moduleDir, append(append([]string{"build"}, buildFlags...), pkgs...)...); err != nil {
 		return err
 	}
 	for _, b := range bins {
 		args := append([]string{"build"}, buildFlags...)
 		args = append(args, "-ldflags="+linkFlags+" -X main.version="+versions[b.Module],
 			"-o", filepath.Join(out, b.Name), b.Pkg)
-		if _, err := goCommand(ctx, moduleDir, args...); err != nil {
+		if _, err := buildcache.Go(ctx, moduleDir, args...); err != nil {
 			return err
 		}
 	}
@@ -63,7 +61,7 @@ func moduleVersions(ctx context.Context, moduleDir string, bins []Binary) (map[s
 	for _, b := range bins {
 		args = append(args, b.Module)
 	}
-	out, err := goCommand(ctx, moduleDir, args...)
+	out, err := buildcache.Go(ctx, moduleDir, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -79,34 +77,4 @@ func moduleVersions(ctx context.Context, moduleDir string, bins []Binary) (map[s
 		}
 	}
 	return versions, nil
-}
-
-// goCommand runs the go command in the helper module and returns its
-// standard output. On failure the error carries the tail of its output.
-func goCommand(ctx context.Context, moduleDir string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = moduleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-	// The go command runs the compiler and linker as children: kill the
-	// whole group when ctx ends. If the test binary dies, Pdeathsig kills
-	// the go command and its children finish their current step and exit.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), moduleDir, err,
-			tail(append(out, stderr.Bytes()...), 40))
-	}
-	return out, nil
-}
-
-// tail returns the last n lines of b.
-func tail(b []byte, n int) string {
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }

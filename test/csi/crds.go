@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/volume-agent/volume-agent/test/controlplane"
+	"github.com/volume-agent/volume-agent/test/internal/buildcache"
 )
 
 // SnapshotClientModule is the module whose config/crd holds the snapshot
@@ -60,7 +61,7 @@ func snapshotCRDDir(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := goCommand(ctx, filepath.Join(src, helperModule), "mod", "download", "-json", SnapshotClientModule)
+	out, err := buildcache.Go(ctx, filepath.Join(src, helperModule), "mod", "download", "-json", SnapshotClientModule)
 	if err != nil {
 		return "", err
 	}

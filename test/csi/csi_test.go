@@ -226,7 +226,7 @@ func waitLog(t *testing.T, p *Process, words ...string) {
 		return false, p.ExitErr()
 	})
 	if err != nil {
-		t.Fatalf("%s never logged a line with %q: %v\n%s", p.name, words, err, p.Tail(20))
+		t.Fatalf("%s never logged a line with %q: %v\n%s", p.Name, words, err, p.Tail(20))
 	}
 }
 

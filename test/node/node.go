@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volume-agent/volume-agent/test/controlplane"
+	"github.com/volume-agent/volume-agent/test/internal/proc"
 )
 
 // Options configure a node.
@@ -352,7 +353,7 @@ func (n *Node) waitFor(timeout time.Duration, what, logName string, check func()
 		}
 		if time.Now().After(deadline) {
 			n.t.Fatalf("node: timed out after %s waiting for %s: %v\nlast lines of %s:\n%s",
-				timeout, what, err, logName, tailFile(n.path(logName), 40))
+				timeout, what, err, logName, proc.TailFile(n.path(logName), 40))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -363,7 +364,7 @@ func (n *Node) waitFor(timeout time.Duration, what, logName string, check func()
 func (n *Node) stop() {
 	if n.t.Failed() {
 		for _, name := range []string{"containerd.log", "kubelet.log"} {
-			n.logf("node: last lines of %s:\n%s", name, tailFile(n.path(name), 60))
+			n.logf("node: last lines of %s:\n%s", name, proc.TailFile(n.path(name), 60))
 		}
 	}
 	if n.holder == nil {
@@ -394,17 +395,4 @@ func freePorts(t testing.TB, count int) []int {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
-}
-
-// tailFile returns the last n lines of the file.
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

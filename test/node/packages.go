@@ -2,9 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/volume-agent/volume-agent/test/controlplane"
+	"github.com/volume-agent/volume-agent/test/internal/buildcache"
 )
 
 // debianPackages are what the node runs besides the kubelet: containerd
@@ -56,16 +51,7 @@ func runtimeRoot(t testing.TB, logf func(string, ...any)) string {
 }
 
 func packageCacheDir() (string, error) {
-	root := os.Getenv(controlplane.CacheEnv)
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find the package cache: set $%s: %w", controlplane.CacheEnv, err)
-		}
-		root = filepath.Join(home, ".cache", "volume-agent-test")
-	}
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%s %q", runtime.GOOS, runtime.GOARCH, debianPackages)))
-	return filepath.Join(root, "debian-"+hex.EncodeToString(h[:])[:16]), nil
+	return buildcache.Dir("debian-", []byte(fmt.Sprintf("%s/%s %q", runtime.GOOS, runtime.GOARCH, debianPackages)))
 }
 
 func complete(dir string) bool {
@@ -81,26 +67,23 @@ func complete(dir string) bool {
 // renamed into place, under an flock so that parallel test packages fetch
 // once.
 func fetchLocked(ctx context.Context, dir string, logf func(string, ...any)) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("create package cache: %w", err)
-	}
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("open package lock: %w", err)
-	}
-	defer lock.Close() // releases the flock
-	if err := flockWait(ctx, lock); err != nil {
-		return fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	if complete(dir) {
-		return nil
-	}
-	os.RemoveAll(dir) // an incomplete entry: never renamed into place by us, but be safe
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".fetch-")
-	if err != nil {
-		return fmt.Errorf("create fetch directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
+	return buildcache.Locked(ctx, dir+".lock", logf, func() error {
+		if complete(dir) {
+			return nil
+		}
+		os.RemoveAll(dir) // an incomplete entry: never renamed into place by us, but be safe
+		tmp, err := buildcache.WorkDir(dir, ".fetch-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		return fetch(ctx, tmp, dir, logf)
+	})
+}
+
+// fetch downloads and unpacks the packages in tmp, then renames the result
+// to dir.
+func fetch(ctx context.Context, tmp, dir string, logf func(string, ...any)) error {
 	start := time.Now()
 	logf("node: fetching %s with apt-get download", strings.Join(debianPackages, ", "))
 	if err := download(ctx, tmp); err != nil {
@@ -143,20 +126,4 @@ func download(ctx context.Context, dir string) error {
 		return fmt.Errorf("apt-get download %s: %w\n%s", debianPackages, err, out)
 	}
 	return nil
-}
-
-// flockWait takes an exclusive lock on f, polling so that it gives up when
-// ctx ends.
-func flockWait(ctx context.Context, f *os.File) error {
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }
