@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,12 +67,20 @@ func ensureBinaries(t testing.TB, logf func(string, ...any), want ...binary) str
 	if err != nil {
 		t.Fatalf("controlplane: %v", err)
 	}
-	if len(missing(dir, want)) == 0 {
+	if len(buildcache.Missing(dir, names(want))) == 0 {
 		return dir
 	}
 	ctx, cancel := buildcache.Context(t)
 	defer cancel()
-	if err := buildLocked(ctx, dir, src, want, logf); err != nil {
+	err = buildcache.Fill(ctx, dir, names(want), logf, func(ctx context.Context, work string, todo []string) error {
+		for _, group := range byModule(pick(want, todo)) {
+			if err := build(ctx, work, filepath.Join(src, group[0].module), group, logf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			t.Fatalf("controlplane: %v\nthe binaries were not built before the test deadline; "+
 				"a cold build takes about 10 minutes on 2 cores: run go test with -timeout 30m "+
@@ -82,46 +91,24 @@ func ensureBinaries(t testing.TB, logf func(string, ...any), want ...binary) str
 	return dir
 }
 
-// missing returns the wanted binaries that are not in dir yet. A binary is
-// renamed into dir only once it is complete, so existing means usable.
-func missing(dir string, want []binary) []binary {
-	var out []binary
-	for _, b := range want {
-		if fi, err := os.Stat(filepath.Join(dir, b.name)); err != nil || !fi.Mode().IsRegular() {
-			out = append(out, b)
-		}
+// names returns the file names of bins.
+func names(bins []binary) []string {
+	var out []string
+	for _, b := range bins {
+		out = append(out, b.name)
 	}
 	return out
 }
 
-// buildLocked builds the missing binaries while holding the cache entry's
-// lock, into a work directory whose binaries are then renamed into dir.
-func buildLocked(ctx context.Context, dir, src string, want []binary, logf func(string, ...any)) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create binary cache %s: %w", dir, err)
+// pick returns the binaries of bins named in todo, keeping their order.
+func pick(bins []binary, todo []string) []binary {
+	var out []binary
+	for _, b := range bins {
+		if slices.Contains(todo, b.name) {
+			out = append(out, b)
+		}
 	}
-	return buildcache.Locked(ctx, dir+".lock", logf, func() error {
-		todo := missing(dir, want)
-		if len(todo) == 0 {
-			return nil
-		}
-		tmp, err := buildcache.WorkDir(dir, ".build-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		for _, group := range byModule(todo) {
-			if err := build(ctx, tmp, filepath.Join(src, group[0].module), group, logf); err != nil {
-				return err
-			}
-		}
-		for _, b := range todo {
-			if err := os.Rename(filepath.Join(tmp, b.name), filepath.Join(dir, b.name)); err != nil {
-				return fmt.Errorf("move %s into the cache: %w", b.name, err)
-			}
-		}
-		return nil
-	})
+	return out
 }
 
 // byModule groups binaries by helper module, keeping their order, so each

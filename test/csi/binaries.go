@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/volume-agent/volume-agent/test/internal/buildcache"
@@ -53,12 +54,15 @@ func Binaries(t testing.TB) (dir string) {
 	if err != nil {
 		t.Fatalf("csi: %v", err)
 	}
-	if len(missing(dir, All)) == 0 {
+	if len(buildcache.Missing(dir, names(All))) == 0 {
 		return dir
 	}
 	ctx, cancel := buildcache.Context(t)
 	defer cancel()
-	if err := buildLocked(ctx, dir, filepath.Join(src, helperModule), All, t.Logf); err != nil {
+	err = buildcache.Fill(ctx, dir, names(All), t.Logf, func(ctx context.Context, work string, todo []string) error {
+		return build(ctx, work, filepath.Join(src, helperModule), pick(All, todo), t.Logf)
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			t.Fatalf("csi: %v\nthe CSI sidecars were not built before the test deadline; "+
 				"a cold build takes about 8 minutes on 2 cores (800-900 CPU seconds): run go test with -timeout 30m "+
@@ -75,44 +79,24 @@ func Path(t testing.TB, b Binary) string {
 	return filepath.Join(Binaries(t), b.Name)
 }
 
-// missing returns the wanted binaries that are not in dir yet. A binary is
-// renamed into dir only once it is complete, so existing means usable.
-func missing(dir string, want []Binary) []Binary {
-	var out []Binary
-	for _, b := range want {
-		if fi, err := os.Stat(filepath.Join(dir, b.Name)); err != nil || !fi.Mode().IsRegular() {
-			out = append(out, b)
-		}
+// names returns the file names of bins.
+func names(bins []Binary) []string {
+	var out []string
+	for _, b := range bins {
+		out = append(out, b.Name)
 	}
 	return out
 }
 
-// buildLocked builds the missing binaries while holding the cache entry's
-// lock, into a work directory whose binaries are then renamed into dir.
-func buildLocked(ctx context.Context, dir, moduleDir string, want []Binary, logf func(string, ...any)) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create binary cache %s: %w", dir, err)
+// pick returns the binaries of bins named in todo, keeping their order.
+func pick(bins []Binary, todo []string) []Binary {
+	var out []Binary
+	for _, b := range bins {
+		if slices.Contains(todo, b.Name) {
+			out = append(out, b)
+		}
 	}
-	return buildcache.Locked(ctx, dir+".lock", logf, func() error {
-		todo := missing(dir, want)
-		if len(todo) == 0 {
-			return nil
-		}
-		tmp, err := buildcache.WorkDir(dir, ".build-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		if err := build(ctx, tmp, moduleDir, todo, logf); err != nil {
-			return err
-		}
-		for _, b := range todo {
-			if err := os.Rename(filepath.Join(tmp, b.Name), filepath.Join(dir, b.Name)); err != nil {
-				return fmt.Errorf("move %s into the cache: %w", b.Name, err)
-			}
-		}
-		return nil
-	})
+	return out
 }
 
 // cacheDir returns the cache directory for the current helper module: in

@@ -109,6 +109,49 @@ func WorkDir(dir, suffix string) (string, error) {
 	return tmp, nil
 }
 
+// Missing returns the names of want that are not regular files in dir
+// yet. Fill renames a file into dir only once it is complete, so existing
+// means usable.
+func Missing(dir string, want []string) []string {
+	var out []string
+	for _, name := range want {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || !fi.Mode().IsRegular() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Fill makes sure every file of want is in the cache entry dir. Holding
+// dir's lock, it calls build with a work directory and the names still
+// missing, then renames what build made there into dir.
+func Fill(ctx context.Context, dir string, want []string, logf func(string, ...any),
+	build func(ctx context.Context, work string, todo []string) error) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create the cache entry %s: %w", dir, err)
+	}
+	return Locked(ctx, dir+".lock", logf, func() error {
+		todo := Missing(dir, want)
+		if len(todo) == 0 {
+			return nil
+		}
+		work, err := WorkDir(dir, ".build-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+		if err := build(ctx, work, todo); err != nil {
+			return err
+		}
+		for _, name := range todo {
+			if err := os.Rename(filepath.Join(work, name), filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("move %s into the cache: %w", name, err)
+			}
+		}
+		return nil
+	})
+}
+
 // Context ends shortly before t's deadline, so that a build that cannot
 // finish in time fails with a clear message instead of the test binary
 // panicking in the middle of it.

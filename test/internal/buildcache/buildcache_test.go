@@ -72,3 +72,37 @@ func TestDirIsKeyedAndUnderTheRoot(t *testing.T) {
 		t.Errorf("Dir = %s and %s, want two different csi-<16 hex> entries in %s", a, b, root)
 	}
 }
+
+func TestFillBuildsOnlyWhatIsMissing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "entry")
+	var asked [][]string
+	build := func(_ context.Context, work string, todo []string) error {
+		asked = append(asked, todo)
+		for _, name := range todo {
+			if err := os.WriteFile(filepath.Join(work, name), []byte(name), 0o755); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := Fill(context.Background(), dir, []string{"a"}, t.Logf, build); err != nil {
+		t.Fatal(err)
+	}
+	if err := Fill(context.Background(), dir, []string{"a", "b"}, t.Logf, build); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 || strings.Join(asked[0], ",") != "a" || strings.Join(asked[1], ",") != "b" {
+		t.Errorf("build was asked for %q, want [a] then [b]", asked)
+	}
+	if m := Missing(dir, []string{"a", "b"}); len(m) != 0 {
+		t.Errorf("Missing after Fill = %q, want none", m)
+	}
+	failed := errors.New("compile error")
+	err := Fill(context.Background(), dir, []string{"c"}, t.Logf, func(context.Context, string, []string) error { return failed })
+	if !errors.Is(err, failed) {
+		t.Errorf("Fill with a failing build = %v, want its error", err)
+	}
+	if m := Missing(dir, []string{"c"}); len(m) != 1 {
+		t.Errorf("a failed build left %q in the entry", "c")
+	}
+}
