@@ -270,10 +270,12 @@ func (d *Driver) createFailed(name string, r *record, err error) error {
 		code = codes.NotFound
 	case errors.Is(err, capacity.ErrExists):
 		code = codes.AlreadyExists
+	case errors.Is(err, capacity.ErrNestedSubvolumes):
+		code = codes.FailedPrecondition
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = codes.DeadlineExceeded
 	}
-	if code == codes.ResourceExhausted || code == codes.OutOfRange || code == codes.NotFound {
+	if code == codes.ResourceExhausted || code == codes.OutOfRange || code == codes.NotFound || code == codes.FailedPrecondition {
 		if rerr := d.recs.remove(r.ID); rerr != nil {
 			d.log.Warn("record of a refused volume kept", zap.String("volume", r.ID), zap.Error(rerr))
 		}
@@ -337,6 +339,8 @@ func snapshotErr(what string, err error) error {
 		return status.Errorf(codes.NotFound, "%s: no such snapshot", what)
 	case errors.Is(err, capacity.ErrBlockSnapshot):
 		return status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
+	case errors.Is(err, capacity.ErrNestedSubvolumes):
+		return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
 	case errors.Is(err, capacity.ErrSnapshotBusy):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v: retry once the volume is made", what, err)
 	case errors.Is(err, capacity.ErrExists):

@@ -14,9 +14,10 @@ import (
 // <root>/.snapshots/<name>: O(1), sharing every extent with the volume
 // until either is written. A volume made from a snapshot or cloned from a
 // volume is a writable snapshot of it with its own qgroup and limit.
-// Snapshots are not recursive: a subvolume a pod made inside the volume is
-// an empty directory in the snapshot, and so in every volume made from it
-// (TestBtrfsSnapshotIsNotRecursive).
+// Snapshots are not recursive: a subvolume a pod made inside the volume
+// would be an empty directory in the snapshot, and so in every volume made
+// from it; a volume holding one is neither snapshotted nor cloned
+// (ErrNestedSubvolumes, TestBtrfsCopyRefusedWithNestedSubvolumes).
 
 func (b *btrfsDriver) snapDir(s *record) string { return filepath.Join(b.root, SnapshotDir, s.Name) }
 
@@ -36,8 +37,16 @@ func (b *btrfsDriver) snapshot(ctx context.Context, v, s *record, save func() er
 	if id == 0 {
 		return fmt.Errorf("subvolume %s is missing", src)
 	}
+	if err := noNested(src); err != nil {
+		return err
+	}
 	dst := b.snapDir(s)
 	if err := b.tool.Snapshot(ctx, src, dst, true); err != nil {
+		return err
+	}
+	// A subvolume made between the check and the snapshot is missing
+	// from it: look again, and roll the snapshot back if one is there.
+	if err := noNested(src); err != nil {
 		return err
 	}
 	if s.ID, err = b.tool.SubvolumeID(ctx, dst); err != nil {
@@ -97,9 +106,19 @@ func (b *btrfsDriver) createFrom(ctx context.Context, v, from *record, save func
 	if id == 0 {
 		return fmt.Errorf("subvolume %s is missing", src)
 	}
+	if from.Kind != snapshotKind { // a snapshot holds none: see snapshot
+		if err := noNested(src); err != nil {
+			return err
+		}
+	}
 	dir := b.dir(v)
 	if err := b.tool.Snapshot(ctx, src, dir, false); err != nil {
 		return err
+	}
+	if from.Kind != snapshotKind {
+		if err := noNested(src); err != nil {
+			return err
+		}
 	}
 	if v.ID, err = b.tool.SubvolumeID(ctx, dir); err != nil {
 		return err
@@ -135,4 +154,15 @@ func (b *btrfsDriver) shared(ctx context.Context, v *record) (int64, error) {
 		return 0, err
 	}
 	return int64(min(q.Referenced-min(q.Exclusive, q.Referenced), math.MaxInt64)), nil //nolint:gosec // G115: bounded just before
+}
+
+// noNested refuses a copy of the subvolume src while a pod's subvolume is
+// inside it: btrfs snapshots are not recursive, and a copy missing what a
+// nested subvolume holds would lose it silently for whoever restores it.
+func noNested(src string) error {
+	_, nested, err := btrfs.Nested(src)
+	if len(nested) > 0 {
+		return fmt.Errorf("%w: %d found below %s (ask whoever runs the pods using it to move their content into plain directories and delete them with btrfs subvolume delete, then retry)", ErrNestedSubvolumes, len(nested), src)
+	}
+	return err
 }

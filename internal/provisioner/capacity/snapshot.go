@@ -71,6 +71,9 @@ var (
 	ErrSnapshotBusy = errors.New("a volume is being made from the snapshot")
 	// ErrBlockSnapshot: a raw block volume has no point-in-time copy.
 	ErrBlockSnapshot = errors.New("raw block volumes have no snapshots or clones: the agent cannot freeze a device a pod may be writing, so a copy would not be of one moment; use volumeMode Filesystem")
+	// ErrNestedSubvolumes: a btrfs volume holds subvolumes a pod made
+	// inside it, which a btrfs snapshot does not include.
+	ErrNestedSubvolumes = errors.New("it holds btrfs subvolumes a pod made inside it, which a btrfs snapshot does not include (they would be empty directories in the copy), so the copy is refused rather than incomplete")
 )
 
 // snapshotKind is the Kind of a snapshot's record.
