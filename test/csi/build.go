@@ -22,10 +22,12 @@ var buildFlags = []string{"-trimpath", "-buildvcs=false"}
 // reports the version that was built.
 const linkFlags = "-s -w"
 
-// build compiles the binaries of the helper module in moduleDir into out.
-// One `go build` of every main package compiles the shared dependencies
-// (client-go, grpc, protobuf...) once with all cores; one link per module
-// version then stamps each binary with its version.
+// build compiles the binaries of the helper module in moduleDir into out
+// with one `go build`: the shared dependencies (client-go, grpc,
+// protobuf...) are compiled once with all cores and each binary is linked
+// once, in parallel, stamped with its module's version through a
+// per-package -ldflags. go build names each binary after its package's
+// last element, which is its Name (TestBinariesAreInTheHelperModule).
 func build(ctx context.Context, out, moduleDir string, bins []Binary, logf func(string, ...any)) error {
 	var names, pkgs []string
 	for _, b := range bins {
@@ -38,17 +40,13 @@ func build(ctx context.Context, out, moduleDir string, bins []Binary, logf func(
 	if err != nil {
 		return err
 	}
-	// Several main packages and no -o: go build compiles and discards.
-	if _, err := buildcache.Go(ctx, moduleDir, append(append([]string{"build"}, buildFlags...), pkgs...)...); err != nil {
-		return err
-	}
+	args := append([]string{"build"}, buildFlags...)
 	for _, b := range bins {
-		args := append([]string{"build"}, buildFlags...)
-		args = append(args, "-ldflags="+linkFlags+" -X main.version="+versions[b.Module],
-			"-o", filepath.Join(out, b.Name), b.Pkg)
-		if _, err := buildcache.Go(ctx, moduleDir, args...); err != nil {
-			return err
-		}
+		args = append(args, "-ldflags="+b.Pkg+"="+linkFlags+" -X main.version="+versions[b.Module])
+	}
+	args = append(args, "-o", out+string(filepath.Separator))
+	if _, err := buildcache.Go(ctx, moduleDir, append(args, pkgs...)...); err != nil {
+		return err
 	}
 	logf("csi: built %s in %s", strings.Join(names, ", "), time.Since(start).Round(time.Second))
 	return nil
