@@ -62,6 +62,7 @@ type Driver struct {
 	cfg   Config
 	log   *zap.Logger
 	recs  records
+	snaps snapRecords
 	locks keylock.Locks // by volume ID and "snapshot/"+snapshot ID
 	slots chan struct{}
 	ready atomic.Bool
@@ -75,10 +76,15 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &Driver{cfg: cfg, log: cfg.Logger.Named("csi"), recs: records{dir: filepath.Join(cfg.Local.Root(), RecordsDir)},
-		slots: make(chan struct{}, maxCalls)}
+	dir := filepath.Join(cfg.Local.Root(), RecordsDir)
+	d := &Driver{cfg: cfg, log: cfg.Logger.Named("csi"), slots: make(chan struct{}, maxCalls),
+		recs:  records{dir: dir, what: "volume"},
+		snaps: snapRecords{dir: filepath.Join(dir, SnapshotRecordsDir), what: "snapshot"}}
 	if err := d.recs.ensure(); err != nil {
 		return nil, fmt.Errorf("csi: records directory: %w", err)
+	}
+	if err := d.snaps.ensure(); err != nil {
+		return nil, fmt.Errorf("csi: snapshot records directory: %w", err)
 	}
 	d.ready.Store(true)
 	return d, nil
