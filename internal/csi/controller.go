@@ -378,20 +378,17 @@ func (d *Driver) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeReques
 	if r == nil {
 		return &csipb.DeleteVolumeResponse{}, nil
 	}
-	now := d.cfg.Now().UTC()
-	if d.cfg.ReclaimDelay > 0 {
-		if r.DeleteAt == nil {
-			at := now.Add(d.cfg.ReclaimDelay)
-			r.DeleteAt = &at
-			if err := d.recs.put(r); err != nil {
-				return nil, status.Errorf(codes.Internal, "DeleteVolume %s: record the deletion: %v", id, err)
-			}
-			d.log.Info("CSI volume to be deleted after the reclaim delay", zap.String("volume", id), zap.Time("at", at))
+	v := deletionOf(r.DeleteAt, d.cfg.Now().UTC(), d.cfg.ReclaimDelay)
+	if v.Record {
+		r.DeleteAt = &v.At
+		if err := d.recs.put(r); err != nil {
+			return nil, status.Errorf(codes.Internal, "DeleteVolume %s: record the deletion: %v", id, err)
 		}
-		if now.Before(*r.DeleteAt) {
-			return nil, status.Errorf(codes.FailedPrecondition, "DeleteVolume %s: the volume is kept until %s (--reclaim-delay %s) and deleted by the first call after that; "+
-				"to keep it, set its PersistentVolume's persistentVolumeReclaimPolicy to Retain", id, r.DeleteAt.Format("2006-01-02T15:04:05Z"), d.cfg.ReclaimDelay)
-		}
+		d.log.Info("CSI volume to be deleted after the reclaim delay", zap.String("volume", id), zap.Time("at", v.At))
+	}
+	if v.Wait {
+		return nil, status.Errorf(codes.FailedPrecondition, "DeleteVolume %s: the volume is kept until %s (--reclaim-delay %s) and deleted by the first call after that; "+
+			"to keep it, set its PersistentVolume's persistentVolumeReclaimPolicy to Retain", id, v.At.Format(timeFormat), d.cfg.ReclaimDelay)
 	}
 	if err := d.cfg.Local.DeleteVolume(ctx, r.vol()); err != nil {
 		if errors.Is(err, provisioner.ErrInUse) {

@@ -14,6 +14,12 @@
 // manifest mode's snapshots, which no CSI call lists, restores or
 // deletes.
 //
+// Nothing is deleted before the reclaim delay (--reclaim-delay) has
+// passed since the first DeleteVolume or DeleteSnapshot asked for it: the
+// first call records the time (deletionOf decides) and is refused, a call
+// after it deletes through the local provisioner, which refuses a volume
+// a mount shows and a snapshot a volume is being made from.
+//
 // The volume ID is the volume's name under the root; a snapshot ID is
 // the capacity backend's name of the snapshot. Every ID is checked (one
 // path element, not hidden) before anything is touched.

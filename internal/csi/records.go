@@ -67,6 +67,10 @@ type snapRecord struct {
 	// Created is when the record was written, before the snapshot was
 	// taken.
 	Created time.Time `json:"created"`
+	// DeleteAt, once DeleteSnapshot was first asked, is when it may be
+	// deleted (--reclaim-delay later). A CreateSnapshot of the same name
+	// and source clears it.
+	DeleteAt *time.Time `json:"deleteAt,omitempty"`
 }
 
 func (r *snapRecord) id() string { return r.ID }

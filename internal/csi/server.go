@@ -46,7 +46,8 @@ type Config struct {
 	// Version is the agent's version (GetPluginInfo).
 	Version string
 	// ReclaimDelay is how long after the first DeleteVolume a volume is
-	// deleted (--reclaim-delay); 0 deletes at once.
+	// deleted, and after the first DeleteSnapshot a snapshot
+	// (--reclaim-delay); 0 deletes at once.
 	ReclaimDelay time.Duration
 	Logger       *zap.Logger
 	// Now is the clock (optional; time.Now).

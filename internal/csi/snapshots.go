@@ -19,11 +19,14 @@ import (
 // The driver's snapshots are those it has a record of (snapRecord),
 // written before the snapshot is taken: the capacity backend also holds
 // manifest mode's snapshots, which no CSI call lists, restores or
-// deletes. A snapshot is never deleted while a volume is being made from
-// it (the capacity backend refuses).
+// deletes. A snapshot is deleted as a volume is: after the reclaim delay
+// from the first DeleteSnapshot (deletionOf), recorded first, and never
+// while a volume is being made from it (the capacity backend refuses).
 
 // CreateSnapshot takes a snapshot of a volume of enforced capacity, or
-// finds the one an earlier call of the same name and source took.
+// finds the one an earlier call of the same name and source took. Asked
+// again for a snapshot whose deletion is pending (its content made
+// again), it clears the pending deletion.
 func (d *Driver) CreateSnapshot(ctx context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
 	name, source := req.GetName(), req.GetSourceVolumeId()
 	if name == "" {
@@ -83,15 +86,21 @@ func (d *Driver) nameFree(ctx context.Context, name, source string, have *snapRe
 }
 
 // recordSnapshot writes down, before the snapshot name of the volume
-// source is taken, that the driver takes it, unless a record is there
-// already (have: a retry).
+// source is taken, that the driver takes it; a record there already
+// (have: a retry, or the content made again) loses its pending deletion.
 func (d *Driver) recordSnapshot(name, source string, have *snapRecord) error {
-	if have != nil {
-		return nil
-	}
-	r := &snapRecord{ID: name, Source: source, Created: d.cfg.Now().UTC()}
-	if err := d.snaps.put(r); err != nil {
-		return status.Errorf(codes.Internal, "CreateSnapshot %s: record it before taking it: %v", name, err)
+	switch {
+	case have == nil:
+		r := &snapRecord{ID: name, Source: source, Created: d.cfg.Now().UTC()}
+		if err := d.snaps.put(r); err != nil {
+			return status.Errorf(codes.Internal, "CreateSnapshot %s: record it before taking it: %v", name, err)
+		}
+	case have.DeleteAt != nil:
+		have.DeleteAt = nil
+		if err := d.snaps.put(have); err != nil {
+			return status.Errorf(codes.Internal, "CreateSnapshot %s: clear its pending deletion: %v", name, err)
+		}
+		d.log.Info("pending deletion of a CSI snapshot cleared: it is asked for again", zap.String("snapshot", name))
 	}
 	return nil
 }
@@ -136,10 +145,12 @@ func (d *Driver) snapshot(ctx context.Context, what, id string) (*snapRecord, ca
 	return r, s, nil
 }
 
-// DeleteSnapshot deletes one of the driver's snapshots through the local
-// provisioner, which refuses while a volume is being made from it. A
-// snapshot that is gone, or is not the driver's, is not an error (and
-// another's is left alone).
+// DeleteSnapshot deletes one of the driver's snapshots after the reclaim
+// delay: the first call records when it may go and refuses with
+// FailedPrecondition saying when; a call after that deletes it through
+// the local provisioner, which refuses while a volume is being made from
+// it. A snapshot that is gone, or is not the driver's, is not an error
+// (and another's is left alone).
 func (d *Driver) DeleteSnapshot(ctx context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
 	id := req.GetSnapshotId()
 	if id == "" {
@@ -169,6 +180,18 @@ func (d *Driver) DeleteSnapshot(ctx context.Context, req *csipb.DeleteSnapshotRe
 		d.log.Warn("CSI snapshot record forgotten: the snapshot of its name is of another volume, and is left alone",
 			zap.String("snapshot", id), zap.String("volume", r.Source), zap.String("of", info.Source))
 		return deleted(d.forgetSnapshot(ctx, id, false))
+	}
+	v := deletionOf(r.DeleteAt, d.cfg.Now().UTC(), d.cfg.ReclaimDelay)
+	if v.Record {
+		r.DeleteAt = &v.At
+		if err := d.snaps.put(r); err != nil {
+			return nil, status.Errorf(codes.Internal, "DeleteSnapshot %s: record the deletion: %v", id, err)
+		}
+		d.log.Info("CSI snapshot to be deleted after the reclaim delay", zap.String("snapshot", id), zap.Time("at", v.At))
+	}
+	if v.Wait {
+		return nil, status.Errorf(codes.FailedPrecondition, "DeleteSnapshot %s: the snapshot is kept until %s (--reclaim-delay %s) and deleted by the first call after that; "+
+			"to keep it, set its VolumeSnapshotContent's deletionPolicy to Retain", id, v.At.Format(timeFormat), d.cfg.ReclaimDelay)
 	}
 	if err := d.forgetSnapshot(ctx, id, true); err != nil {
 		return nil, err

@@ -90,6 +90,167 @@ func listed(t *testing.T, d *Driver) []string {
 	return out
 }
 
+// The first DeleteSnapshot records when the reclaim delay ends and
+// refuses, naming the snapshot, that time and how to keep it; the
+// snapshot stays (listed, restorable) until then, across a restart of
+// the agent, which keeps the first call's time; the first call after it
+// deletes the snapshot from the backend and forgets it; a call after
+// that succeeds.
+func TestDeleteSnapshotWaitsForTheReclaimDelay(t *testing.T) {
+	root := filepath.Join(loopFS(t, "btrfs", "1G"), "volumes")
+	c := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	d := snapDriver(t, root, 10*time.Minute, c)
+	vol := snapshotOf(t, d, "pvc-1", "snapshot-1")
+	del := &csipb.DeleteSnapshotRequest{SnapshotId: "snapshot-1"}
+	_, err := d.DeleteSnapshot(t.Context(), del)
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "snapshot-1") ||
+		!strings.Contains(err.Error(), "2026-01-02T03:14:05Z") || !strings.Contains(err.Error(), "deletionPolicy to Retain") {
+		t.Fatalf("first DeleteSnapshot = %v, want FailedPrecondition naming snapshot-1, 2026-01-02T03:14:05Z and deletionPolicy Retain", err)
+	}
+	if !backendHas(t, d, "snapshot-1") {
+		t.Fatal("the snapshot went at the first DeleteSnapshot")
+	}
+
+	// The agent starts again: the pending deletion and its time are kept.
+	c.add(9 * time.Minute)
+	d = snapDriver(t, root, 10*time.Minute, c)
+	if _, err := d.DeleteSnapshot(t.Context(), del); code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "03:14:05Z") {
+		t.Fatalf("DeleteSnapshot after a restart, before the delay = %v, want FailedPrecondition with the first call's time", err)
+	}
+	if got := listed(t, d); len(got) != 1 || got[0] != "snapshot-1" {
+		t.Errorf("ListSnapshots during the delay = %v, want snapshot-1", got)
+	}
+	if _, err := d.GetSnapshot(t.Context(), &csipb.GetSnapshotRequest{SnapshotId: "snapshot-1"}); err != nil {
+		t.Errorf("GetSnapshot during the delay: %v", err)
+	}
+	restore := &csipb.CreateVolumeRequest{Name: "pvc-2", VolumeCapabilities: []*csipb.VolumeCapability{mountRW},
+		CapacityRange:       &csipb.CapacityRange{RequiredBytes: 16 << 20},
+		VolumeContentSource: &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: "snapshot-1"}}}}
+	if _, err := d.CreateVolume(t.Context(), restore); err != nil {
+		t.Errorf("restore during the delay: %v", err)
+	}
+
+	c.add(time.Minute)
+	if _, err := d.DeleteSnapshot(t.Context(), del); err != nil {
+		t.Fatalf("DeleteSnapshot after the delay: %v", err)
+	}
+	if backendHas(t, d, "snapshot-1") {
+		t.Error("the snapshot is still in the backend after its deletion")
+	}
+	if r, err := d.snaps.get("snapshot-1"); r != nil || err != nil {
+		t.Errorf("record after deletion = %+v, %v", r, err)
+	}
+	if _, err := d.DeleteSnapshot(t.Context(), del); err != nil {
+		t.Errorf("DeleteSnapshot of a deleted snapshot: %v", err)
+	}
+	if _, err := d.GetSnapshot(t.Context(), &csipb.GetSnapshotRequest{SnapshotId: "snapshot-1"}); code(err) != codes.NotFound {
+		t.Errorf("GetSnapshot of a deleted snapshot = %v, want NotFound", err)
+	}
+	for _, v := range []string{vol, "pvc-2"} {
+		if _, err := d.DeleteVolume(t.Context(), &csipb.DeleteVolumeRequest{VolumeId: v}); code(err) != codes.FailedPrecondition {
+			t.Errorf("DeleteVolume %s = %v, want the reclaim delay", v, err)
+		}
+	}
+}
+
+// With no delay (csi-sanity's), DeleteSnapshot deletes at once.
+func TestDeleteSnapshotWithoutDelay(t *testing.T) {
+	root := filepath.Join(loopFS(t, "btrfs", "1G"), "volumes")
+	d := snapDriver(t, root, 0, &clock{now: time.Now()})
+	snapshotOf(t, d, "pvc-1", "snapshot-1")
+	if _, err := d.DeleteSnapshot(t.Context(), &csipb.DeleteSnapshotRequest{SnapshotId: "snapshot-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if backendHas(t, d, "snapshot-1") {
+		t.Error("the snapshot is still there")
+	}
+}
+
+// A CreateSnapshot of the same name and source (the content made again)
+// clears a pending deletion: the next DeleteSnapshot starts the delay
+// again. The same name of another volume is refused, pending or not.
+func TestCreateSnapshotClearsPendingDeletion(t *testing.T) {
+	root := filepath.Join(loopFS(t, "btrfs", "1G"), "volumes")
+	c := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	d := snapDriver(t, root, 10*time.Minute, c)
+	vol := snapshotOf(t, d, "pvc-1", "snapshot-1")
+	del := &csipb.DeleteSnapshotRequest{SnapshotId: "snapshot-1"}
+	if _, err := d.DeleteSnapshot(t.Context(), del); code(err) != codes.FailedPrecondition {
+		t.Fatalf("first DeleteSnapshot = %v", err)
+	}
+	other := snapshotOf(t, d, "pvc-2", "snapshot-2")
+	if _, err := d.CreateSnapshot(t.Context(), &csipb.CreateSnapshotRequest{Name: "snapshot-1", SourceVolumeId: other}); code(err) != codes.AlreadyExists {
+		t.Errorf("snapshot-1 of another volume = %v, want AlreadyExists", err)
+	}
+	if r, _ := d.snaps.get("snapshot-1"); r == nil || r.DeleteAt == nil {
+		t.Fatalf("a refused CreateSnapshot changed the pending deletion: %+v", r)
+	}
+	resp, err := d.CreateSnapshot(t.Context(), &csipb.CreateSnapshotRequest{Name: "snapshot-1", SourceVolumeId: vol})
+	if err != nil || resp.GetSnapshot().GetSnapshotId() != "snapshot-1" {
+		t.Fatalf("CreateSnapshot again = %v, %v", resp, err)
+	}
+	if r, _ := d.snaps.get("snapshot-1"); r == nil || r.DeleteAt != nil {
+		t.Fatalf("record after CreateSnapshot again = %+v, want no pending deletion", r)
+	}
+	c.add(11 * time.Minute)
+	if _, err := d.DeleteSnapshot(t.Context(), del); code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "03:25:05Z") {
+		t.Fatalf("DeleteSnapshot after CreateSnapshot again = %v, want FailedPrecondition with a new time 03:25:05Z", err)
+	}
+	if !backendHas(t, d, "snapshot-1") {
+		t.Error("the snapshot went")
+	}
+}
+
+// saveRestoreRecord writes the capacity backend's record of the volume
+// name being made from the snapshot snap, as CreateFrom writes it first:
+// a restore under way (or cut short by a kill, until the backend's
+// Recover rolls it back).
+func saveRestoreRecord(t *testing.T, root, name, snap string) string {
+	t.Helper()
+	path := filepath.Join(root, ".capacity", name+".json")
+	rec := `{"name":"` + name + `","backend":"btrfs","state":"creating","size":16777216,"origin":{"snapshot":"` + snap + `"}}`
+	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// After the delay, a snapshot a volume is being made from is not
+// deleted: DeleteSnapshot is refused, FailedPrecondition (csi-snapshotter
+// retries), naming the restore; once it is done the next call deletes.
+func TestDeleteSnapshotRefusedWhileRestoring(t *testing.T) {
+	root := filepath.Join(loopFS(t, "btrfs", "1G"), "volumes")
+	c := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	d := snapDriver(t, root, 10*time.Minute, c)
+	snapshotOf(t, d, "pvc-1", "snapshot-1")
+	del := &csipb.DeleteSnapshotRequest{SnapshotId: "snapshot-1"}
+	if _, err := d.DeleteSnapshot(t.Context(), del); code(err) != codes.FailedPrecondition {
+		t.Fatalf("first DeleteSnapshot = %v", err)
+	}
+	c.add(10 * time.Minute)
+	restore := saveRestoreRecord(t, root, "pvc-restore", "snapshot-1")
+	_, err := d.DeleteSnapshot(t.Context(), del)
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "a volume is being made from the snapshot") || !strings.Contains(err.Error(), "pvc-restore") {
+		t.Fatalf("DeleteSnapshot during a restore = %v, want FailedPrecondition naming the restore", err)
+	}
+	t.Logf("refused: %v", err)
+	if !backendHas(t, d, "snapshot-1") {
+		t.Fatal("the snapshot went during a restore from it")
+	}
+	if r, _ := d.snaps.get("snapshot-1"); r == nil {
+		t.Fatal("the record went during a restore from the snapshot")
+	}
+	if err := os.Remove(restore); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DeleteSnapshot(t.Context(), del); err != nil {
+		t.Fatalf("DeleteSnapshot once the restore is done: %v", err)
+	}
+	if backendHas(t, d, "snapshot-1") {
+		t.Error("the snapshot is still there")
+	}
+}
+
 // What a SIGKILL leaves between the driver's steps is finished by the
 // retries csi-snapshotter makes: a record written before the snapshot
 // was taken is neither listed nor found, and CreateSnapshot takes it
@@ -197,5 +358,31 @@ func TestCSIListsAndTouchesOnlyItsOwn(t *testing.T) {
 	}
 	if !backendHas(t, d, "snapshot-manifest") {
 		t.Error("a CSI DeleteSnapshot deleted manifest mode's snapshot")
+	}
+}
+
+// deletionOf: the first call records now + delay and waits; calls before
+// that time wait with it; calls at or after it delete; no delay deletes
+// at once, whatever was recorded.
+func TestDeletionOf(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	for _, c := range []struct {
+		name  string
+		asked *time.Time
+		delay time.Duration
+		want  deletion
+	}{
+		{"first call", nil, time.Minute, deletion{At: now.Add(time.Minute), Record: true, Wait: true}},
+		{"before the time", at(time.Second), time.Minute, deletion{At: now.Add(time.Second), Wait: true}},
+		{"at the time", at(0), time.Minute, deletion{At: now}},
+		{"after the time", at(-time.Second), time.Minute, deletion{At: now.Add(-time.Second)}},
+		{"recorded under a longer delay", at(time.Hour), time.Minute, deletion{At: now.Add(time.Hour), Wait: true}},
+		{"no delay", nil, 0, deletion{}},
+		{"no delay, recorded before", at(time.Hour), 0, deletion{}},
+	} {
+		if got := deletionOf(c.asked, now, c.delay); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
 	}
 }
