@@ -98,8 +98,9 @@ func checkCap(c *csipb.VolumeCapability, enforce bool) error {
 	case csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
 		csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
 	default:
-		return status.Errorf(codes.InvalidArgument, "access mode %s: the volumes of %s are on one node's disk; "+
-			"use ReadWriteOnce, ReadWriteOncePod or ReadOnlyMany on one node", m, Name)
+		return status.Errorf(codes.InvalidArgument, "access mode %s%s: the volumes of %s are on one node's disk, so only the modes of one node are served: "+
+			"a claim's ReadWriteOnce or ReadWriteOncePod; ReadOnlyMany and ReadWriteMany are modes of several nodes. "+
+			"Use ReadWriteOnce or ReadWriteOncePod, and readOnly: true on the pod's persistentVolumeClaim volume to mount it read-only", m, claimMode(m), Name)
 	}
 	switch {
 	case c.GetBlock() != nil:
@@ -114,6 +115,19 @@ func checkCap(c *csipb.VolumeCapability, enforce bool) error {
 		return status.Error(codes.InvalidArgument, "a volume capability is neither mount nor block")
 	}
 	return nil
+}
+
+// claimMode names the claim access mode Kubernetes asks a CSI driver for
+// as m, for the modes the driver refuses: " (a claim's ReadOnlyMany)",
+// or "" for a mode no claim asks for.
+func claimMode(m csipb.VolumeCapability_AccessMode_Mode) string {
+	switch m {
+	case csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+		return " (a claim's ReadOnlyMany)"
+	case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER:
+		return " (a claim's ReadWriteMany)"
+	}
+	return ""
 }
 
 // isBlock reports whether caps ask for a raw block volume.

@@ -386,3 +386,24 @@ func TestDeletionOf(t *testing.T) {
 		}
 	}
 }
+
+// A multi-node access mode is refused naming the claim's mode, the modes
+// served, and how to mount a claim read-only; ReadOnlyMany is never
+// suggested (Kubernetes asks for it as a mode of several nodes).
+func TestAccessModeRefusal(t *testing.T) {
+	for m, claim := range map[csipb.VolumeCapability_AccessMode_Mode]string{
+		csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:   "ReadOnlyMany",
+		csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER:  "ReadWriteMany",
+		csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER: "",
+	} {
+		err := checkCap(&csipb.VolumeCapability{AccessType: mountRW.GetAccessType(), AccessMode: &csipb.VolumeCapability_AccessMode{Mode: m}}, true)
+		msg := err.Error()
+		if code(err) != codes.InvalidArgument || !strings.Contains(msg, m.String()) || !strings.Contains(msg, "ReadWriteOnce or ReadWriteOncePod") ||
+			!strings.Contains(msg, "readOnly: true") || strings.Contains(msg, "or ReadOnlyMany") {
+			t.Errorf("%s: %v", m, err)
+		}
+		if claim != "" && !strings.Contains(msg, "a claim's "+claim+")") {
+			t.Errorf("%s: %v: does not name the claim's %s", m, err, claim)
+		}
+	}
+}
