@@ -225,7 +225,8 @@ var sidecars = []struct {
 }, {
 	name: "csi-snapshotter",
 	args: func(string) []string {
-		return []string{"--csi-address=/csi/csi.sock", "--node-deployment=true", "--leader-election=false", "--feature-gates=CSIVolumeGroupSnapshot=false"}
+		return []string{"--csi-address=/csi/csi.sock", "--node-deployment=true", "--leader-election=false", "--feature-gates=CSIVolumeGroupSnapshot=false",
+			"--retry-interval-max=1m"}
 	},
 	env: []string{"NODE_NAME: spec.nodeName"},
 }}

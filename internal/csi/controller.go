@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/volume-agent/volume-agent/internal/provisioner"
 	"github.com/volume-agent/volume-agent/internal/provisioner/capacity"
@@ -99,8 +98,9 @@ func checkCap(c *csipb.VolumeCapability, enforce bool) error {
 	case csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
 		csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
 	default:
-		return status.Errorf(codes.InvalidArgument, "access mode %s: the volumes of %s are on one node's disk; "+
-			"use ReadWriteOnce, ReadWriteOncePod or ReadOnlyMany on one node", m, Name)
+		return status.Errorf(codes.InvalidArgument, "access mode %s%s: the volumes of %s are on one node's disk, so only the modes of one node are served: "+
+			"a claim's ReadWriteOnce or ReadWriteOncePod; ReadOnlyMany and ReadWriteMany are modes of several nodes. "+
+			"Use ReadWriteOnce or ReadWriteOncePod, and readOnly: true on the pod's persistentVolumeClaim volume to mount it read-only", m, claimMode(m), Name)
 	}
 	switch {
 	case c.GetBlock() != nil:
@@ -115,6 +115,19 @@ func checkCap(c *csipb.VolumeCapability, enforce bool) error {
 		return status.Error(codes.InvalidArgument, "a volume capability is neither mount nor block")
 	}
 	return nil
+}
+
+// claimMode names the claim access mode Kubernetes asks a CSI driver for
+// as m, for the modes the driver refuses: " (a claim's ReadOnlyMany)",
+// or "" for a mode no claim asks for.
+func claimMode(m csipb.VolumeCapability_AccessMode_Mode) string {
+	switch m {
+	case csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+		return " (a claim's ReadOnlyMany)"
+	case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER:
+		return " (a claim's ReadWriteMany)"
+	}
+	return ""
 }
 
 // isBlock reports whether caps ask for a raw block volume.
@@ -300,9 +313,9 @@ func (d *Driver) content(ctx context.Context, src *csipb.VolumeContentSource, s 
 		if err := checkID("source snapshot", id); err != nil {
 			return err
 		}
-		info, err := d.cfg.Local.SnapshotInfo(ctx, id)
+		_, info, err := d.snapshot(ctx, "CreateVolume: source snapshot", id)
 		if err != nil {
-			return snapshotErr("CreateVolume: source snapshot "+id, err)
+			return err
 		}
 		s.Content, s.ContentSize, r.SourceSnapshot = &capacity.Source{Snapshot: id}, info.Size, id
 	case src.GetVolume() != nil:
@@ -383,20 +396,17 @@ func (d *Driver) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeReques
 	if r == nil {
 		return &csipb.DeleteVolumeResponse{}, nil
 	}
-	now := d.cfg.Now().UTC()
-	if d.cfg.ReclaimDelay > 0 {
-		if r.DeleteAt == nil {
-			at := now.Add(d.cfg.ReclaimDelay)
-			r.DeleteAt = &at
-			if err := d.recs.put(r); err != nil {
-				return nil, status.Errorf(codes.Internal, "DeleteVolume %s: record the deletion: %v", id, err)
-			}
-			d.log.Info("CSI volume to be deleted after the reclaim delay", zap.String("volume", id), zap.Time("at", at))
+	v := deletionOf(r.DeleteAt, d.cfg.Now().UTC(), d.cfg.ReclaimDelay)
+	if v.Record {
+		r.DeleteAt = &v.At
+		if err := d.recs.put(r); err != nil {
+			return nil, status.Errorf(codes.Internal, "DeleteVolume %s: record the deletion: %v", id, err)
 		}
-		if now.Before(*r.DeleteAt) {
-			return nil, status.Errorf(codes.FailedPrecondition, "DeleteVolume %s: the volume is kept until %s (--reclaim-delay %s) and deleted by the first call after that; "+
-				"to keep it, set its PersistentVolume's persistentVolumeReclaimPolicy to Retain", id, r.DeleteAt.Format("2006-01-02T15:04:05Z"), d.cfg.ReclaimDelay)
-		}
+		d.log.Info("CSI volume to be deleted after the reclaim delay", zap.String("volume", id), zap.Time("at", v.At))
+	}
+	if v.Wait {
+		return nil, status.Errorf(codes.FailedPrecondition, "DeleteVolume %s: the volume is kept until %s (--reclaim-delay %s) and deleted by the first call after that; "+
+			"to keep it, set its PersistentVolume's persistentVolumeReclaimPolicy to Retain", id, v.At.Format(timeFormat), d.cfg.ReclaimDelay)
 	}
 	if err := d.cfg.Local.DeleteVolume(ctx, r.vol()); err != nil {
 		if errors.Is(err, provisioner.ErrInUse) {
@@ -475,108 +485,6 @@ func withoutCSIParams(in map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-// CreateSnapshot takes a snapshot of a volume of enforced capacity.
-func (d *Driver) CreateSnapshot(ctx context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
-	name := req.GetName()
-	if name == "" {
-		return nil, status.Error(codes.InvalidArgument, "CreateSnapshot: a name is required")
-	}
-	if err := local.ValidName(name); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "CreateSnapshot: snapshot %v", err)
-	}
-	if req.GetSourceVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "CreateSnapshot: a source volume ID is required")
-	}
-	unlock := d.locks.Lock("snapshot/" + name)
-	defer unlock()
-	if info, err := d.cfg.Local.SnapshotInfo(ctx, name); err == nil && info.Source != req.GetSourceVolumeId() {
-		return nil, status.Errorf(codes.AlreadyExists, "CreateSnapshot: snapshot %s exists, of volume %s, not %s: give the new snapshot another name",
-			name, info.Source, req.GetSourceVolumeId())
-	}
-	r, err := d.known("CreateSnapshot: source", req.GetSourceVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	unlockVol := d.locks.Lock(r.ID)
-	defer unlockVol()
-	if r.Capacity == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "CreateSnapshot: volume %s is a plain directory (%s \"false\"): it has no snapshots (a copy of a live directory is not point-in-time); "+
-			"use a class with %s: \"true\"", r.ID, local.ParamEnforce, local.ParamEnforce)
-	}
-	s, err := d.cfg.Local.SnapshotVolume(ctx, r.vol(), name)
-	if err != nil {
-		return nil, snapshotErr("CreateSnapshot "+name, err)
-	}
-	return &csipb.CreateSnapshotResponse{Snapshot: csiSnapshot(s)}, nil
-}
-
-func csiSnapshot(s capacity.Snapshot) *csipb.Snapshot {
-	return &csipb.Snapshot{SnapshotId: s.Name, SourceVolumeId: s.Source, SizeBytes: s.Size,
-		CreationTime: timestamppb.New(s.Created), ReadyToUse: true}
-}
-
-// DeleteSnapshot removes a snapshot; one that is gone, or can never have
-// been ours, is not an error.
-func (d *Driver) DeleteSnapshot(ctx context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
-	id := req.GetSnapshotId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "DeleteSnapshot: a snapshot ID is required")
-	}
-	if local.ValidName(id) != nil {
-		return &csipb.DeleteSnapshotResponse{}, nil
-	}
-	unlock := d.locks.Lock("snapshot/" + id)
-	defer unlock()
-	if _, err := d.cfg.Local.SnapshotInfo(ctx, id); errors.Is(err, capacity.ErrNotFound) {
-		return &csipb.DeleteSnapshotResponse{}, nil
-	}
-	if err := d.cfg.Local.DeleteSnapshot(ctx, id); err != nil {
-		return nil, snapshotErr("DeleteSnapshot "+id, err)
-	}
-	return &csipb.DeleteSnapshotResponse{}, nil
-}
-
-// ListSnapshots lists the snapshots, by name, a page at a time: the
-// token is the index of the next entry.
-func (d *Driver) ListSnapshots(ctx context.Context, req *csipb.ListSnapshotsRequest) (*csipb.ListSnapshotsResponse, error) {
-	if req.GetMaxEntries() < 0 {
-		return nil, status.Error(codes.InvalidArgument, "ListSnapshots: max_entries is negative")
-	}
-	all, err := d.cfg.Local.Snapshots(ctx)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "ListSnapshots: %v", err)
-	}
-	slices.SortFunc(all, func(a, b capacity.Snapshot) int { return strings.Compare(a.Name, b.Name) })
-	var out []capacity.Snapshot
-	for _, s := range all {
-		if (req.GetSnapshotId() == "" || s.Name == req.GetSnapshotId()) && (req.GetSourceVolumeId() == "" || s.Source == req.GetSourceVolumeId()) {
-			out = append(out, s)
-		}
-	}
-	start, end, next, err := page(req.GetStartingToken(), int(req.GetMaxEntries()), len(out))
-	if err != nil {
-		return nil, status.Errorf(codes.Aborted, "ListSnapshots: %v", err)
-	}
-	resp := &csipb.ListSnapshotsResponse{NextToken: next}
-	for _, s := range out[start:end] {
-		resp.Entries = append(resp.Entries, &csipb.ListSnapshotsResponse_Entry{Snapshot: csiSnapshot(s)})
-	}
-	return resp, nil
-}
-
-// GetSnapshot describes one snapshot (NotFound when there is none).
-func (d *Driver) GetSnapshot(ctx context.Context, req *csipb.GetSnapshotRequest) (*csipb.GetSnapshotResponse, error) {
-	id := req.GetSnapshotId()
-	if err := checkID("snapshot", id); err != nil {
-		return nil, err
-	}
-	s, err := d.cfg.Local.SnapshotInfo(ctx, id)
-	if err != nil {
-		return nil, snapshotErr("GetSnapshot "+id, err)
-	}
-	return &csipb.GetSnapshotResponse{Snapshot: csiSnapshot(s)}, nil
 }
 
 // ListVolumes lists the driver's volumes on this node, by ID, a page at a

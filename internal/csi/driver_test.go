@@ -431,7 +431,8 @@ func TestRetriesFinishWhatAKillLeft(t *testing.T) {
 	if _, err := d.DeleteVolume(t.Context(), &csipb.DeleteVolumeRequest{VolumeId: "pvc-2"}); err != nil {
 		t.Fatal(err)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(root, RecordsDir)); len(entries) != 0 {
-		t.Errorf("records left: %v", entries)
+	entries, _ := os.ReadDir(filepath.Join(root, RecordsDir))
+	if len(entries) != 1 || entries[0].Name() != SnapshotRecordsDir {
+		t.Errorf("records left: %v, want only the snapshots' directory", entries)
 	}
 }

@@ -46,7 +46,8 @@ type Config struct {
 	// Version is the agent's version (GetPluginInfo).
 	Version string
 	// ReclaimDelay is how long after the first DeleteVolume a volume is
-	// deleted (--reclaim-delay); 0 deletes at once.
+	// deleted, and after the first DeleteSnapshot a snapshot
+	// (--reclaim-delay); 0 deletes at once.
 	ReclaimDelay time.Duration
 	Logger       *zap.Logger
 	// Now is the clock (optional; time.Now).
@@ -62,6 +63,7 @@ type Driver struct {
 	cfg   Config
 	log   *zap.Logger
 	recs  records
+	snaps snapRecords
 	locks keylock.Locks // by volume ID and "snapshot/"+snapshot ID
 	slots chan struct{}
 	ready atomic.Bool
@@ -75,10 +77,15 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &Driver{cfg: cfg, log: cfg.Logger.Named("csi"), recs: records{dir: filepath.Join(cfg.Local.Root(), RecordsDir)},
-		slots: make(chan struct{}, maxCalls)}
+	dir := filepath.Join(cfg.Local.Root(), RecordsDir)
+	d := &Driver{cfg: cfg, log: cfg.Logger.Named("csi"), slots: make(chan struct{}, maxCalls),
+		recs:  records{dir: dir, what: "volume"},
+		snaps: snapRecords{dir: filepath.Join(dir, SnapshotRecordsDir), what: "snapshot"}}
 	if err := d.recs.ensure(); err != nil {
 		return nil, fmt.Errorf("csi: records directory: %w", err)
+	}
+	if err := d.snaps.ensure(); err != nil {
+		return nil, fmt.Errorf("csi: snapshot records directory: %w", err)
 	}
 	d.ready.Store(true)
 	return d, nil

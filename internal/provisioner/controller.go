@@ -170,7 +170,8 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// handle enqueues the key of every added, updated or deleted object.
+// handle enqueues the key of every added, updated or deleted object, and
+// for a claim that of its PV.
 func (c *Controller) handle(inf cache.SharedIndexInformer, pv bool) {
 	c.onAny(inf, func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -179,6 +180,13 @@ func (c *Controller) handle(inf cache.SharedIndexInformer, pv bool) {
 		switch o := obj.(type) {
 		case *v1.PersistentVolumeClaim:
 			c.queue.Add(key{namespace: o.Namespace, name: o.Name})
+			if o.Spec.VolumeName != "" {
+				// A released PV is reclaimed only once this cache shows
+				// its claim gone (claimGoneCached), and the claims' watch
+				// may deliver the deletion after the PVs' watch delivered
+				// the release: the PV is looked at again then.
+				c.queue.Add(key{pv: true, name: o.Spec.VolumeName})
+			}
 		case *v1.PersistentVolume:
 			c.forgetCreated(o.Name) // the informer shows it, or its deletion
 			c.queue.Add(key{pv: true, name: o.Name})

@@ -218,3 +218,39 @@ func TestNothingIsReclaimedWhileInUse(t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 }
+
+// The claims' watch may deliver a claim's deletion after the PVs' watch
+// delivered its PV's release: the PV, refused while the cache still held
+// its claim, is reclaimed once the cache shows the claim gone, not at the
+// informers' resync ten minutes later (the in-tree PV a real-node run
+// once left for five minutes).
+func TestReleaseSeenBeforeTheClaimsDeletion(t *testing.T) {
+	p := &fakeProvisioner{}
+	pv := releasedPV("gone", LegacyLocalName, "node-a", v1.PersistentVolumeReclaimDelete)
+	pv.Status.Phase = v1.VolumeBound
+	cl := claim("released-gone", "local", LegacyLocalName, "node-a")
+	cl.UID, cl.Spec.VolumeName, cl.Status.Phase = pv.Spec.ClaimRef.UID, pv.Name, v1.ClaimBound
+	client, c := runWith(t, Config{Provisioner: p, Node: "node-a"}, pv, cl)
+	ctx := context.Background()
+
+	pv.Status.Phase = v1.VolumeReleased
+	if _, err := client.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the release synced with the claim still in the cache", func() (bool, string) {
+		got, err := c.pvs.Get("gone")
+		return err == nil && got.Status.Phase == v1.VolumeReleased && c.queue.Len() == 0, fmt.Sprint(got, err, c.queue.Len())
+	})
+	time.Sleep(200 * time.Millisecond)
+	if aside, _ := p.reclaims(); len(aside) != 0 {
+		t.Fatalf("moved aside while its claim exists: %v", aside)
+	}
+
+	if err := client.CoreV1().PersistentVolumeClaims("ns").Delete(ctx, cl.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the released PV deleted once its claim's deletion is seen", func() (bool, string) {
+		_, err := getPV(t, client, "gone")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}

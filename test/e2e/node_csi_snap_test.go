@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -90,9 +93,12 @@ func (r *csiRun) checkSnapshotAndClone(writer *shellPod) *shellPod {
 }
 
 // deleteAndCheckNothingLeft deletes the pods, the snapshot and every
-// claim, and checks that each PV goes once the reclaim delay passed and
-// not before, and that then no VolumeSnapshotContent, subvolume, qgroup
-// or mount of the root is left and the class's capacity is back at room.
+// claim, and checks that each PV, the VolumeSnapshotContent and the
+// snapshot on the node go once the reclaim delay passed and not before
+// (the driver recorded the snapshot's pending deletion meanwhile), and
+// that then no VolumeSnapshotContent, snapshot or record of one,
+// subvolume, qgroup or mount of the root is left and the class's capacity
+// is back at room.
 func (r *csiRun) deleteAndCheckNothingLeft(room int64, pods ...*shellPod) {
 	t, c := r.t, r.c
 	t.Helper()
@@ -110,6 +116,7 @@ func (r *csiRun) deleteAndCheckNothingLeft(room int64, pods ...*shellPod) {
 	for _, claim := range []string{"intree", "data", "restored", "cloned"} {
 		pvs[claim] = boundPV(t, c, claim).Name
 	}
+	snap := r.snapshotOnNode("snap")
 	if err := r.dynamic().Resource(volumeSnapshots).Namespace("e2e").Delete(ctx, "snap", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,16 +126,18 @@ func (r *csiRun) deleteAndCheckNothingLeft(room int64, pods ...*shellPod) {
 			t.Fatal(err)
 		}
 	}
-	gone := map[string]time.Duration{}
-	waitEvery(t, 5*time.Minute, 500*time.Millisecond, "every PV deleted", func() (bool, string) {
+	gone := map[string]time.Duration{} // by what went: "PV of claim …", "VolumeSnapshotContent …", "snapshot …"
+	var pending time.Time              // the snapshot's deletion time, as the driver recorded it
+	waitEvery(t, 5*time.Minute, 500*time.Millisecond, "every PV and the snapshot deleted", func() (bool, string) {
 		var left []string
 		for claim, pv := range pvs {
-			if _, done := gone[claim]; done {
+			what := "PV of claim " + claim
+			if _, done := gone[what]; done {
 				continue
 			}
 			got, err := c.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				gone[claim] = time.Since(deleted)
+				gone[what] = time.Since(deleted)
 				continue
 			}
 			if err == nil {
@@ -136,21 +145,110 @@ func (r *csiRun) deleteAndCheckNothingLeft(room int64, pods ...*shellPod) {
 					pv, got.Status.Phase, got.DeletionTimestamp, got.Finalizers, got.Annotations))
 			}
 		}
-		return len(gone) == len(pvs), fmt.Sprintf("gone %v; left %q", gone, left)
+		left = append(left, r.snapshotGone(snap, deleted, gone, &pending)...)
+		return len(left) == 0, fmt.Sprintf("gone %v; left %q", gone, left)
 	})
-	// The agent records when a released volume is due in whole seconds
-	// (RFC 3339, on the PV or in its records): up to a second of the delay
-	// may be lost to that rounding, never more.
-	for claim, after := range gone {
+	// The agent records when a released volume or a snapshot is due in
+	// whole seconds (RFC 3339, on the PV or in its records): up to a second
+	// of the delay may be lost to that rounding, never more.
+	for what, after := range gone {
 		if after < csiReclaimDelay-time.Second {
-			t.Errorf("claim %s's PV went %v after the claim, before the reclaim delay of %v", claim, after, csiReclaimDelay)
+			t.Errorf("the %s went %v after its deletion was asked for, before the reclaim delay of %v", what, after, csiReclaimDelay)
 		}
 	}
-	figure(t, "CSI node: last PV deleted after its claim", slicesMax(gone))
+	if pending.IsZero() {
+		t.Errorf("snapshot %s: the driver never recorded its pending deletion (%s with deleteAt) while it was on the node", snap.handle, snap.csiRecord)
+	}
+	figure(t, "CSI node: last PV deleted after its claim", slicesMax(gone, "PV of claim "))
+	figure(t, "CSI node: snapshot deleted from the node after its VolumeSnapshot", gone["snapshot "+snap.handle])
 	r.checkDeleteRefused(pvs["data"])
 	r.waitNoSnapshotContents()
+	r.waitNoSnapshots()
 	r.waitRootEmpty()
 	r.waitCapacity(room)
+}
+
+// nodeSnapshot is a VolumeSnapshot's snapshot as the node holds it.
+type nodeSnapshot struct {
+	content string // its VolumeSnapshotContent
+	handle  string // the CSI snapshot ID: the backend's name
+	// On the node: the snapshot's subvolume, the capacity backend's
+	// record of it, and the CSI driver's.
+	dir, capacityRecord, csiRecord string
+}
+
+// snapshotOnNode returns the snapshot of the ready VolumeSnapshot name,
+// and checks that the node holds it: its subvolume and both records.
+func (r *csiRun) snapshotOnNode(name string) nodeSnapshot {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	vs, err := r.dynamic().Resource(volumeSnapshots).Namespace("e2e").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, _, _ := unstructured.NestedString(vs.Object, "status", "boundVolumeSnapshotContentName")
+	vsc, err := r.dynamic().Resource(volumeSnapshotContents).Get(ctx, content, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("VolumeSnapshot %s's content %q: %v", name, content, err)
+	}
+	handle, _, _ := unstructured.NestedString(vsc.Object, "status", "snapshotHandle")
+	if handle == "" || strings.Contains(handle, "/") {
+		t.Fatalf("VolumeSnapshotContent %s: snapshotHandle %q", content, handle)
+	}
+	s := nodeSnapshot{content: content, handle: handle,
+		dir:            filepath.Join(nodeLocalRoot, ".snapshots", handle),
+		capacityRecord: filepath.Join(nodeLocalRoot, ".capacity", "snapshots", handle+".json"),
+		csiRecord:      filepath.Join(nodeLocalRoot, ".csi", "snapshots", handle+".json"),
+	}
+	for _, p := range []string{s.dir, s.capacityRecord, s.csiRecord} {
+		if _, err := os.Lstat(r.n.Path(p)); err != nil {
+			t.Fatalf("snapshot %s of VolumeSnapshot %s is not on the node: %v", handle, name, err)
+		}
+	}
+	return s
+}
+
+// snapshotGone notes in gone, by the time since deleted, the
+// VolumeSnapshotContent and the snapshot on the node (its subvolume and
+// both records) once each is gone, and in pending the deletion time the
+// driver's record shows while the snapshot is there; it returns what is
+// left.
+func (r *csiRun) snapshotGone(s nodeSnapshot, deleted time.Time, gone map[string]time.Duration, pending *time.Time) []string {
+	var left []string
+	if _, done := gone["VolumeSnapshotContent "+s.content]; !done {
+		_, err := r.dynamic().Resource(volumeSnapshotContents).Get(context.Background(), s.content, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			gone["VolumeSnapshotContent "+s.content] = time.Since(deleted)
+		case err != nil:
+			left = append(left, "VolumeSnapshotContent "+s.content+": "+err.Error())
+		default:
+			left = append(left, "VolumeSnapshotContent "+s.content)
+		}
+	}
+	if _, done := gone["snapshot "+s.handle]; done {
+		return left
+	}
+	if b, err := os.ReadFile(r.n.Path(s.csiRecord)); err == nil {
+		var rec struct {
+			DeleteAt *time.Time `json:"deleteAt"`
+		}
+		if json.Unmarshal(b, &rec) == nil && rec.DeleteAt != nil && pending.IsZero() {
+			*pending = *rec.DeleteAt
+		}
+	}
+	var there []string
+	for _, p := range []string{s.dir, s.capacityRecord, s.csiRecord} {
+		if _, err := os.Lstat(r.n.Path(p)); !os.IsNotExist(err) {
+			there = append(there, p)
+		}
+	}
+	if len(there) == 0 {
+		gone["snapshot "+s.handle] = time.Since(deleted)
+		return left
+	}
+	return append(left, fmt.Sprintf("snapshot %s: %v (deletion recorded for %v)", s.handle, there, *pending))
 }
 
 // checkDeleteRefused checks that the external-provisioner's DeleteVolume
@@ -171,12 +269,38 @@ func (r *csiRun) checkDeleteRefused(pv string) {
 	r.t.Errorf("PV %s: no VolumeFailedDelete event naming the reclaim delay and Retain: %v", pv, list.Items)
 }
 
-func slicesMax(m map[string]time.Duration) time.Duration {
+// slicesMax is the longest of the durations in m whose key starts with
+// prefix.
+func slicesMax(m map[string]time.Duration, prefix string) time.Duration {
 	var most time.Duration
-	for _, d := range m {
-		most = max(most, d)
+	for k, d := range m {
+		if strings.HasPrefix(k, prefix) {
+			most = max(most, d)
+		}
 	}
 	return most
+}
+
+// waitNoSnapshots waits until the node's local path root holds no
+// snapshot and no record of one: the capacity backend's snapshots'
+// directory and records, and the CSI driver's records.
+func (r *csiRun) waitNoSnapshots() {
+	r.t.Helper()
+	dirs := []string{filepath.Join(nodeLocalRoot, ".snapshots"), filepath.Join(nodeLocalRoot, ".capacity", "snapshots"),
+		filepath.Join(nodeLocalRoot, ".csi", "snapshots")}
+	waitEvery(r.t, time.Minute, time.Second, "no snapshot or snapshot record left in "+nodeLocalRoot, func() (bool, string) {
+		var left []string
+		for _, d := range dirs {
+			des, err := os.ReadDir(r.n.Path(d))
+			if err != nil && !os.IsNotExist(err) {
+				return false, err.Error()
+			}
+			for _, de := range des {
+				left = append(left, filepath.Join(d, de.Name()))
+			}
+		}
+		return len(left) == 0, fmt.Sprint(left)
+	})
 }
 
 // waitNoSnapshotContents waits until no VolumeSnapshotContent is left.

@@ -64,6 +64,8 @@ const mib = 1 << 20
 //     snapshot's moment, the clone that of its own;
 //   - deleting the pods, claims and snapshot leaves, after the reclaim
 //     delay and not before it, no PV, no VolumeSnapshotContent, no
+//     snapshot on the node (its subvolume and its records go then, the
+//     driver having recorded the pending deletion meanwhile), no
 //     subvolume or qgroup in the root, and the class's CSIStorageCapacity
 //     back at its first figure.
 //

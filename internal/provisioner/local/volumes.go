@@ -338,7 +338,7 @@ func (p *Provisioner) DeleteSnapshot(ctx context.Context, name string) error {
 		return fmt.Errorf("delete snapshot %s: %w", name, err)
 	}
 	if err := sn.DeleteSnapshot(ctx, name); err != nil {
-		return fmt.Errorf("delete snapshot %s: %w", name, err)
+		return err // the backend's errors name the snapshot (and, refused, what to wait for)
 	}
 	p.changed()
 	p.log.Info("snapshot deleted", zap.String("snapshot", name))

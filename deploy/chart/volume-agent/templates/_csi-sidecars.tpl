@@ -94,6 +94,9 @@ the agent mounts.
     # The driver has no group snapshots; without this the sidecar lists
     # VolumeGroupSnapshot objects, which its RBAC does not grant.
     - --feature-gates=CSIVolumeGroupSnapshot=false
+    # A DeleteSnapshot refused until --reclaim-delay ends is retried at
+    # least once a minute (the default backoff reaches 5 minutes).
+    - --retry-interval-max=1m
   env:
     - name: NODE_NAME
       valueFrom:
