@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/volume-agent/volume-agent/test/controlplane"
+	"github.com/volume-agent/volume-agent/test/csi"
 	"github.com/volume-agent/volume-agent/test/node"
 )
 
@@ -27,19 +29,23 @@ import (
 const nodeRootDir = "/var/lib/volume-agent"
 
 // TestDaemonSetOnARealNode installs the Helm chart (whose default rendering
-// is deploy/daemonset.yaml), with only the image, the paths of the
+// is deploy/daemonset.yaml: the agent as the CSI driver, with the local
+// provisioner and the upstream sidecars), with only the images (the agent's
+// and the sidecars', built from the module proxy), the paths of the
 // kubelet's credentials and the API server's address set as values, to a
 // cluster with a real kubelet node (test/node) and checks what an operator
 // would: the agent runs with the kubelet's own identity (system:node:<name>,
-// Node authorizer and NodeRestriction), and its pod turns Ready through its
-// probes (on --healthz-addr); the status API is the node's
+// Node authorizer and NodeRestriction), and its pod turns Ready, the agent
+// through its probes (on --healthz-addr) and the three sidecars running
+// beside it; the kubelet registers the CSI driver (CSINode); the status API is the node's
 // /run/volume-agent/status.sock, of mode 0660, and root's CLI reads it
 // there; a workload pod's configMap, secret, emptyDir and projected volumes
 // appear under the DaemonSet's root directory on the node, their tmpfs
 // mounts propagated out of the agent's container into the node's mount
 // table; a ConfigMap update reaches the node's file; deleting the pod tears
 // its directory down; and deleting the DaemonSet (as kubectl delete does)
-// leaves every volume of a still-running pod mounted.
+// leaves every volume of a still-running pod mounted, the agent's
+// container exiting 0. The CSI volumes themselves are TestCSIOnARealNode's.
 func TestDaemonSetOnARealNode(t *testing.T) {
 	needRoot(t)
 	// The DaemonSet's agent serves its probes on the node's 127.0.0.1:9810
@@ -51,18 +57,25 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	l.Close()
 	start := time.Now()
 	cp := controlplane.Start(t, controlplane.Options{ControllerManager: true, Scheduler: true})
+	// The sidecars' images: built once from the module proxy and cached
+	// (test/csi), as TestCSIOnARealNode uses them.
+	images := csi.Images(t, csi.Provisioner, csi.Resizer, csi.Snapshotter)
 	agentImage, err := node.BuildAgentImage(binary)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := node.Start(t, cp, node.Options{Images: map[string]node.Image{node.AgentImageRef: agentImage}})
+	images[node.AgentImageRef] = agentImage
+	n := node.Start(t, cp, node.Options{Images: images})
+	t.Cleanup(func() { logAgentPodOnFailure(t, n) })
 	figure(t, "real node: control plane and node Ready", time.Since(start))
 	client := cp.Client()
 	ctx := context.Background()
 
 	installChart(t, cp)
 	agentPod := waitAgentReady(t, cp)
-	figure(t, "real node: agent pod Ready after start", time.Since(start))
+	checkContainersReady(t, agentPod, "volume-agent", "csi-provisioner", "csi-resizer", "csi-snapshotter")
+	figure(t, "real node: agent pod Ready (with its sidecars) after start", time.Since(start))
+	waitCSINode(t, client, n.Name())
 
 	cp.CreateNamespace(t, "e2e")
 	createVolumeSources(t, cp)
@@ -120,8 +133,8 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := lastStatusBeforeDeletion(t, podWatch.ResultChan(), 60*time.Second)
-	if st := last.ContainerStatuses; len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.ExitCode != 0 {
-		t.Errorf("the agent's container did not exit 0 after SIGTERM: %+v", st)
+	if st := containerStatus(last, "volume-agent"); st == nil || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
+		t.Errorf("the agent's container did not exit 0 after SIGTERM: %+v", last.ContainerStatuses)
 	}
 	after := nodeMountsUnder(t, n, filepath.Join(nodeRootDir, "pods", string(keeper.UID)))
 	if strings.Join(after, "\n") != strings.Join(before, "\n") {
@@ -129,6 +142,34 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	}
 	waitVolumesMounted(t, n, keeper) // files still there, tmpfs still mounted
 	figure(t, "real node: whole test", time.Since(start))
+}
+
+// checkContainersReady checks that pod has exactly the containers names,
+// each Ready.
+func checkContainersReady(t *testing.T, pod *v1.Pod, names ...string) {
+	t.Helper()
+	var got []string
+	for _, st := range pod.Status.ContainerStatuses {
+		if !st.Ready {
+			t.Errorf("container %s of %s is not Ready: %+v", st.Name, pod.Name, st.State)
+		}
+		got = append(got, st.Name)
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(names))
+	if !slices.Equal(got, want) {
+		t.Errorf("the agent's pod has containers %v, want %v", got, want)
+	}
+}
+
+// containerStatus returns the status of the container name, or nil.
+func containerStatus(st v1.PodStatus, name string) *v1.ContainerStatus {
+	for i := range st.ContainerStatuses {
+		if st.ContainerStatuses[i].Name == name {
+			return &st.ContainerStatuses[i]
+		}
+	}
+	return nil
 }
 
 // lastStatusBeforeDeletion follows a pod's watch until the pod is deleted
@@ -160,7 +201,8 @@ func lastStatusBeforeDeletion(t *testing.T, events <-chan watch.Event, timeout t
 
 // installChart installs the agent as the Helm install of docs/deploying.md does: the
 // labelled namespace, then every object of the chart's rendering, with
-// three values set. image is the one imported into the node; nodeIdentity
+// four values set. image and the sidecars' images (csi) are the ones
+// imported into the node; nodeIdentity
 // names where the test node's kubelet keeps its kubeconfig and client
 // certificate (GKE's paths, test/node): the agent runs with the kubelet's
 // own credentials, the chart's default identity; extraEnv adds
@@ -168,9 +210,10 @@ func lastStatusBeforeDeletion(t *testing.T, events <-chan watch.Event, timeout t
 // in-cluster config that the provisioners would use: the test cluster runs
 // no kube-proxy, so the "kubernetes" Service's cluster IP (which the
 // kubelet would otherwise put there) leads nowhere; they point it at the
-// API server's loopback address instead, which the hostNetwork pod shares.
-// Everything else is the chart's default rendering, which is
-// deploy/daemonset.yaml (deploy/chart's tests).
+// API server's loopback address instead, which the hostNetwork pod shares
+// (the sidecars get them too: sidecarsReachAPIServer). Everything else is
+// the chart's default rendering, which is deploy/daemonset.yaml
+// (deploy/chart's tests).
 func installChart(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	cfg := cp.AdminConfig()
@@ -183,7 +226,9 @@ func installChart(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	for _, o := range installObjects(t, testClusterValues(cp)) {
+	values := testClusterValues(cp)
+	values["csi"] = csiImageValues()
+	for _, o := range sidecarsReachAPIServer(t, installObjects(t, values), values["extraEnv"].([]any)) {
 		gvk := o.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
