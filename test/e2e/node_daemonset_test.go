@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,12 +15,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 
 	"github.com/volume-agent/volume-agent/test/controlplane"
 	"github.com/volume-agent/volume-agent/test/csi"
@@ -37,7 +42,9 @@ const nodeRootDir = "/var/lib/volume-agent"
 // would: the agent runs with the kubelet's own identity (system:node:<name>,
 // Node authorizer and NodeRestriction), and its pod turns Ready, the agent
 // through its probes (on --healthz-addr) and the three sidecars running
-// beside it; the kubelet registers the CSI driver (CSINode); the status API is the node's
+// beside it; the kubelet registers the CSI driver (CSINode), and /healthz
+// has nothing to say of the chart's CSIDriver, but says what differs in an
+// old one (checkOldCSIDriverReported); the status API is the node's
 // /run/volume-agent/status.sock, of mode 0660, and root's CLI reads it
 // there; a workload pod's configMap, secret, emptyDir and projected volumes
 // appear under the DaemonSet's root directory on the node, their tmpfs
@@ -76,6 +83,9 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	checkContainersReady(t, agentPod, "volume-agent", "csi-provisioner", "csi-resizer", "csi-snapshotter")
 	figure(t, "real node: agent pod Ready (with its sidecars) after start", time.Since(start))
 	waitCSINode(t, client, n.Name())
+	if code, body := nodeHealthz(t); code != 200 || body != "ok\n" {
+		t.Errorf("the agent's /healthz with the chart's CSIDriver: %d %q, want 200 ok and no warning", code, body)
+	}
 
 	cp.CreateNamespace(t, "e2e")
 	createVolumeSources(t, cp)
@@ -114,6 +124,8 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 		t.Errorf("mounts left under %s after the pod was deleted: %v", appDir, left)
 	}
 
+	agentPod = checkOldCSIDriverReported(t, cp, agentPod)
+
 	// kubectl delete of the DaemonSet: the agent's pod gets SIGTERM and
 	// goes, and the volumes of the pod still running stay mounted (the
 	// agent's documented shutdown behaviour).
@@ -142,6 +154,84 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	}
 	waitVolumesMounted(t, n, keeper) // files still there, tmpfs still mounted
 	figure(t, "real node: whole test", time.Since(start))
+}
+
+// checkOldCSIDriverReported replaces the CSIDriver with one an older
+// deployment could have left (podInfoOnMount false, fsGroupPolicy
+// ReadWriteOnceWithFSType, which kubectl apply would not bring back where
+// attachRequired differs too) and restarts the agent's pod as a rollout
+// would: the new agent's /healthz names each field, the value found and
+// needed and what to do, still answering 200, so the pod stays Ready and
+// the liveness probe restarts nothing. The chart's object is put back.
+// It returns the new agent pod.
+func checkOldCSIDriverReported(t *testing.T, cp *controlplane.ControlPlane, agentPod *v1.Pod) *v1.Pod {
+	t.Helper()
+	ctx, drivers := context.Background(), cp.Client().StorageV1().CSIDrivers()
+	shipped, err := drivers.Get(ctx, csiDriver, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiDriver}, Spec: *shipped.Spec.DeepCopy()}
+	old.Spec.PodInfoOnMount = ptr.To(false)
+	old.Spec.FSGroupPolicy = ptr.To(storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy)
+	replaceCSIDriver(t, cp, old)
+	if err := cp.Client().CoreV1().Pods("volume-agent").Delete(ctx, agentPod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "a new agent pod", func() (bool, string) {
+		p, err := cp.Client().CoreV1().Pods("volume-agent").Get(ctx, agentPod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err, p.Status.Phase)
+	})
+	agentPod = waitAgentReady(t, cp)
+	var body string
+	waitFor(t, time.Minute, "the old CSIDriver in /healthz", func() (bool, string) {
+		var code int
+		code, body = nodeHealthz(t)
+		return code == 200 && strings.Contains(body, "warning: CSIDriver "+csiDriver), fmt.Sprint(code, " ", body)
+	})
+	for _, want := range []string{"podInfoOnMount is false, the driver needs true", "fsGroupPolicy is ReadWriteOnceWithFSType, the driver needs File",
+		"kubectl delete csidriver " + csiDriver} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/healthz %q does not say %q", body, want)
+		}
+	}
+	p, err := cp.Client().CoreV1().Pods("volume-agent").Get(ctx, agentPod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := containerStatus(p.Status, "volume-agent"); st == nil || st.RestartCount != 0 || !st.Ready {
+		t.Errorf("the agent's container with the old CSIDriver: %+v, want Ready, never restarted", st)
+	}
+	replaceCSIDriver(t, cp, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiDriver, Labels: shipped.Labels}, Spec: shipped.Spec})
+	return agentPod
+}
+
+// replaceCSIDriver deletes the CSIDriver and creates d, as the fix says.
+func replaceCSIDriver(t *testing.T, cp *controlplane.ControlPlane, d *storagev1.CSIDriver) {
+	t.Helper()
+	drivers := cp.Client().StorageV1().CSIDrivers()
+	if err := drivers.Delete(context.Background(), d.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drivers.Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeHealthz gets the DaemonSet agent's /healthz on the node's
+// --healthz-addr, which this machine's loopback is.
+func nodeHealthz(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://127.0.0.1:9810/healthz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }
 
 // checkContainersReady checks that pod has exactly the containers names,
