@@ -54,6 +54,9 @@ type provisioners struct {
 	// room, in cluster mode, publishes the local provisioner's room;
 	// told when a volume was made, grown or deleted.
 	room *storagecapacity.Publisher // guarded by mu
+	// driverCheck, in cluster mode with the CSI endpoint on, says what is
+	// wrong with the CSIDriver object.
+	driverCheck *storagecapacity.DriverCheck // guarded by mu
 }
 
 // newProvisioners builds the provisioners --provisioners names. inUse says
@@ -184,6 +187,16 @@ func (p *provisioners) runners(client kubernetes.Interface, o options, log *zap.
 			return nil, err
 		}
 		r["local storage capacity"] = room
+		if o.csiEndpoint != "" {
+			check, err := storagecapacity.NewDriverCheck(storagecapacity.DriverCheckConfig{Client: client, Driver: provisioner.LocalName, Logger: log})
+			if err != nil {
+				return nil, err
+			}
+			p.mu.Lock()
+			p.driverCheck = check
+			p.mu.Unlock()
+			r["CSIDriver check"] = check
+		}
 	}
 	if p.nfs != nil {
 		r["nfs-subdir provisioner"] = leadingNFS{p: p, client: client, log: log}
@@ -206,6 +219,21 @@ func (p *provisioners) capacityRunner(client kubernetes.Interface, o options, lo
 	p.room = pub
 	p.mu.Unlock()
 	return pub, nil
+}
+
+// warnings lists what the user must act on that restarting the agent
+// would not fix, for /healthz: the CSIDriver object's problem.
+func (p *provisioners) warnings() []string {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	check := p.driverCheck
+	p.mu.Unlock()
+	if check == nil || check.Problem() == "" {
+		return nil
+	}
+	return []string{check.Problem()}
 }
 
 // config adds what every cluster controller shares to cfg.

@@ -72,8 +72,10 @@ func TestOpenCapacity(t *testing.T) {
 
 // With the CSI endpoint on, the local controller leaves the claims of
 // local.volume-agent.io classes to the external-provisioner and still
-// provisions those of volume-agent.io/local classes, and the storage
-// capacity runner withdraws this node's objects instead of publishing.
+// provisions those of volume-agent.io/local classes, the storage
+// capacity runner withdraws this node's objects instead of publishing, and
+// the CSIDriver object is checked, its problem (here: missing) shown by
+// /healthz's warnings.
 func TestRunnersWithCSIEndpoint(t *testing.T) {
 	for _, endpoint := range []string{"", "/var/lib/kubelet/plugins/local.volume-agent.io/csi.sock"} {
 		l, err := local.New(local.Config{Root: t.TempDir(), NodeName: "node-a", Mounter: mount.Unprivileged{}, Logger: zap.NewNop(),
@@ -104,6 +106,18 @@ func TestRunnersWithCSIEndpoint(t *testing.T) {
 		_, withdraws := r["local storage capacity"].(*storagecapacity.Withdrawal)
 		if withdraws != (endpoint != "") || (p.room == nil) != (endpoint != "") {
 			t.Errorf("endpoint %q: capacity runner %T, publisher %v", endpoint, r["local storage capacity"], p.room)
+		}
+		check, checks := r["CSIDriver check"].(*storagecapacity.DriverCheck)
+		if checks != (endpoint != "") {
+			t.Errorf("endpoint %q: CSIDriver check %T", endpoint, r["CSIDriver check"])
+		}
+		if checks {
+			check.Check(t.Context())
+			if w := p.warnings(); len(w) != 1 || !strings.Contains(w[0], "CSIDriver local.volume-agent.io does not exist") {
+				t.Errorf("endpoint %q: warnings %q, want the missing CSIDriver", endpoint, w)
+			}
+		} else if w := p.warnings(); w != nil {
+			t.Errorf("endpoint %q: warnings %q, want none", endpoint, w)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)

@@ -18,8 +18,18 @@ import (
 const (
 	// chartDir is the chart, relative to this package.
 	chartDir = "volume-agent"
-	// deployFile is the manifest the chart's default rendering must equal.
+	// deployFile is the manifest the chart's default rendering must equal:
+	// the agent with the local provisioner and the CSI driver.
 	deployFile = "../daemonset.yaml"
+	// noCSIFile is the manifest the chart renders with noCSIValues: the
+	// agent alone, as the chart's default was before the CSI driver.
+	noCSIFile = "../daemonset-no-csi.yaml"
+	// snapshotClassFile holds what csi.snapshotClass.create adds.
+	snapshotClassFile = "../snapshotclass.yaml"
+	// noCSIValues turn the CSI driver off, as an install that set
+	// csi.enabled: false before it was on by default: with provisioners
+	// unset, no provisioner either.
+	noCSIValues = "csi: {enabled: false}"
 	// serviceAccountFile holds what identity=serviceAccount adds.
 	serviceAccountFile = "../serviceaccount-mode.yaml"
 	// provisionersFile holds what provisioners adds.
@@ -32,21 +42,41 @@ const (
 // the chart leaves out is the Namespace: helm install keeps its release
 // record in the namespace, so that must exist first (docs/deploying.md "Helm").
 func TestDefaultRendering(t *testing.T) {
-	want := deployObjects(t)
+	checkRendering(t, deployFile, nil)
+}
+
+// TestNoCSIRendering: an install that sets csi.enabled: false, and nothing
+// else, renders deploy/daemonset-no-csi.yaml (but its Namespace): the
+// agent alone, without provisioners, as the chart's defaults rendered
+// before the CSI driver was on; both files create the same Namespace.
+func TestNoCSIRendering(t *testing.T) {
+	checkRendering(t, noCSIFile, readValues(t, noCSIValues))
+	const nsKey = "Namespace /volume-agent"
+	ns := objects{nsKey: fileObjects(t, noCSIFile)[nsKey]}
+	for _, d := range diffObjects(ns, objects{nsKey: deployObjects(t)[nsKey]}, sides{noCSIFile + " has", deployFile + " has"}) {
+		t.Error(d)
+	}
+}
+
+// checkRendering holds the chart's rendering with values to file, but
+// file's Namespace.
+func checkRendering(t *testing.T, file string, values map[string]any) {
+	t.Helper()
+	want := fileObjects(t, file)
 	for key, o := range want {
 		if o.GetKind() != "Namespace" {
 			continue
 		}
 		if o.GetName() != DefaultRelease.Namespace {
-			t.Errorf("%s: Namespace %s, but the helm install of docs/deploying.md uses namespace %s", deployFile, o.GetName(), DefaultRelease.Namespace)
+			t.Errorf("%s: Namespace %s, but the helm install of docs/deploying.md uses namespace %s", file, o.GetName(), DefaultRelease.Namespace)
 		}
 		delete(want, key)
 	}
-	got := render(t, DefaultRelease, nil)
+	got := render(t, DefaultRelease, values)
 	if _, ok := got["Namespace /"+DefaultRelease.Namespace]; ok {
 		t.Errorf("the chart renders the Namespace %s: helm install needs it to exist before the release", DefaultRelease.Namespace)
 	}
-	for _, d := range diffObjects(got, want, sides{"the chart renders", "deploy/daemonset.yaml has"}) {
+	for _, d := range diffObjects(got, want, sides{"the chart renders", file + " has"}) {
 		t.Error(d)
 	}
 }
@@ -55,14 +85,23 @@ func TestDefaultRendering(t *testing.T) {
 // against values.schema.json, the rendered templates), with its default
 // values and with every value set.
 func TestLint(t *testing.T) {
-	for _, values := range []map[string]any{nil, readValues(t, everyValueSet)} {
-		l := lint.All(chartDir, values, DefaultRelease.Namespace, false)
-		for _, m := range l.Messages {
-			if m.Severity >= support.WarningSev {
-				t.Errorf("helm lint (values %v): %v", values, m)
-			}
+	for _, values := range []map[string]any{nil, readValues(t, noCSIValues), readValues(t, everyValueSet)} {
+		for _, m := range lintErrors(values) {
+			t.Errorf("helm lint (values %v): %v", values, m)
 		}
 	}
+}
+
+// lintErrors returns helm lint's warnings and errors on the chart with
+// values.
+func lintErrors(values map[string]any) []string {
+	var out []string
+	for _, m := range lint.All(chartDir, values, DefaultRelease.Namespace, false).Messages {
+		if m.Severity >= support.WarningSev {
+			out = append(out, m.Error())
+		}
+	}
+	return out
 }
 
 // everyValueSet sets each value of values.yaml to something other than its

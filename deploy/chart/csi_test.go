@@ -13,45 +13,95 @@ import (
 )
 
 const (
-	// csiFile is the CSI deployment of the plain manifests: deploy/daemonset.yaml
-	// with provisioning and the CSI driver on, and what the driver adds.
-	csiFile = "../csi.yaml"
-	// csiValues render what deploy/csi.yaml and deploy/provisioners.yaml hold.
+	// csiValues turn both provisioners on with the CSI driver, as
+	// deploy/daemonset.yaml's header says to add nfs-subdir.
 	csiValues = "provisioners: [local, nfs-subdir]\ncsi: {enabled: true}"
 	// driver is the CSI driver's name.
 	driver = "local.volume-agent.io"
 )
 
-// TestCSIManifests holds the chart's rendering with csi.enabled (and both
-// provisioners) to deploy/csi.yaml and deploy/provisioners.yaml, edited as
-// deploy/csi.yaml's header says (the policies' variable csi "true"): the
-// same objects with the same fields, but the Namespace, which deploy/csi.yaml
-// holds as deploy/daemonset.yaml does.
+// TestCSIManifests: the chart's default values with csi.snapshotClass.create
+// render deploy/daemonset.yaml and deploy/snapshotclass.yaml (but the
+// Namespace); and with nfs-subdir among the provisioners they render
+// deploy/daemonset.yaml edited as its header says (the flag, and the
+// policy's variable nfsSubdir "true").
 func TestCSIManifests(t *testing.T) {
-	want := fileObjects(t, csiFile)
-	const nsKey = "Namespace /volume-agent"
-	for _, d := range diffObjects(objects{nsKey: want[nsKey]}, objects{nsKey: deployObjects(t)[nsKey]}, sides{csiFile + " has", deployFile + " has"}) {
-		t.Error(d)
-	}
-	delete(want, nsKey)
-	for k, o := range fileObjects(t, provisionersFile) {
+	want := deployObjects(t)
+	delete(want, "Namespace /volume-agent")
+	for k, o := range fileObjects(t, snapshotClassFile) {
 		if _, dup := want[k]; dup {
-			t.Errorf("%s is in both %s and %s: applied together, one would undo the other", k, csiFile, provisionersFile)
+			t.Errorf("%s is in both %s and %s", k, deployFile, snapshotClassFile)
 		}
 		want[k] = o
 	}
-	for _, p := range []string{"volume-agent-node-persistentvolumes", "volume-agent-node-claims"} {
-		policyVariable(want["ValidatingAdmissionPolicy /"+p], "csi")["expression"] = "true"
+	got := render(t, DefaultRelease, readValues(t, "csi: {snapshotClass: {create: true}}"))
+	for _, d := range diffObjects(got, want, sides{"the chart renders", deployFile + " and " + snapshotClassFile + " have"}) {
+		t.Error(d)
 	}
-	got := render(t, DefaultRelease, readValues(t, csiValues))
-	for _, d := range diffObjects(got, want, sides{"the chart renders", "deploy/csi.yaml and deploy/provisioners.yaml have"}) {
+
+	want = deployObjects(t)
+	delete(want, "Namespace /volume-agent")
+	args := container(want)["args"].([]any)
+	args[slices.Index(args, any("--provisioners=local"))] = "--provisioners=local,nfs-subdir"
+	policyVariable(want["ValidatingAdmissionPolicy /volume-agent-node-persistentvolumes"], "nfsSubdir")["expression"] = "true"
+	got = render(t, DefaultRelease, readValues(t, csiValues))
+	for _, d := range diffObjects(got, want, sides{"the chart renders", deployFile + " edited for nfs-subdir has"}) {
 		t.Error(d)
 	}
 }
 
-// TestNothingCSIWhenOff: without csi.enabled (the chart's default values,
-// with provisioners, in the service-account mode, with every other value
-// set) and in deploy/daemonset.yaml and deploy/provisioners.yaml, nothing of
+// TestCSIValuesRefused: csi.enabled with provisioners that lack local is
+// refused at install (helm install and helm template fail; helm lint only
+// logs a template's fail at INFO), with a message that says what to set
+// (the agent would refuse to start on every node); provisioners unset
+// means local with the driver, none without.
+func TestCSIValuesRefused(t *testing.T) {
+	for _, values := range []string{
+		"provisioners: []",
+		"provisioners: [nfs-subdir]",
+		"provisioners: [nfs-subdir]\ncsi: {enabled: true}",
+	} {
+		_, err := Render(chartDir, DefaultRelease, readValues(t, values))
+		if err == nil || !strings.Contains(err.Error(), `csi.enabled is true but provisioners`) ||
+			!strings.Contains(err.Error(), `lacks "local"`) || !strings.Contains(err.Error(), "csi.enabled: false") {
+			t.Errorf("values %q: got error %v, want one saying provisioners lack local and what to set", values, err)
+		}
+	}
+	for values, want := range map[string]string{
+		"":                                  "--provisioners=local",
+		"provisioners: null":                "--provisioners=local",
+		"provisioners: [nfs-subdir, local]": "--provisioners=nfs-subdir,local",
+		noCSIValues:                         "",
+		"provisioners: []\n" + noCSIValues:  "",
+		"provisioners: [nfs-subdir]\n" + noCSIValues: "--provisioners=nfs-subdir",
+	} {
+		objs := render(t, DefaultRelease, readValues(t, values))
+		got := agentArg(objs, "--provisioners=")
+		if got != "" {
+			got = "--provisioners=" + got
+		}
+		if got != want {
+			t.Errorf("values %q: agent's provisioners %q, want %q", values, got, want)
+		}
+	}
+}
+
+// TestServiceAccountModeWithCSI: identity=serviceAccount over the default
+// values is deploy/daemonset.yaml edited as its header says (the
+// --kubeconfig argument and the kubelet's volumes gone) with
+// deploy/serviceaccount-mode.yaml.
+func TestServiceAccountModeWithCSI(t *testing.T) {
+	want := render(t, DefaultRelease, nil)
+	serviceAccountMode(t)(want)
+	got := render(t, DefaultRelease, readValues(t, "identity: serviceAccount"))
+	for _, d := range diffObjects(got, want, sides{"identity=serviceAccount renders", "the default edited has"}) {
+		t.Error(d)
+	}
+}
+
+// TestNothingCSIWhenOff: with csi.enabled false (alone, with
+// provisioners, in the service-account mode, with every other value set)
+// and in deploy/daemonset-no-csi.yaml and deploy/provisioners.yaml, nothing of
 // the CSI driver is rendered: no sidecar, flag, kubelet directory, RBAC,
 // snapshot class or controller, and the policies' csi exceptions are off.
 // The checks find each of those with csi.enabled, so they are not vacuous.
@@ -60,26 +110,26 @@ func TestNothingCSIWhenOff(t *testing.T) {
 	every["csi"] = map[string]any{"enabled": false}
 	every["snapshotController"] = map[string]any{"enabled": false}
 	off := map[string]objects{
-		deployFile: deployObjects(t),
-		deployFile + " and " + provisionersFile: func() objects {
-			o := deployObjects(t)
+		noCSIFile: fileObjects(t, noCSIFile),
+		noCSIFile + " and " + provisionersFile: func() objects {
+			o := fileObjects(t, noCSIFile)
 			for k, v := range fileObjects(t, provisionersFile) {
 				o[k] = v
 			}
 			return o
 		}(),
-		"the chart's default values":              render(t, DefaultRelease, nil),
-		"the chart with " + provisionerValues:     render(t, DefaultRelease, readValues(t, provisionerValues)),
-		"the chart with identity=serviceAccount":  render(t, DefaultRelease, readValues(t, "identity: serviceAccount")),
+		"the chart with " + noCSIValues:           render(t, DefaultRelease, readValues(t, noCSIValues)),
+		"the chart with " + provisionerValues:     render(t, DefaultRelease, readValues(t, provisionerValues+"\n"+noCSIValues)),
+		"the chart with identity=serviceAccount":  render(t, DefaultRelease, readValues(t, "identity: serviceAccount\n"+noCSIValues)),
 		"the chart with every other value set":    render(t, DefaultRelease, every),
-		"the chart with csi.snapshotClass values": render(t, DefaultRelease, readValues(t, "csi: {snapshotClass: {create: true, default: true}}")),
+		"the chart with csi.snapshotClass values": render(t, DefaultRelease, readValues(t, "csi: {enabled: false, snapshotClass: {create: true, default: true}}")),
 	}
 	for what, objs := range off {
 		if found := csiParts(objs); len(found) > 0 {
 			t.Errorf("%s renders, without csi.enabled:\n%s", what, strings.Join(found, "\n"))
 		}
 	}
-	on := render(t, DefaultRelease, readValues(t, csiValues+"\nsnapshotController: {enabled: true}"))
+	on := render(t, DefaultRelease, readValues(t, csiValues+"\nsnapshotController: {enabled: true}\ncsi: {enabled: true, snapshotClass: {create: true}}"))
 	if found := csiParts(on); len(found) < 10 {
 		t.Errorf("with csi.enabled the check finds only %v", found)
 	}
@@ -123,8 +173,9 @@ func csiParts(objs objects) []string {
 // (the pods directory with Bidirectional propagation), the socket the agent
 // makes is the one each sidecar dials, the sidecars run with exactly their
 // flags and environment, and only the agent is privileged; with another
-// kubelet root directory every path follows it. Without provisioners the
-// agent still gets the local path root and the reclaim delay.
+// kubelet root directory every path follows it. With the default values
+// the agent runs the local provisioner, and gets the local path root and
+// the reclaim delay once.
 func TestCSIDaemonSet(t *testing.T) {
 	for _, tc := range []struct {
 		values, kubeletDir string
@@ -142,14 +193,14 @@ func TestCSIDaemonSet(t *testing.T) {
 			}
 		})
 	}
-	args := container(render(t, DefaultRelease, readValues(t, "csi: {enabled: true}")))["args"].([]any)
-	for _, want := range []string{"--local-path-root=/var/lib/volume-agent-local", "--reclaim-delay=10m"} {
-		if !slices.Contains(args, any(want)) {
-			t.Errorf("csi.enabled without provisioners: the agent's args %v lack %s", args, want)
+	// The default values: the local provisioner, whose root and reclaim
+	// delay the CSI volumes share, each flag once.
+	args := stringsOf(container(render(t, DefaultRelease, nil))["args"])
+	for _, want := range []string{"--provisioners=local", "--local-path-root=/var/lib/volume-agent-local", "--reclaim-delay=10m"} {
+		flag, _, _ := strings.Cut(want, "=")
+		if n := len(slices.DeleteFunc(slices.Clone(args), func(a string) bool { return !strings.HasPrefix(a, flag+"=") })); n != 1 || !slices.Contains(args, want) {
+			t.Errorf("the default values: the agent's args %v, want %s once", args, want)
 		}
-	}
-	if slices.ContainsFunc(args, func(a any) bool { return strings.HasPrefix(a.(string), "--provisioners") }) {
-		t.Errorf("csi.enabled without provisioners: the agent's args %v have --provisioners", args)
 	}
 }
 
@@ -491,17 +542,19 @@ func boundTo(objs objects, role *unstructured.Unstructured) []string {
 	return out
 }
 
-// TestSnapshotClass: with csi.enabled a VolumeSnapshotClass of the driver,
-// deletionPolicy Delete, the default class unless told otherwise; none
-// when snapshotClass.create is false.
+// TestSnapshotClass: with csi.enabled and snapshotClass.create a
+// VolumeSnapshotClass of the driver, deletionPolicy Delete, the default
+// class unless told otherwise; none by default (it needs the snapshot
+// CRDs, without which the install would fail) nor without csi.enabled.
 func TestSnapshotClass(t *testing.T) {
 	for _, tc := range []struct {
 		values string
 		want   string // the class's JSON, "" for none
 	}{
-		{"csi: {enabled: true}", `{"apiVersion":"snapshot.storage.k8s.io/v1","deletionPolicy":"Delete","driver":"local.volume-agent.io","kind":"VolumeSnapshotClass","metadata":{"annotations":{"snapshot.storage.kubernetes.io/is-default-class":"true"},"name":"volume-agent-local"}}`},
-		{"csi: {enabled: true, snapshotClass: {default: false}}", `{"apiVersion":"snapshot.storage.k8s.io/v1","deletionPolicy":"Delete","driver":"local.volume-agent.io","kind":"VolumeSnapshotClass","metadata":{"name":"volume-agent-local"}}`},
-		{"csi: {enabled: true, snapshotClass: {create: false}}", ""},
+		{"", ""}, // off by default: it needs the snapshot CRDs
+		{"csi: {snapshotClass: {create: true}}", `{"apiVersion":"snapshot.storage.k8s.io/v1","deletionPolicy":"Delete","driver":"local.volume-agent.io","kind":"VolumeSnapshotClass","metadata":{"annotations":{"snapshot.storage.kubernetes.io/is-default-class":"true"},"name":"volume-agent-local"}}`},
+		{"csi: {snapshotClass: {create: true, default: false}}", `{"apiVersion":"snapshot.storage.k8s.io/v1","deletionPolicy":"Delete","driver":"local.volume-agent.io","kind":"VolumeSnapshotClass","metadata":{"name":"volume-agent-local"}}`},
+		{"csi: {enabled: false, snapshotClass: {create: true}}", ""},
 	} {
 		var got []string
 		for _, o := range render(t, DefaultRelease, readValues(t, tc.values)) {
@@ -584,7 +637,7 @@ func TestNotesCSI(t *testing.T) {
 			t.Errorf("NOTES.txt with csi.enabled lacks %q:\n%s", want, text)
 		}
 	}
-	if text, _ := Notes(chartDir, DefaultRelease, nil); strings.Contains(text, "CSI") {
+	if text, _ := Notes(chartDir, DefaultRelease, readValues(t, noCSIValues)); strings.Contains(text, "CSI") {
 		t.Errorf("NOTES.txt without csi.enabled speaks of CSI:\n%s", text)
 	}
 }

@@ -26,7 +26,9 @@ func TestAgentAcceptsTheChartsFlags(t *testing.T) {
 	}
 	for _, values := range []string{
 		"",
+		noCSIValues,
 		provisionerValues,
+		provisionerValues + "\n" + noCSIValues,
 		"identity: serviceAccount\nmintTokens: false\nmetricsAddr: 0.0.0.0:9811\nstatusSocketGroup: \"4242\"",
 		"csi: {enabled: true}",
 		csiValues,

@@ -14,8 +14,10 @@ import (
 // check is not vacuous.
 func TestNodeIdentityGrantsNoSecrets(t *testing.T) {
 	for what, objs := range map[string]objects{
-		deployFile:                   deployObjects(t),
-		"the chart's default values": render(t, DefaultRelease, nil),
+		deployFile:                      deployObjects(t),
+		noCSIFile:                       fileObjects(t, noCSIFile),
+		"the chart's default values":    render(t, DefaultRelease, nil),
+		"the chart with " + noCSIValues: render(t, DefaultRelease, readValues(t, noCSIValues)),
 	} {
 		for k, o := range objs {
 			for _, r := range secretRules(o.Object) {

@@ -173,7 +173,7 @@ func ptrTo[T any](v T) *T { return &v }
 // csi.enabled none of those exceptions holds.
 func TestPoliciesAdmitTheSidecars(t *testing.T) {
 	on := render(t, DefaultRelease, readValues(t, csiValues))
-	off := render(t, DefaultRelease, readValues(t, provisionerValues))
+	off := render(t, DefaultRelease, readValues(t, provisionerValues+"\n"+noCSIValues))
 	pvPolicy, claimPolicy := "ValidatingAdmissionPolicy /volume-agent-node-persistentvolumes", "ValidatingAdmissionPolicy /volume-agent-node-claims"
 
 	grown := func(pv *v1.PersistentVolume) *v1.PersistentVolume {

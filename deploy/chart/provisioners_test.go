@@ -12,18 +12,18 @@ import (
 // provisionerValues turn both provisioners on.
 const provisionerValues = "provisioners: [local, nfs-subdir]"
 
-// TestNoProvisionerRightsWithoutProvisioners: without provisioners
-// (deploy/daemonset.yaml alone, the chart's default values, and its
-// service-account mode) no rule lets the agent's ServiceAccount write a
+// TestNoProvisionerRightsWithoutProvisioners: without provisioners nor the
+// CSI driver (deploy/daemonset-no-csi.yaml alone, the chart with
+// csi.enabled false, and its service-account mode) no rule lets the agent's ServiceAccount write a
 // PersistentVolume or a claim, no admission policy is needed, and with the
 // node identity nothing mounts the ServiceAccount's token. With
 // provisioners the chart renders those rules and mounts the token, so the
 // checks are not vacuous.
 func TestNoProvisionerRightsWithoutProvisioners(t *testing.T) {
 	for what, objs := range map[string]objects{
-		deployFile:                               deployObjects(t),
-		"the chart's default values":             render(t, DefaultRelease, nil),
-		"the chart with identity=serviceAccount": render(t, DefaultRelease, readValues(t, "identity: serviceAccount")),
+		noCSIFile:                                fileObjects(t, noCSIFile),
+		"the chart with " + noCSIValues:          render(t, DefaultRelease, readValues(t, noCSIValues)),
+		"the chart with identity=serviceAccount": render(t, DefaultRelease, readValues(t, "identity: serviceAccount\n"+noCSIValues)),
 	} {
 		for k, o := range objs {
 			for _, r := range volumeWrites(o) {
@@ -39,7 +39,7 @@ func TestNoProvisionerRightsWithoutProvisioners(t *testing.T) {
 			t.Errorf("%s: automountServiceAccountToken %v, want %v", what, got, wantToken)
 		}
 	}
-	on := render(t, DefaultRelease, readValues(t, provisionerValues))
+	on := render(t, DefaultRelease, readValues(t, provisionerValues+"\n"+noCSIValues))
 	if got := podSpec(on)["automountServiceAccountToken"]; got != true {
 		t.Errorf("with provisioners: automountServiceAccountToken %v, want true: the provisioners use the token", got)
 	}
@@ -48,24 +48,20 @@ func TestNoProvisionerRightsWithoutProvisioners(t *testing.T) {
 	}
 }
 
-// TestNodeRestrictionCoversEveryWrite: in deploy/provisioners.yaml (alone
-// and with deploy/csi.yaml) and in the chart's rendering with provisioners
+// TestNodeRestrictionCoversEveryWrite: in deploy/provisioners.yaml, in
+// deploy/daemonset.yaml and in the chart's rendering with provisioners
 // or the CSI driver, every write the RBAC grants
 // the agent's ServiceAccount on PersistentVolumes and claims is matched by
 // a ValidatingAdmissionPolicy for that ServiceAccount, bound with Deny,
 // that fails closed and refuses with 403 (Forbidden).
 func TestNodeRestrictionCoversEveryWrite(t *testing.T) {
-	csiFiles := fileObjects(t, provisionersFile)
-	for k, o := range fileObjects(t, csiFile) {
-		csiFiles[k] = o
-	}
 	for what, objs := range map[string]objects{
-		provisionersFile:                      fileObjects(t, provisionersFile),
-		"the chart with " + provisionerValues: render(t, DefaultRelease, readValues(t, provisionerValues)),
+		provisionersFile: fileObjects(t, provisionersFile),
+		"the chart with " + provisionerValues + " without the CSI driver": render(t, DefaultRelease, readValues(t, provisionerValues+"\n"+noCSIValues)),
 		// The CSI sidecars share the ServiceAccount: their writes too.
-		csiFile + " and " + provisionersFile: csiFiles,
-		"the chart with " + csiValues:        render(t, DefaultRelease, readValues(t, csiValues)),
-		"the chart with csi.enabled alone":   render(t, DefaultRelease, readValues(t, "csi: {enabled: true}")),
+		deployFile:                    deployObjects(t),
+		"the chart with " + csiValues: render(t, DefaultRelease, readValues(t, csiValues)),
+		"the chart's default values":  render(t, DefaultRelease, nil),
 	} {
 		policies := boundPolicies(t, what, objs)
 		if len(policies) != 2 {

@@ -9,8 +9,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestValues renders the chart with a few values set and compares the whole
-// rendering with the default one edited by hand as the value should change
+// TestValues renders the chart with a few values set over noCSIValues and
+// compares the whole rendering with that of noCSIValues alone
+// (deploy/daemonset-no-csi.yaml) edited by hand as the value should change
 // it: each value changes what it should and nothing else.
 func TestValues(t *testing.T) {
 	for _, tc := range []struct {
@@ -18,7 +19,7 @@ func TestValues(t *testing.T) {
 		values string // as in a helm install -f file
 		edit   func(objects)
 	}{{
-		// What deploy/daemonset.yaml's comments say to do to turn
+		// What deploy/daemonset-no-csi.yaml's comments say to do to turn
 		// provisioning on: the flags, the token, deploy/provisioners.yaml.
 		// The mount of the local path root is in the default rendering.
 		name:   "provisioners on: the flags, the token and deploy/provisioners.yaml",
@@ -106,7 +107,7 @@ func TestValues(t *testing.T) {
 		values: `mintTokens: false`,
 		edit:   func(o objects) { addArgs(o, "--mint-tokens=false") },
 	}, {
-		// What deploy/daemonset.yaml's header says to do for this mode.
+		// What deploy/daemonset-no-csi.yaml's header says to do for this mode.
 		name:   "identity=serviceAccount: deploy/serviceaccount-mode.yaml, no node credentials",
 		values: `identity: serviceAccount`,
 		edit:   serviceAccountMode(t),
@@ -182,9 +183,13 @@ resources: {requests: {cpu: 50m, memory: 128Mi}, limits: {memory: 1Gi}}`,
 		edit:   func(o objects) { addArgs(o, "--log-level=debug", "--kube-api-qps=20") },
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := render(t, DefaultRelease, nil)
+			want := render(t, DefaultRelease, readValues(t, noCSIValues))
 			tc.edit(want)
-			got := render(t, DefaultRelease, readValues(t, tc.values))
+			values := readValues(t, noCSIValues)
+			for k, v := range readValues(t, tc.values) {
+				values[k] = v
+			}
+			got := render(t, DefaultRelease, values)
 			for _, d := range diffObjects(got, want, sides{"the values render", "the default edited has"}) {
 				t.Error(d)
 			}
@@ -195,7 +200,7 @@ resources: {requests: {cpu: 50m, memory: 128Mi}, limits: {memory: 1Gi}}`,
 // TestReleaseName: another release name and namespace name every object
 // and reference after them.
 func TestReleaseName(t *testing.T) {
-	got := render(t, Release{Name: "agents", Namespace: "storage"}, readValues(t, "provisioners: [local, nfs-subdir]"))
+	got := render(t, Release{Name: "agents", Namespace: "storage"}, readValues(t, "provisioners: [local, nfs-subdir]\n"+noCSIValues))
 	var keys []string
 	for k, o := range got {
 		keys = append(keys, k)
@@ -291,8 +296,8 @@ func TestNotes(t *testing.T) {
 // kubeletKubeconfigArg is the default node identity's flag.
 const kubeletKubeconfigArg = "--kubeconfig=/etc/kubernetes/kubelet.conf"
 
-// serviceAccountMode edits the default rendering as
-// deploy/daemonset.yaml's header says to switch to the service-account
+// serviceAccountMode edits the rendering of noCSIValues as
+// deploy/daemonset-no-csi.yaml's header says to switch to the service-account
 // mode: the --kubeconfig argument and the kubelet's volumes go, the
 // ServiceAccount's token is mounted, and the objects of
 // deploy/serviceaccount-mode.yaml come.
@@ -309,7 +314,7 @@ func serviceAccountMode(t *testing.T) func(objects) {
 	}
 }
 
-// provisionersOn edits the default rendering as deploy/daemonset.yaml's
+// provisionersOn edits the rendering of noCSIValues as deploy/daemonset-no-csi.yaml's
 // comments say to turn provisioning on, but for the flags: the
 // ServiceAccount's token is mounted, and the objects of
 // deploy/provisioners.yaml come.

@@ -17,7 +17,13 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 			return
 		}
 	}
-	writeText(w, http.StatusOK, "ok")
+	text := "ok"
+	if s.cfg.Warnings != nil {
+		for _, warning := range s.cfg.Warnings() {
+			text += "\nwarning: " + warning
+		}
+	}
+	writeText(w, http.StatusOK, text)
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {

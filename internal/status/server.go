@@ -49,7 +49,11 @@ type Config struct {
 	// Recovered reports whether start-up recovery (reconstruction) is done.
 	Recovered func() bool
 	// Healthy returns an error when a loop is stuck.
-	Healthy  func() error
+	Healthy func() error
+	// Warnings, when set, lists what a user must act on but restarting the
+	// agent would not fix (the kubelet's liveness probe restarts it when
+	// /healthz fails): /healthz answers 200 with them after "ok".
+	Warnings func() []string
 	Gatherer prometheus.Gatherer
 	Logger   *zap.Logger
 	// Claims lists the claims the agent bound itself (manifest mode), for

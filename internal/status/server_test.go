@@ -70,6 +70,7 @@ type fixture struct {
 	metrics   *metrics.Metrics
 	recovered atomic.Bool
 	healthErr atomic.Pointer[error]
+	warnings  atomic.Pointer[[]string]
 	ts        *httptest.Server
 }
 
@@ -87,6 +88,12 @@ func newFixture(t *testing.T) *fixture {
 		Healthy: func() error {
 			if err := f.healthErr.Load(); err != nil {
 				return *err
+			}
+			return nil
+		},
+		Warnings: func() []string {
+			if w := f.warnings.Load(); w != nil {
+				return *w
 			}
 			return nil
 		},
@@ -144,6 +151,21 @@ func TestHealthz(t *testing.T) {
 	f.healthErr.Store(&err)
 	if code, body := f.get(t, "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, err.Error()) {
 		t.Fatalf("healthz = %d %q; want 503 with the message", code, body)
+	}
+}
+
+// TestHealthzWarnings: a warning is shown by /healthz with 200 (the
+// liveness probe must not restart the agent for what a restart does not
+// fix), after "ok", one line each.
+func TestHealthzWarnings(t *testing.T) {
+	f := newFixture(t)
+	w := []string{"CSIDriver x is not what the CSI driver needs: podInfoOnMount is false, the driver needs true", "second"}
+	f.warnings.Store(&w)
+	if code, body := f.get(t, "/healthz"); code != http.StatusOK || body != "ok\nwarning: "+w[0]+"\nwarning: second\n" {
+		t.Fatalf("healthz = %d %q; want 200 with the warnings", code, body)
+	}
+	if code, body := f.get(t, "/readyz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("readyz = %d %q; want 200 ok: a warning does not make the agent unready", code, body)
 	}
 }
 

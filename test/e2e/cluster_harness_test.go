@@ -19,8 +19,13 @@ import (
 	"github.com/volume-agent/volume-agent/test/controlplane"
 )
 
-// deployFile is the DaemonSet manifest the agent ships with.
+// deployFile is the DaemonSet manifest the agent ships with: the agent as
+// the CSI driver, with the local provisioner.
 const deployFile = "../../deploy/daemonset.yaml"
+
+// noCSIFile is the agent alone, without the CSI driver or a provisioner
+// (the chart with csi.enabled false).
+const noCSIFile = "../../deploy/daemonset-no-csi.yaml"
 
 // chartDir is the Helm chart the agent ships with. With its default values
 // it renders the objects of deployFile but the Namespace (deploy/chart's
@@ -28,8 +33,10 @@ const deployFile = "../../deploy/daemonset.yaml"
 const chartDir = "../../deploy/chart/volume-agent"
 
 // clusterEnv is a control plane with the chart's objects for
-// identity=serviceAccount and both provisioners (deploy/daemonset.yaml with
-// deploy/serviceaccount-mode.yaml and deploy/provisioners.yaml), and a
+// identity=serviceAccount and both provisioners, without the CSI driver
+// (deploy/daemonset-no-csi.yaml with deploy/serviceaccount-mode.yaml and
+// deploy/provisioners.yaml): the agents these tests run have no CSI
+// endpoint, and the admission policies none of the sidecars' exceptions. A
 // kubeconfig for the agent that holds a token of the ServiceAccount the
 // chart makes, bound by the chart's RBAC and nothing more. That token is
 // bound to no pod, so the chart's admission policies let it write no
@@ -96,8 +103,10 @@ func fileObjects(t *testing.T, file string) []*unstructured.Unstructured {
 
 // serviceAccountMode are the chart's values for the agent with its
 // ServiceAccount's identity, for clusters without the Node authorizer,
-// with both provisioners (their RBAC and admission policies).
-var serviceAccountMode = map[string]any{"identity": "serviceAccount", "provisioners": []any{"local", "nfs-subdir"}}
+// with both provisioners (their RBAC and admission policies) and without
+// the CSI driver.
+var serviceAccountMode = map[string]any{"identity": "serviceAccount", "provisioners": []any{"local", "nfs-subdir"},
+	"csi": map[string]any{"enabled": false}}
 
 // nodeKubeconfig returns a kubeconfig with a token of the agent's
 // ServiceAccount bound to node's Node object, which must exist. Like the

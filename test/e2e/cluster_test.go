@@ -34,8 +34,10 @@ func TestCluster(t *testing.T) {
 }
 
 // testDeployDryRun applies every object of deploy/daemonset.yaml, of
-// deploy/serviceaccount-mode.yaml, of deploy/provisioners.yaml and of the
-// chart's rendering in both modes, and with the local provisioner alone,
+// deploy/daemonset-no-csi.yaml, of deploy/serviceaccount-mode.yaml, of
+// deploy/provisioners.yaml and of the chart's rendering by default (the
+// CSI driver), without the CSI driver in both modes, and with the local
+// provisioner alone,
 // with a server-side dry run: the API server validates and admits the
 // DaemonSet of each, and compiles the admission policies' expressions.
 func (env *clusterEnv) testDeployDryRun(t *testing.T) {
@@ -44,9 +46,11 @@ func (env *clusterEnv) testDeployDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := append(deployObjects(t), fileObjects(t, serviceAccountFile)...)
+	objs = append(objs, fileObjects(t, noCSIFile)...)
 	objs = append(objs, fileObjects(t, provisionersFile)...)
 	objs = append(objs, installObjects(t, nil)...)
-	objs = append(objs, installObjects(t, map[string]any{"provisioners": []any{"local"}})...)
+	objs = append(objs, installObjects(t, map[string]any{"csi": map[string]any{"enabled": false}})...)
+	objs = append(objs, installObjects(t, map[string]any{"provisioners": []any{"local"}, "csi": map[string]any{"enabled": false}})...)
 	for _, o := range append(objs, installObjects(t, serviceAccountMode)...) {
 		_, err := resourceFor(t, dyn, o).Apply(context.Background(), o.GetName(), o,
 			metav1.ApplyOptions{FieldManager: "e2e", DryRun: []string{metav1.DryRunAll}, Force: true})

@@ -38,8 +38,18 @@ func installSnapshotAPI(t *testing.T, cp *controlplane.ControlPlane) {
 }
 
 // csiValues are the chart's csi values: on, with the sidecars' images as
-// imported into the node.
+// imported into the node, and the VolumeSnapshotClass (the snapshot CRDs
+// installed first: installSnapshotAPI).
 func csiValues() map[string]any {
+	v := csiImageValues()
+	v["snapshotClass"] = map[string]any{"create": true}
+	return v
+}
+
+// csiImageValues are the chart's csi values that only point the sidecars
+// at the images imported into the node; everything else is the chart's
+// default (the driver on, no VolumeSnapshotClass).
+func csiImageValues() map[string]any {
 	return map[string]any{
 		"enabled":     true,
 		"provisioner": map[string]any{"image": csi.ImageRef(csi.Provisioner)},

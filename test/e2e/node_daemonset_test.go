@@ -3,23 +3,30 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 
 	"github.com/volume-agent/volume-agent/test/controlplane"
+	"github.com/volume-agent/volume-agent/test/csi"
 	"github.com/volume-agent/volume-agent/test/node"
 )
 
@@ -27,19 +34,25 @@ import (
 const nodeRootDir = "/var/lib/volume-agent"
 
 // TestDaemonSetOnARealNode installs the Helm chart (whose default rendering
-// is deploy/daemonset.yaml), with only the image, the paths of the
+// is deploy/daemonset.yaml: the agent as the CSI driver, with the local
+// provisioner and the upstream sidecars), with only the images (the agent's
+// and the sidecars', built from the module proxy), the paths of the
 // kubelet's credentials and the API server's address set as values, to a
 // cluster with a real kubelet node (test/node) and checks what an operator
 // would: the agent runs with the kubelet's own identity (system:node:<name>,
-// Node authorizer and NodeRestriction), and its pod turns Ready through its
-// probes (on --healthz-addr); the status API is the node's
+// Node authorizer and NodeRestriction), and its pod turns Ready, the agent
+// through its probes (on --healthz-addr) and the three sidecars running
+// beside it; the kubelet registers the CSI driver (CSINode), and /healthz
+// has nothing to say of the chart's CSIDriver, but says what differs in an
+// old one (checkOldCSIDriverReported); the status API is the node's
 // /run/volume-agent/status.sock, of mode 0660, and root's CLI reads it
 // there; a workload pod's configMap, secret, emptyDir and projected volumes
 // appear under the DaemonSet's root directory on the node, their tmpfs
 // mounts propagated out of the agent's container into the node's mount
 // table; a ConfigMap update reaches the node's file; deleting the pod tears
 // its directory down; and deleting the DaemonSet (as kubectl delete does)
-// leaves every volume of a still-running pod mounted.
+// leaves every volume of a still-running pod mounted, the agent's
+// container exiting 0. The CSI volumes themselves are TestCSIOnARealNode's.
 func TestDaemonSetOnARealNode(t *testing.T) {
 	needRoot(t)
 	// The DaemonSet's agent serves its probes on the node's 127.0.0.1:9810
@@ -51,18 +64,28 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	l.Close()
 	start := time.Now()
 	cp := controlplane.Start(t, controlplane.Options{ControllerManager: true, Scheduler: true})
+	// The sidecars' images: built once from the module proxy and cached
+	// (test/csi), as TestCSIOnARealNode uses them.
+	images := csi.Images(t, csi.Provisioner, csi.Resizer, csi.Snapshotter)
 	agentImage, err := node.BuildAgentImage(binary)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := node.Start(t, cp, node.Options{Images: map[string]node.Image{node.AgentImageRef: agentImage}})
+	images[node.AgentImageRef] = agentImage
+	n := node.Start(t, cp, node.Options{Images: images})
+	t.Cleanup(func() { logAgentPodOnFailure(t, n) })
 	figure(t, "real node: control plane and node Ready", time.Since(start))
 	client := cp.Client()
 	ctx := context.Background()
 
 	installChart(t, cp)
 	agentPod := waitAgentReady(t, cp)
-	figure(t, "real node: agent pod Ready after start", time.Since(start))
+	checkContainersReady(t, agentPod, "volume-agent", "csi-provisioner", "csi-resizer", "csi-snapshotter")
+	figure(t, "real node: agent pod Ready (with its sidecars) after start", time.Since(start))
+	waitCSINode(t, client, n.Name())
+	if code, body := nodeHealthz(t); code != 200 || body != "ok\n" {
+		t.Errorf("the agent's /healthz with the chart's CSIDriver: %d %q, want 200 ok and no warning", code, body)
+	}
 
 	cp.CreateNamespace(t, "e2e")
 	createVolumeSources(t, cp)
@@ -101,6 +124,8 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 		t.Errorf("mounts left under %s after the pod was deleted: %v", appDir, left)
 	}
 
+	agentPod = checkOldCSIDriverReported(t, cp, agentPod)
+
 	// kubectl delete of the DaemonSet: the agent's pod gets SIGTERM and
 	// goes, and the volumes of the pod still running stay mounted (the
 	// agent's documented shutdown behaviour).
@@ -120,8 +145,8 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := lastStatusBeforeDeletion(t, podWatch.ResultChan(), 60*time.Second)
-	if st := last.ContainerStatuses; len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.ExitCode != 0 {
-		t.Errorf("the agent's container did not exit 0 after SIGTERM: %+v", st)
+	if st := containerStatus(last, "volume-agent"); st == nil || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
+		t.Errorf("the agent's container did not exit 0 after SIGTERM: %+v", last.ContainerStatuses)
 	}
 	after := nodeMountsUnder(t, n, filepath.Join(nodeRootDir, "pods", string(keeper.UID)))
 	if strings.Join(after, "\n") != strings.Join(before, "\n") {
@@ -129,6 +154,112 @@ func TestDaemonSetOnARealNode(t *testing.T) {
 	}
 	waitVolumesMounted(t, n, keeper) // files still there, tmpfs still mounted
 	figure(t, "real node: whole test", time.Since(start))
+}
+
+// checkOldCSIDriverReported replaces the CSIDriver with one an older
+// deployment could have left (podInfoOnMount false, fsGroupPolicy
+// ReadWriteOnceWithFSType, which kubectl apply would not bring back where
+// attachRequired differs too) and restarts the agent's pod as a rollout
+// would: the new agent's /healthz names each field, the value found and
+// needed and what to do, still answering 200, so the pod stays Ready and
+// the liveness probe restarts nothing. The chart's object is put back.
+// It returns the new agent pod.
+func checkOldCSIDriverReported(t *testing.T, cp *controlplane.ControlPlane, agentPod *v1.Pod) *v1.Pod {
+	t.Helper()
+	ctx, drivers := context.Background(), cp.Client().StorageV1().CSIDrivers()
+	shipped, err := drivers.Get(ctx, csiDriver, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiDriver}, Spec: *shipped.Spec.DeepCopy()}
+	old.Spec.PodInfoOnMount = ptr.To(false)
+	old.Spec.FSGroupPolicy = ptr.To(storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy)
+	replaceCSIDriver(t, cp, old)
+	if err := cp.Client().CoreV1().Pods("volume-agent").Delete(ctx, agentPod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "a new agent pod", func() (bool, string) {
+		p, err := cp.Client().CoreV1().Pods("volume-agent").Get(ctx, agentPod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err, p.Status.Phase)
+	})
+	agentPod = waitAgentReady(t, cp)
+	var body string
+	waitFor(t, time.Minute, "the old CSIDriver in /healthz", func() (bool, string) {
+		var code int
+		code, body = nodeHealthz(t)
+		return code == 200 && strings.Contains(body, "warning: CSIDriver "+csiDriver), fmt.Sprint(code, " ", body)
+	})
+	for _, want := range []string{"podInfoOnMount is false, the driver needs true", "fsGroupPolicy is ReadWriteOnceWithFSType, the driver needs File",
+		"kubectl delete csidriver " + csiDriver} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/healthz %q does not say %q", body, want)
+		}
+	}
+	p, err := cp.Client().CoreV1().Pods("volume-agent").Get(ctx, agentPod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := containerStatus(p.Status, "volume-agent"); st == nil || st.RestartCount != 0 || !st.Ready {
+		t.Errorf("the agent's container with the old CSIDriver: %+v, want Ready, never restarted", st)
+	}
+	replaceCSIDriver(t, cp, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiDriver, Labels: shipped.Labels}, Spec: shipped.Spec})
+	return agentPod
+}
+
+// replaceCSIDriver deletes the CSIDriver and creates d, as the fix says.
+func replaceCSIDriver(t *testing.T, cp *controlplane.ControlPlane, d *storagev1.CSIDriver) {
+	t.Helper()
+	drivers := cp.Client().StorageV1().CSIDrivers()
+	if err := drivers.Delete(context.Background(), d.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drivers.Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeHealthz gets the DaemonSet agent's /healthz on the node's
+// --healthz-addr, which this machine's loopback is.
+func nodeHealthz(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://127.0.0.1:9810/healthz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// checkContainersReady checks that pod has exactly the containers names,
+// each Ready.
+func checkContainersReady(t *testing.T, pod *v1.Pod, names ...string) {
+	t.Helper()
+	var got []string
+	for _, st := range pod.Status.ContainerStatuses {
+		if !st.Ready {
+			t.Errorf("container %s of %s is not Ready: %+v", st.Name, pod.Name, st.State)
+		}
+		got = append(got, st.Name)
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(names))
+	if !slices.Equal(got, want) {
+		t.Errorf("the agent's pod has containers %v, want %v", got, want)
+	}
+}
+
+// containerStatus returns the status of the container name, or nil.
+func containerStatus(st v1.PodStatus, name string) *v1.ContainerStatus {
+	for i := range st.ContainerStatuses {
+		if st.ContainerStatuses[i].Name == name {
+			return &st.ContainerStatuses[i]
+		}
+	}
+	return nil
 }
 
 // lastStatusBeforeDeletion follows a pod's watch until the pod is deleted
@@ -160,7 +291,8 @@ func lastStatusBeforeDeletion(t *testing.T, events <-chan watch.Event, timeout t
 
 // installChart installs the agent as the Helm install of docs/deploying.md does: the
 // labelled namespace, then every object of the chart's rendering, with
-// three values set. image is the one imported into the node; nodeIdentity
+// four values set. image and the sidecars' images (csi) are the ones
+// imported into the node; nodeIdentity
 // names where the test node's kubelet keeps its kubeconfig and client
 // certificate (GKE's paths, test/node): the agent runs with the kubelet's
 // own credentials, the chart's default identity; extraEnv adds
@@ -168,9 +300,10 @@ func lastStatusBeforeDeletion(t *testing.T, events <-chan watch.Event, timeout t
 // in-cluster config that the provisioners would use: the test cluster runs
 // no kube-proxy, so the "kubernetes" Service's cluster IP (which the
 // kubelet would otherwise put there) leads nowhere; they point it at the
-// API server's loopback address instead, which the hostNetwork pod shares.
-// Everything else is the chart's default rendering, which is
-// deploy/daemonset.yaml (deploy/chart's tests).
+// API server's loopback address instead, which the hostNetwork pod shares
+// (the sidecars get them too: sidecarsReachAPIServer). Everything else is
+// the chart's default rendering, which is deploy/daemonset.yaml
+// (deploy/chart's tests).
 func installChart(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	cfg := cp.AdminConfig()
@@ -183,7 +316,9 @@ func installChart(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	for _, o := range installObjects(t, testClusterValues(cp)) {
+	values := testClusterValues(cp)
+	values["csi"] = csiImageValues()
+	for _, o := range sidecarsReachAPIServer(t, installObjects(t, values), values["extraEnv"].([]any)) {
 		gvk := o.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {

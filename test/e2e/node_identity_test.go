@@ -104,15 +104,17 @@ func TestNodeIdentity(t *testing.T) {
 	assertNoSecretIn(t, a, "hunter2-cluster")
 }
 
-// TestNodeIdentityProvisioning: with the default deployment's RBAC and the
-// local provisioner's (deploy/daemonset.yaml with deploy/provisioners.yaml),
+// TestNodeIdentityProvisioning: with the node identity's RBAC and the
+// local provisioner's, without the CSI driver (deploy/daemonset-no-csi.yaml
+// with deploy/provisioners.yaml),
 // the agent mounts with the node's certificate and provisions with the
 // ServiceAccount, which may provision and nothing else, under the admission
 // policies that hold it to its node: a claim of a volume-agent.io/local
 // class is provisioned on the node the scheduler picks, bound by the PV
 // controller, and mounted.
 func TestNodeIdentityProvisioning(t *testing.T) {
-	env := startClusterValues(t, controlplane.Options{ControllerManager: true, Scheduler: true}, map[string]any{"provisioners": []any{"local"}})
+	env := startClusterValues(t, controlplane.Options{ControllerManager: true, Scheduler: true},
+		map[string]any{"provisioners": []any{"local"}, "csi": map[string]any{"enabled": false}})
 	ctx := context.Background()
 	const ns, node = "node-identity-prov", "node-identity-prov-1"
 	env.cp.CreateNamespace(t, ns)

@@ -50,5 +50,25 @@ Whether the pod mounts its ServiceAccount's token: the provisioners, the
 service-account mode and the CSI sidecars use it.
 */}}
 {{- define "volume-agent.usesToken" -}}
-{{- if or .Values.provisioners (eq .Values.identity "serviceAccount") .Values.csi.enabled -}}true{{- end -}}
+{{- if or (include "volume-agent.provisioners" .) (eq .Values.identity "serviceAccount") .Values.csi.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The provisioners the agent runs, joined by ",": the provisioners value
+when set; unset (null), local with csi.enabled (the CSI driver serves the
+local provisioner's volumes) and none without, so that an install that sets
+csi.enabled: false renders what it did before the driver was on by
+default. Refuses csi.enabled with provisioners that lack local: the agent
+would refuse to start on every node ("give --provisioners local too").
+*/}}
+{{- define "volume-agent.provisioners" -}}
+{{- $set := index .Values "provisioners" -}}
+{{- if kindIs "invalid" $set -}}
+{{- if .Values.csi.enabled -}}local{{- end -}}
+{{- else -}}
+{{- if and .Values.csi.enabled (not (has "local" $set)) -}}
+{{- fail (printf "csi.enabled is true but provisioners %s lacks \"local\": the CSI driver local.volume-agent.io serves the local provisioner's volumes, and the agent refuses --csi-endpoint without --provisioners local. Add local to provisioners (for example provisioners: [local%s]), leave provisioners unset (null: local with the CSI driver), or set csi.enabled: false" (toJson $set) (ternary ", nfs-subdir" "" (has "nfs-subdir" $set))) -}}
+{{- end -}}
+{{- join "," $set -}}
+{{- end -}}
 {{- end -}}
