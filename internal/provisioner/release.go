@@ -79,6 +79,9 @@ func (c *Controller) syncPV(ctx context.Context, name string) error {
 		c.setWaiting(name, false)
 		return c.refuse(ctx, pv, state, verdict.Why)
 	}
+	// Waiting before InUse is read: a teardown that ends after the read
+	// finds the PV waiting, and its NotifyActual brings it back here.
+	c.setWaiting(name, true)
 	busy := c.cfg.InUse != nil && c.cfg.InUse(pv.Name)
 	c.setWaiting(name, busy)
 	next, action := reclaim.Next(state, reclaim.Facts{Now: time.Now(), Delay: c.cfg.ReclaimDelay,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -252,5 +253,40 @@ func TestReleaseSeenBeforeTheClaimsDeletion(t *testing.T) {
 	eventually(t, "the released PV deleted once its claim's deletion is seen", func() (bool, string) {
 		_, err := getPV(t, client, "gone")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+// A pod's teardown that ends just after syncPV read InUse (true) calls
+// NotifyActual before syncPV has recorded the PV as waiting for it: the
+// PV is looked at again all the same, not at the informers' resync ten
+// minutes later.
+func TestTeardownEndingDuringTheInUseReadIsNotLost(t *testing.T) {
+	var c *Controller
+	var reads atomic.Int32
+	inUse := func(string) bool {
+		if reads.Add(1) == 1 {
+			c.NotifyActual() // the teardown ends right after this read
+			return true
+		}
+		return false
+	}
+	p := &fakeProvisioner{}
+	client := fake.NewClientset(releasedPV("gone", LocalName, "node-a", v1.PersistentVolumeReclaimDelete))
+	c, err := New(Config{Provisioner: p, Node: "node-a", InUse: inUse, Client: client, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	eventually(t, "deleted", func() (bool, string) {
+		_, err := getPV(t, client, "gone")
+		return apierrors.IsNotFound(err), fmt.Sprint(err, " after ", reads.Load(), " reads of InUse")
 	})
 }
