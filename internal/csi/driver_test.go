@@ -238,7 +238,13 @@ func TestPublishReadOnly(t *testing.T) {
 // IDs that cannot be the driver's are refused before anything is
 // touched; a path escaping the root never reaches the file system.
 func TestIDsChecked(t *testing.T) {
-	d, _ := plainDriver(t, 0, &clock{now: time.Now()})
+	d, root := plainDriver(t, 0, &clock{now: time.Now()})
+	// What the crafted IDs name, outside the volumes or the driver's own
+	// state: none of it may be touched.
+	outside := filepath.Join(root, "..", "x")
+	if err := os.MkdirAll(outside, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range []string{"../x", "a/b", ".csi", ".capacity", "x.img"} {
 		_, err := d.NodePublishVolume(t.Context(), &csipb.NodePublishVolumeRequest{VolumeId: id, TargetPath: "/nonexistent/t", VolumeCapability: mountRW})
 		if code(err) != codes.NotFound {
@@ -247,9 +253,17 @@ func TestIDsChecked(t *testing.T) {
 		if _, err := d.DeleteVolume(t.Context(), &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
 			t.Errorf("delete %q = %v, want nothing done", id, err)
 		}
+		if _, err := d.DeleteSnapshot(t.Context(), &csipb.DeleteSnapshotRequest{SnapshotId: id}); err != nil {
+			t.Errorf("delete snapshot %q = %v, want nothing done", id, err)
+		}
 		_, err = d.CreateVolume(t.Context(), &csipb.CreateVolumeRequest{Name: id, VolumeCapabilities: []*csipb.VolumeCapability{mountRW}})
 		if code(err) != codes.InvalidArgument {
 			t.Errorf("create %q = %v, want InvalidArgument", id, err)
+		}
+	}
+	for _, p := range []string{outside, filepath.Join(root, ".csi")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s after requests naming it: %v", p, err)
 		}
 	}
 }
