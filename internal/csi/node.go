@@ -129,13 +129,31 @@ func (d *Driver) singleWriter(ctx context.Context, r *record, target string) err
 	if err != nil {
 		return status.Errorf(codes.Internal, "NodePublishVolume %s: find where it is published: %v", r.ID, err)
 	}
+	resolved := resolvePath(target)
 	for _, u := range users {
-		if u != target {
+		if u != target && u != resolved {
 			return status.Errorf(codes.FailedPrecondition, "NodePublishVolume %s: access mode SINGLE_NODE_SINGLE_WRITER (ReadWriteOncePod), and it is published at %s already: "+
 				"delete the pod that uses it first", r.ID, u)
 		}
 	}
 	return nil
+}
+
+// resolvePath returns path with the symlinks of its longest existing
+// prefix resolved, as the mount table shows a mount point: the kubelet's
+// directory may be reached through a symlink (/var/lib/kubelet on
+// another disk), and the target itself may not exist yet.
+func resolvePath(path string) string {
+	var rest []string
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		if p == filepath.Dir(p) {
+			return path
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+	}
 }
 
 // openVolume opens what the volume r shows, by descriptor, never
