@@ -59,7 +59,7 @@ func (d Dir) SetUp(ctx context.Context, dir string, payload Payload) (_ volume.S
 	}()
 	if d.Memory {
 		m := mount.Tmpfs(d.NoSwap, "mode=0755")
-		if mounted, err = mount.EnsureMounted(ctx, d.Mounter, m, dir); err != nil {
+		if mounted, err = mount.MountOn(ctx, d.Mounter, m, dir, created); err != nil {
 			return volume.SwapUnknown, err
 		}
 	}
