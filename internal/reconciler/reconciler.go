@@ -102,6 +102,11 @@ type Reconciler struct {
 	wake      *wakeup.Signal
 	pods      podLocks
 	recovered atomic.Bool
+	// foundAtStart holds the UIDs of the pod directories found on disk
+	// at start, one entry each, never changed once reconstruct has set
+	// it: their set-ups always prepare subPaths (a crash may have left
+	// mounts no outcome records).
+	foundAtStart atomic.Pointer[map[types.UID]bool]
 	// passes is what a pass carries to the next; only Run's goroutine
 	// uses it.
 	passes passState
