@@ -103,12 +103,17 @@ func RemoveEmptyDir(dir string) error {
 }
 
 // MakeDir creates dir with mode (and its parents, 0750) and reports whether
-// dir is new. An existing dir is left as it is.
+// dir is new. An existing dir is left as it is. It tries dir itself first:
+// its parents usually exist (the pod's directories are made once, before
+// its volumes are set up).
 func MakeDir(dir string, mode os.FileMode) (bool, error) {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
-		return false, fmt.Errorf("create %s: %w", filepath.Dir(dir), err)
-	}
 	err := os.Mkdir(dir, mode)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+			return false, fmt.Errorf("create %s: %w", filepath.Dir(dir), err)
+		}
+		err = os.Mkdir(dir, mode)
+	}
 	if errors.Is(err, os.ErrExist) {
 		return false, nil
 	}

@@ -64,6 +64,9 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 		fields = append(fields, zap.Int("tmpfsWithoutNoswap", swappable))
 	}
 	r.log.Info("actual state reconstructed", fields...)
+	// Made once here rather than looked for at each record: best effort,
+	// as a record's write makes it when missing.
+	_ = r.records().MakeDir()
 	return nil
 }
 
