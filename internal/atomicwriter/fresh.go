@@ -172,16 +172,23 @@ func (f *fresh) mkdir(sub string, gid *int64) error {
 	return nil
 }
 
-// writeFile creates one payload file 0600 (its content is never readable
-// under a looser mode than the final one), writes it, and sets its owner
-// and mode through its descriptor.
+// writeFile creates one payload file, writes it, and sets its owner and
+// mode through its descriptor. A file whose owner is left as created is
+// created with its mode when the umask keeps every bit of it, and needs no
+// chmod; any other is created 0600 (its content never readable under a
+// looser mode or owner than the final ones), then chown'ed and chmod'ed.
 func (f *fresh) writeFile(p string, file File) (retErr error) {
 	if f.w.failWrite != nil {
 		if err := f.w.failWrite(p); err != nil {
 			return fmt.Errorf("write file %q: %w", p, err)
 		}
 	}
-	fd, err := f.openBeneath(path.Join(f.ts, p), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	exact := file.UID == nil && file.GID == nil && umaskKeeps(file.Mode)
+	mode := uint32(0o600)
+	if exact {
+		mode = uint32(file.Mode)
+	}
+	fd, err := f.openBeneath(path.Join(f.ts, p), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, mode)
 	if err != nil {
 		return fmt.Errorf("create file %q: %w", p, err)
 	}
@@ -192,6 +199,9 @@ func (f *fresh) writeFile(p string, file File) (retErr error) {
 	}()
 	if err := writeAll(fd, file.Data); err != nil {
 		return fmt.Errorf("write file %q: %w", p, err)
+	}
+	if exact {
+		return nil
 	}
 	if file.UID != nil || file.GID != nil {
 		if err := unix.Fchown(fd, idOrKeep(file.UID), idOrKeep(file.GID)); err != nil {

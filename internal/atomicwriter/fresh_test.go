@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -151,5 +152,30 @@ func TestWriteNewInvalidPayloadTouchesNothing(t *testing.T) {
 	}
 	if got := entries(t, dir); len(got) != 0 {
 		t.Fatalf("an invalid payload left %v", got)
+	}
+}
+
+// Under the usual umask (022) a fresh write creates most files with their
+// mode at once; each file must still end with its mode exactly, those the
+// umask would strip (0777, 0666) included.
+func TestWriteNewModesUnderTheUsualUmask(t *testing.T) {
+	old := syscall.Umask(0o022)
+	processUmask = sync.OnceValues(readUmask)
+	t.Cleanup(func() { syscall.Umask(old); processUmask = sync.OnceValues(readUmask) })
+	dir, w := newVolume(t)
+	modes := map[string]os.FileMode{"rw": 0o644, "ro": 0o400, "all": 0o777, "none": 0, "g": 0o640, "w": 0o666, "d/x": 0o755}
+	payload := map[string]File{}
+	for p, m := range modes {
+		payload[p] = file("data", m)
+	}
+	payload["owned"] = File{Data: []byte("o"), Mode: 0o644, GID: id(int64(os.Getegid()))}
+	modes["owned"] = 0o644
+	if _, err := w.WriteNew(payload); err != nil || w.freshWrites != 1 {
+		t.Fatalf("WriteNew = %v after %d fresh writes, want nil after 1", err, w.freshWrites)
+	}
+	ts := filepath.Join(dir, dataTarget(t, dir))
+	for p, m := range modes {
+		assertPerm(t, filepath.Join(ts, p), m)
+		assertContent(t, ts, p, string(payload[p].Data))
 	}
 }

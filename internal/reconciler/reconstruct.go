@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -64,9 +65,10 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 		fields = append(fields, zap.Int("tmpfsWithoutNoswap", swappable))
 	}
 	r.log.Info("actual state reconstructed", fields...)
-	// Made once here rather than looked for at each record: best effort,
-	// as a record's write makes it when missing.
+	// Made once here rather than looked for at each pod: best effort, as
+	// a record's write and a pod's directories make them when missing.
 	_ = r.records().MakeDir()
+	_ = os.MkdirAll(r.cfg.Root.PodsDir(), 0o750)
 	return nil
 }
 
