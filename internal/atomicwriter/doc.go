@@ -28,7 +28,14 @@
 //     (CVE-2017-1002102), and the agent runs as root. Every operation goes
 //     through an *os.Root opened on the volume directory, files are created
 //     with O_EXCL and chmod'ed and chown'ed through their open descriptor, and
-//     removal unlinks symlinks instead of following them.
+//     removal unlinks symlinks instead of following them. The one exception
+//     is WriteNew's fresh write into a directory its caller has just created
+//     (or a tmpfs it has just mounted) and that it finds empty: it works
+//     through a descriptor of the directory with raw system calls, every
+//     entry created with O_EXCL semantics (openat2 O_EXCL refusing any
+//     symlink on the way, mkdirat, symlinkat), so that what it did not make
+//     is never followed nor overwritten; any error, or a directory that is
+//     not empty, sends it back to Write.
 //   - Remove anything it did not create: only ..data, ..data_tmp, top-level
 //     symlinks of the form name -> ..data/name and directories whose name has
 //     the timestamp form are ever removed. A file or directory a container

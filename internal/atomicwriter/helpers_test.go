@@ -23,6 +23,10 @@ func newVolume(t *testing.T) (string, *Writer) {
 
 func mustWrite(t *testing.T, w *Writer, payload map[string]File) bool {
 	t.Helper()
+	if writeNewFirst && !written[w] {
+		written[w] = true
+		return mustWriteNew(t, w, payload)
+	}
 	changed, err := w.Write(payload)
 	if err != nil {
 		t.Fatalf("Write: %v", err)

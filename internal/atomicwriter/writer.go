@@ -39,6 +39,14 @@ type Writer struct {
 	// to the volume directory) that the comparison of the current payload
 	// is about to open.
 	beforeOpen func(name string)
+
+	// fellBack, when set by a test, is called with the reason each
+	// WriteNew fell back to the full write.
+	fellBack func(error)
+
+	// freshWrites counts the WriteNews done without falling back, for
+	// tests; guarded by mu.
+	freshWrites int
 }
 
 // New returns a Writer for dir, which must exist. New does no I/O.
@@ -61,6 +69,11 @@ func (w *Writer) Write(payload map[string]File) (changed bool, err error) {
 	if err := validatePayload(payload); err != nil {
 		return false, err
 	}
+	return w.writeRoot(payload)
+}
+
+// writeRoot is Write on a valid payload, with w.mu held.
+func (w *Writer) writeRoot(payload map[string]File) (changed bool, err error) {
 	root, err := os.OpenRoot(w.dir)
 	if err != nil {
 		return false, fmt.Errorf("open volume directory: %w", err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -37,7 +38,8 @@ func TestWriteLayout(t *testing.T) {
 
 func TestWriteModes(t *testing.T) {
 	old := syscall.Umask(0o077) // prove the modes do not depend on the umask
-	t.Cleanup(func() { syscall.Umask(old) })
+	processUmask = sync.OnceValues(readUmask)
+	t.Cleanup(func() { syscall.Umask(old); processUmask = sync.OnceValues(readUmask) })
 	dir, w := newVolume(t)
 	modes := map[string]os.FileMode{"rw": 0o644, "ro": 0o400, "all": 0o777, "none": 0, "g": 0o640, "d/e/x": 0o755}
 	payload := map[string]File{}

@@ -38,6 +38,17 @@ func EnsureMounted(ctx context.Context, mounter Mounter, m Mount, dir string) (b
 	return true, mounter.Mount(ctx, m, dir)
 }
 
+// MountOn mounts m on dir, which the caller has just created when created
+// is true: a directory that did not exist a moment ago is no mount point, so
+// nothing is asked first. Otherwise it is EnsureMounted. It reports, as
+// EnsureMounted does, whether it tried to mount.
+func MountOn(ctx context.Context, mounter Mounter, m Mount, dir string, created bool) (bool, error) {
+	if !created {
+		return EnsureMounted(ctx, mounter, m, dir)
+	}
+	return true, mounter.Mount(ctx, m, dir)
+}
+
 // RemoveDir tears a volume directory down: it unmounts dir if it is a mount
 // point, then removes it with RemoveAll (which refuses to cross any other
 // mount). A missing dir is not an error.
@@ -92,12 +103,17 @@ func RemoveEmptyDir(dir string) error {
 }
 
 // MakeDir creates dir with mode (and its parents, 0750) and reports whether
-// dir is new. An existing dir is left as it is.
+// dir is new. An existing dir is left as it is. It tries dir itself first:
+// its parents usually exist (the pod's directories are made once, before
+// its volumes are set up).
 func MakeDir(dir string, mode os.FileMode) (bool, error) {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
-		return false, fmt.Errorf("create %s: %w", filepath.Dir(dir), err)
-	}
 	err := os.Mkdir(dir, mode)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+			return false, fmt.Errorf("create %s: %w", filepath.Dir(dir), err)
+		}
+		err = os.Mkdir(dir, mode)
+	}
 	if errors.Is(err, os.ErrExist) {
 		return false, nil
 	}

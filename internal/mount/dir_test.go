@@ -238,3 +238,35 @@ func TestRollbackContextOutlivesCancellationButIsBounded(t *testing.T) {
 		t.Fatalf("after stop, Err = %v, want Canceled", ctx.Err())
 	}
 }
+
+// askingMounter counts the IsMountPoint questions asked of its Fake.
+type askingMounter struct {
+	*Fake
+	asked int
+}
+
+func (m *askingMounter) IsMountPoint(ctx context.Context, path string) (bool, error) {
+	m.asked++
+	return m.Fake.IsMountPoint(ctx, path)
+}
+
+// TestMountOnAsksOnlyOfADirectoryItDidNotMake: a directory the caller has
+// just made is mounted without asking whether it is a mount point; one that
+// existed is asked, and not mounted twice.
+func TestMountOnAsksOnlyOfADirectoryItDidNotMake(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m := &askingMounter{Fake: &Fake{}}
+	if mounted, err := MountOn(ctx, m, tmpfs, dir, true); err != nil || !mounted {
+		t.Fatalf("MountOn a new directory = %v, %v; want true, nil", mounted, err)
+	}
+	if m.asked != 0 {
+		t.Fatalf("MountOn a new directory asked IsMountPoint %d times, want 0", m.asked)
+	}
+	if mounted, err := MountOn(ctx, m, tmpfs, dir, false); err != nil || mounted {
+		t.Fatalf("MountOn the mounted directory = %v, %v; want false, nil", mounted, err)
+	}
+	if want := []string{"mount tmpfs " + dir}; m.asked != 1 || !reflect.DeepEqual(m.Calls(), want) {
+		t.Fatalf("asked %d times, calls %q; want 1 and %q", m.asked, m.Calls(), want)
+	}
+}

@@ -18,11 +18,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -48,8 +53,10 @@ const (
 // Store reads and writes the records in one directory.
 type Store struct{ Dir string }
 
-// Write records r, replacing any record of its UID. The directory is made
-// when missing.
+// Write records r, replacing any record of its UID: a temporary file of
+// its own (O_EXCL), renamed into place. Raw system calls: an *os.File
+// would cost four fcntls and a failing epoll_ctl, and os.Rename an lstat
+// of the record first. The directory is made when missing.
 func (s Store) Write(r Record) error {
 	if err := validUID(r.UID); err != nil {
 		return err
@@ -58,21 +65,66 @@ func (s Store) Write(r Record) error {
 	if err != nil {
 		return fmt.Errorf("record pod %s: %w", r.UID, err)
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("record pod %s: %w", r.UID, err)
-	}
-	f, err := os.CreateTemp(s.Dir, "."+string(r.UID)+tmpMark)
+	tmp := filepath.Join(s.Dir, "."+string(r.UID)+tmpMark+strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(tmpCounter.Add(1), 10))
+	fd, err := s.create(tmp)
 	if err != nil {
 		return fmt.Errorf("record pod %s: %w", r.UID, err)
 	}
-	_, err = f.Write(append(data, '\n'))
-	err = errors.Join(err, f.Close())
+	err = writeAll(fd, tmp, append(data, '\n'))
+	if cerr := unix.Close(fd); err == nil && cerr != nil {
+		err = &os.PathError{Op: "close", Path: tmp, Err: cerr}
+	}
 	if err == nil {
-		err = os.Rename(f.Name(), s.path(r.UID))
+		if rerr := unix.Rename(tmp, s.path(r.UID)); rerr != nil {
+			err = &os.LinkError{Op: "rename", Old: tmp, New: s.path(r.UID), Err: rerr}
+		}
 	}
 	if err != nil {
-		_ = os.Remove(f.Name())
+		_ = unix.Unlink(tmp)
 		return fmt.Errorf("record pod %s: %w", r.UID, err)
+	}
+	return nil
+}
+
+// tmpCounter tells apart the temporary files of one process.
+var tmpCounter atomic.Uint64
+
+// create makes the temporary file tmp, 0600, making the directory first
+// when it is missing (the first record of a new root).
+func (s Store) create(tmp string) (int, error) {
+	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(tmp, flags, 0o600)
+	if err == unix.ENOENT {
+		if err := s.MakeDir(); err != nil {
+			return -1, err
+		}
+		fd, err = unix.Open(tmp, flags, 0o600)
+	}
+	if err != nil {
+		return -1, &os.PathError{Op: "create", Path: tmp, Err: err}
+	}
+	return fd, nil
+}
+
+// MakeDir makes the records' directory (and its parents) when missing.
+func (s Store) MakeDir() error {
+	return os.MkdirAll(s.Dir, 0o700)
+}
+
+// writeAll writes data whole, as many write(2)s as it takes.
+func writeAll(fd int, name string, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "write", Path: name, Err: err}
+		}
+		if n == 0 {
+			return &os.PathError{Op: "write", Path: name, Err: io.ErrShortWrite}
+		}
+		data = data[n:]
 	}
 	return nil
 }

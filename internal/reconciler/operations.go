@@ -297,7 +297,9 @@ func (r *Reconciler) volumeLogger(a action) *zap.Logger {
 	if pv != "" {
 		fields = append(fields, zap.String("pv", pv))
 	}
-	return r.log.With(append(fields, zap.String("plugin", a.plugin))...)
+	// WithLazy: the fields are encoded only if a line is logged, and most
+	// operations log none at the default level.
+	return r.log.WithLazy(append(fields, zap.String("plugin", a.plugin))...)
 }
 
 // podFields name a's pod: "pod" (namespace/name) when known, and "podUID".

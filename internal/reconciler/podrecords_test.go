@@ -2,11 +2,14 @@ package reconciler
 
 import (
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
+	"github.com/volume-agent/volume-agent/internal/dsw"
 	"github.com/volume-agent/volume-agent/internal/podrecord"
 )
 
@@ -74,4 +77,46 @@ func sortedKeys(m map[types.UID]podrecord.Record) []types.UID {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// The set-ups of a pod's volumes, started together, write its record once,
+// before any of its directories, and the first makes the directories the
+// others need: each finds its plugin's directory made.
+func TestPodRecordWrittenOnceBeforeTheDirectories(t *testing.T) {
+	h := newHarness(t, nil)
+	var mu sync.Mutex
+	writes := 0
+	h.r.beforeRecord = func(uid types.UID) {
+		mu.Lock()
+		writes++
+		first := writes == 1
+		mu.Unlock()
+		if exists(h.root.PodDir(uid)) {
+			t.Errorf("the directory of pod %s exists before its record is written", uid)
+		}
+		if first {
+			time.Sleep(20 * time.Millisecond) // holds the first write while the other set-ups start
+		}
+	}
+	h.plugin.set(func(p *fakePlugin) {
+		p.onSetUp = func() {
+			if !exists(h.root.PluginDir("p1", testPlugin)) {
+				t.Error("at set-up the plugin's directory is not made")
+			}
+		}
+	})
+	var vols []dsw.Volume
+	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+		vols = append(vols, desiredVolume(name, "1"))
+	}
+	h.desired.SetPod(desiredPod("p1", vols...))
+	h.start(t)
+	for _, v := range vols {
+		h.waitMounted(t, "p1", v.Name, "1")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if writes != 1 {
+		t.Fatalf("the record of a pod with %d volumes was written %d times, want once", len(vols), writes)
+	}
 }

@@ -96,12 +96,23 @@ type Config struct {
 
 // Reconciler runs reconcile passes. Create with New, start with Run.
 type Reconciler struct {
-	cfg       Config
-	log       *zap.Logger
-	exec      *executor.Executor
-	wake      *wakeup.Signal
-	pods      podLocks
+	cfg  Config
+	log  *zap.Logger
+	exec *executor.Executor
+	wake *wakeup.Signal
+	pods podLocks
+	// beforeRecord, when set by a test, is called before each write of
+	// a pod's record.
+	beforeRecord func(types.UID)
+	// recording serialises, per pod, the writing of its record and the
+	// making of its directories (recordPod).
+	recording podLocks
 	recovered atomic.Bool
+	// foundAtStart holds the UIDs of the pod directories found on disk
+	// at start, one entry each, never changed once reconstruct has set
+	// it: their set-ups always prepare subPaths (a crash may have left
+	// mounts no outcome records).
+	foundAtStart atomic.Pointer[map[types.UID]bool]
 	// passes is what a pass carries to the next; only Run's goroutine
 	// uses it.
 	passes passState

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,10 +36,13 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 		return fmt.Errorf("reconstruct actual state: whether the volumes found on disk are mounted read-only: %w", err)
 	}
 	subPaths := 0
+	foundAtStart := make(map[types.UID]bool, len(pods))
 	for _, uid := range pods {
 		r.cfg.Actual.AddPodDir(uid, true)
 		subPaths += r.subPathsFound(uid)
+		foundAtStart[uid] = true
 	}
+	r.foundAtStart.Store(&foundAtStart)
 	r.namePodsFound(pods)
 	noSwap := r.mountedNoSwap(ctx, len(found))
 	swappable := 0
@@ -61,6 +65,10 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 		fields = append(fields, zap.Int("tmpfsWithoutNoswap", swappable))
 	}
 	r.log.Info("actual state reconstructed", fields...)
+	// Made once here rather than looked for at each pod: best effort, as
+	// a record's write and a pod's directories make them when missing.
+	_ = r.records().MakeDir()
+	_ = os.MkdirAll(r.cfg.Root.PodsDir(), 0o750)
 	return nil
 }
 
@@ -157,6 +165,13 @@ func (r *Reconciler) namePodsFound(pods []types.UID) {
 			r.log.Warn("the record of a pod directory that is gone stays", zap.String("podUID", string(uid)), zap.Error(err))
 		}
 	}
+}
+
+// podFoundAtStart reports whether uid's directory was on disk when the
+// agent started (or whether that is not known yet).
+func (r *Reconciler) podFoundAtStart(uid types.UID) bool {
+	found := r.foundAtStart.Load()
+	return found == nil || (*found)[uid]
 }
 
 // subPathsFound counts the subPath mount points of pod uid found on disk.

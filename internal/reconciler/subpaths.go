@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/subpath"
 )
@@ -30,7 +31,28 @@ func (r *Reconciler) prepareSubPaths(ctx context.Context, a action, path string)
 	if r.cfg.SubPaths == nil {
 		return nil, nil
 	}
+	if r.noSubPathsToTouch(a) {
+		// What Prepare would return: an empty outcome, which a later
+		// subPath of the volume (a manifest edited under the same UID)
+		// is compared with (plan.setups).
+		return &subpath.Outcome{}, nil
+	}
 	return r.cfg.SubPaths.Prepare(ctx, a.pod, cmp.Or(a.desired.SpecName, a.volume), path, a.desired.SubPaths)
+}
+
+// noSubPathsToTouch reports whether a's set-up can skip Prepare, whose
+// work would find nothing: the volume wants no subPath, no set-up of it
+// has recorded a mount (or an attempt at one), its state is known (not
+// Uncertain), and neither it nor its pod's directory was found on disk at
+// start, where a crash may have left mounts no outcome records.
+func (r *Reconciler) noSubPathsToTouch(a action) bool {
+	switch {
+	case len(a.desired.SubPaths) > 0, a.actual.Reconstructed, a.actual.State == asw.Uncertain:
+		return false
+	case a.actual != (asw.Volume{}) && (a.actual.SubPaths == nil || len(a.actual.SubPaths.Mounts) > 0):
+		return false // set up before, and its outcome names mounts or is not known
+	}
+	return !r.podFoundAtStart(a.pod)
 }
 
 // removeSubPaths takes off every subPath mount of a's pod, before its

@@ -157,3 +157,33 @@ func TestRefusedSubPathIsAFailedSetUp(t *testing.T) {
 		t.Errorf("events %q, want the refusal", got)
 	}
 }
+
+// TestSubPathWorkOnlyWhereThereMayBeSome: a new pod's volume that wants no
+// subPath skips the preparation (it would find nothing); the volumes of a
+// pod whose directory was on disk at start, new ones too, are prepared all
+// the same (a crash may have left mounts no outcome records), and so is a
+// volume that wants one.
+func TestSubPathWorkOnlyWhereThereMayBeSome(t *testing.T) {
+	var sp *fakeSubPaths
+	h := newHarness(t, func(c *Config) {
+		sp = &fakeSubPaths{plugin: c.Plugins.(registry)[testPlugin].(*fakePlugin)}
+		c.SubPaths = sp
+	})
+	mkdirAll(t, h.volumeDir("found", "old"))
+	wants := desiredVolume("wants", "1")
+	wants.SubPaths = []subpath.Want{{Container: "c", Index: 0, Path: "a"}}
+	h.desired.SetPod(desiredPod("new", desiredVolume("plain", "1"), wants))
+	h.desired.SetPod(desiredPod("found", desiredVolume("old", "1"), desiredVolume("added", "1")))
+	h.start(t)
+	for _, v := range [][2]string{{"new", "plain"}, {"new", "wants"}, {"found", "old"}, {"found", "added"}} {
+		got := h.waitMounted(t, v[0], v[1], "1")
+		if got.SubPaths == nil {
+			t.Errorf("%s/%s: no subPath outcome recorded; a later subPath could not be compared with it", v[0], v[1])
+		}
+	}
+	got := h.plugin.callsOf("subpaths")
+	slices.Sort(got)
+	if want := []string{"subpaths found/added", "subpaths found/old", "subpaths new/wants"}; !slices.Equal(got, want) {
+		t.Fatalf("subPath preparations %q, want %q (none for new/plain)", got, want)
+	}
+}

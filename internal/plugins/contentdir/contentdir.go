@@ -10,6 +10,7 @@ package contentdir
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -17,6 +18,9 @@ import (
 	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
+
+// freshWrites counts the set-ups that wrote with WriteNew, for tests.
+var freshWrites atomic.Int64
 
 // Payload is the content of a volume: relative path → file.
 type Payload = map[string]atomicwriter.File
@@ -55,17 +59,31 @@ func (d Dir) SetUp(ctx context.Context, dir string, payload Payload) (_ volume.S
 	}()
 	if d.Memory {
 		m := mount.Tmpfs(d.NoSwap, "mode=0755")
-		if mounted, err = mount.EnsureMounted(ctx, d.Mounter, m, dir); err != nil {
+		if mounted, err = mount.MountOn(ctx, d.Mounter, m, dir, created); err != nil {
 			return volume.SwapUnknown, err
 		}
 	}
-	if _, err := atomicwriter.New(dir).Write(payload); err != nil {
+	if err := write(dir, payload, created && (!d.Memory || mounted)); err != nil {
 		return volume.SwapUnknown, fmt.Errorf("write content: %w", err)
 	}
 	if !mounted || !mount.Privileged(d.Mounter) {
 		return volume.SwapUnknown, nil
 	}
 	return volume.SwapOf(d.NoSwap), nil
+}
+
+// write writes payload into dir: fresh when this set-up made dir (and
+// mounted its tmpfs), so nothing can be in it yet, otherwise with the full
+// writer, which compares, repairs and cleans up what an earlier write left.
+func write(dir string, payload Payload, fresh bool) error {
+	var err error
+	if fresh {
+		freshWrites.Add(1)
+		_, err = atomicwriter.New(dir).WriteNew(payload)
+	} else {
+		_, err = atomicwriter.New(dir).Write(payload)
+	}
+	return err
 }
 
 // TearDown unmounts the tmpfs, if any, and removes the directory.

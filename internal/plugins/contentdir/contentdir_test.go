@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -77,5 +78,45 @@ func TestSwapUnprivileged(t *testing.T) {
 	payload := contentdir.Payload{"key": atomicwriter.File{Data: []byte("v"), Mode: 0o644}}
 	if swap, err := d.SetUp(context.Background(), plugintest.VolumeDir(t), payload); err != nil || swap != volume.SwapUnknown {
 		t.Errorf("SetUp = %v, %v; want SwapUnknown: nothing is mounted", swap, err)
+	}
+}
+
+// TestSetUpWritesOnlyANewDirectoryFresh: the set-up that makes the volume
+// directory (and mounts its tmpfs) writes it with the fresh writer; a
+// set-up of a directory that exists (a refresh, a restart) uses the full
+// one, which finds and removes what an earlier write left.
+func TestSetUpWritesOnlyANewDirectoryFresh(t *testing.T) {
+	for _, memory := range []bool{false, true} {
+		t.Run(map[bool]string{false: "disk", true: "memory"}[memory], func(t *testing.T) {
+			d := contentdir.Dir{Mounter: &mount.Fake{}, Memory: memory}
+			dir := plugintest.VolumeDir(t)
+			before := contentdir.FreshWrites()
+			payload := contentdir.Payload{"key": atomicwriter.File{Data: []byte("v1"), Mode: 0o644}}
+			if _, err := d.SetUp(context.Background(), dir, payload); err != nil {
+				t.Fatal(err)
+			}
+			if got := contentdir.FreshWrites() - before; got != 1 {
+				t.Fatalf("fresh writes of a new directory = %d, want 1", got)
+			}
+			// A crash's leftover beside the live payload: only the full
+			// writer removes it.
+			stale := filepath.Join(dir, "..2020_01_02_03_04_05.42")
+			if err := os.Mkdir(stale, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			payload["key"] = atomicwriter.File{Data: []byte("v2"), Mode: 0o644}
+			if _, err := d.SetUp(context.Background(), dir, payload); err != nil {
+				t.Fatal(err)
+			}
+			if got := contentdir.FreshWrites() - before; got != 1 {
+				t.Fatalf("fresh writes after a set-up of the existing directory = %d, want still 1", got)
+			}
+			if _, err := os.Lstat(stale); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the full writer left the stale payload directory: Lstat = %v", err)
+			}
+			if data, err := os.ReadFile(filepath.Join(dir, "key")); err != nil || string(data) != "v2" {
+				t.Errorf("key = %q, %v; want v2", data, err)
+			}
+		})
 	}
 }

@@ -88,7 +88,7 @@ func (p *Plugin) SetUp(ctx context.Context, spec *volume.Spec, dir string) (res 
 	swap := volume.SwapUnknown
 	if memory {
 		m := mount.Tmpfs(p.NoSwap, tmpfsOptions(spec)...)
-		mounted, err := mount.EnsureMounted(ctx, p.Mounter, m, dir)
+		mounted, err := mount.MountOn(ctx, p.Mounter, m, dir, created)
 		if err != nil {
 			return res, err
 		}
