@@ -214,7 +214,7 @@ func runMode(o options, rep *report, mode string, cfg agentConfig, logf func(str
 }
 
 func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
-	cfg.manifests = r.TempDir()
+	cfg.manifests = privateManifestDir(r)
 	c := manifestDir{r: r, dir: cfg.manifests}
 	c.putConfigMap(sharedObject("initial\n"))
 	s := &scenario{r: r, rep: rep, mode: "manifest", size: o.size, c: c, profile: o.profileDir, rootParent: o.rootParent}
@@ -232,6 +232,19 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s.all(true)
 	s.floor(s.size.bursts[0])
 	s.mountTable(cfg)
+}
+
+// privateManifestDir makes the manifest directory one level below a
+// temporary directory of its own. The agent also watches the directory's
+// parent (to follow a replaced directory); were that parent the shared
+// temporary directory, every file another program makes or removes there
+// would wake the agent and count as its own wake-ups and CPU.
+func privateManifestDir(r *runner) string {
+	dir := filepath.Join(r.TempDir(), "manifests")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		r.Fatalf("manifest directory: %v", err)
+	}
+	return dir
 }
 
 func clusterMode(r *runner, o options, rep *report, cfg agentConfig) {

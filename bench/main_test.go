@@ -151,3 +151,23 @@ func TestParseFlagsScenario(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivateManifestDir: the manifest directory's parent holds nothing
+// else, so that the agent's watch of the parent sees only its own
+// directory's events (not every file of the shared temporary directory).
+func TestPrivateManifestDir(t *testing.T) {
+	r := newRunner(t.Logf)
+	dir := privateManifestDir(r)
+	parent := filepath.Dir(dir)
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "manifests" || parent == filepath.Clean(os.TempDir()) {
+		t.Errorf("manifest directory %s: parent %s holds %v, want only the manifest directory", dir, parent, entries)
+	}
+	r.close()
+	if _, err := os.Stat(parent); !os.IsNotExist(err) {
+		t.Errorf("parent %s left after close: %v", parent, err)
+	}
+}
