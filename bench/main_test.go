@@ -103,7 +103,9 @@ func TestTinyUsageRun(t *testing.T) {
 }
 
 // TestTinyBurstsRun runs the bursts scenario at a tiny size: memory at
-// rest, each round's burst and removal, and the file-system floor.
+// rest (with its anonymous part), each round's burst and removal with the
+// agent's CPU per pod, the decay after each burst (12 intervals), the
+// file-system floor and the agent's CPU beyond it.
 func TestTinyBurstsRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the benchmarks need root: the agent mounts tmpfs")
@@ -128,9 +130,22 @@ func TestTinyBurstsRun(t *testing.T) {
 			counts["removed"]++
 		case strings.HasPrefix(f.Name, "floor:"):
 			counts["floor"]++
+		case f.Value != nil && *f.Value > 0 && strings.HasPrefix(f.Name, "agent: CPU per pod set up (4 at once)"):
+			counts["agent CPU set up"]++ // each round, and their mean
+		case f.Value != nil && *f.Value > 0 && strings.HasPrefix(f.Name, "agent: CPU per pod torn down (4 at once)"):
+			counts["agent CPU torn down"]++
+		case f.Value != nil && strings.HasPrefix(f.Name, "agent − floor: CPU per pod"):
+			counts["over floor"]++
+		case f.Decay != nil && len(f.Decay.Millicores) == 12 && len(f.Decay.WakeupsPerSec) == 12:
+			counts["decay"]++
+		}
+		if f.Idle != nil && (f.Idle.RSSAnonMiB <= 0 || f.Idle.RSSAnonMiB >= f.Idle.RSSMiB) {
+			t.Errorf("%q: anonymous RSS %.1f MiB of %.1f: want a part of it", f.Name, f.Idle.RSSAnonMiB, f.Idle.RSSMiB)
 		}
 	}
-	if want := map[string]int{"idle": 3, "burst": 2, "removed": 2, "floor": 4}; !maps.Equal(counts, want) {
+	want := map[string]int{"idle": 3, "burst": 2, "removed": 2, "floor": 4,
+		"agent CPU set up": 3, "agent CPU torn down": 3, "over floor": 2, "decay": 2}
+	if !maps.Equal(counts, want) {
 		t.Errorf("figures %v, want %v; figures: %+v", counts, want, rep.Figures)
 	}
 }

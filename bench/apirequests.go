@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// requestCounter is a cluster that can tell how many requests its API
+// server has served so far (cluster mode).
+type requestCounter interface {
+	// requests returns apiserver_request_total summed by verb and
+	// resource ("POST events", "GET pods/status"), or an error.
+	requests() (map[string]float64, error)
+}
+
+var _ requestCounter = (*apiServer)(nil)
+
+// requests reads the API server's own /metrics. Every client's requests
+// count: the agent's and the benchmark's (its creates and deletes of pods
+// and objects).
+func (a *apiServer) requests() (map[string]float64, error) {
+	body, err := a.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("API server metrics: %w", err)
+	}
+	return parseRequests(body), nil
+}
+
+// parseRequests sums the apiserver_request_total samples of a Prometheus
+// text exposition by verb and resource (with its subresource, if any).
+func parseRequests(body []byte) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "apiserver_request_total{")
+		if !ok {
+			continue
+		}
+		labelText, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		labels := parseLabels(labelText)
+		resource := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			resource += "/" + sub
+		}
+		out[labels["verb"]+" "+resource] += v
+	}
+	return out
+}
+
+// parseLabels reads `a="x",b="y"` (values without escaped quotes, as the
+// API server's request labels are).
+func parseLabels(s string) map[string]string {
+	labels := map[string]string{}
+	for s != "" {
+		name, rest, ok := strings.Cut(s, `="`)
+		if !ok {
+			break
+		}
+		value, rest, _ := strings.Cut(rest, `"`)
+		labels[name] = value
+		s = strings.TrimPrefix(rest, ",")
+	}
+	return labels
+}
+
+// requestsBetween is what was served between two readings, without the
+// kinds served none.
+func requestsBetween(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// requestsString lists requests by kind, most first.
+func requestsString(reqs map[string]float64) string {
+	kinds := slices.Collect(maps.Keys(reqs))
+	slices.SortFunc(kinds, func(a, b string) int {
+		return cmp.Or(cmp.Compare(reqs[b], reqs[a]), cmp.Compare(a, b))
+	})
+	var total float64
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %.0f", k, reqs[k])
+		total += reqs[k]
+	}
+	return fmt.Sprintf("%.0f: %s", total, strings.Join(parts, ", "))
+}
