@@ -55,6 +55,7 @@ type options struct {
 	pods           int      // pods of each burst in the kubelet scenario
 	withoutKubelet bool     // the kubelet scenario's control: no node, the agent alone
 	agentIdentity  string   // the kubelet scenario's agent credentials: node or admin
+	syscalls       bool     // -scenario bursts: one more burst, traced with strace
 }
 
 func main() {
@@ -94,6 +95,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.pods, "pods", 50, "pods created at once in each burst of -scenario kubelet")
 	fs.StringVar(&o.agentIdentity, "agent-identity", "node", "-scenario kubelet: the agent's credentials, node (the node's, system:node:<name>, as the DaemonSet gives it) or admin (as the suite's cluster mode)")
 	fs.BoolVar(&o.withoutKubelet, "without-kubelet", false, "-scenario kubelet with no node: the same bursts, the agent alone (a control)")
+	fs.BoolVar(&o.syscalls, "syscalls", false, "-scenario bursts: after the rounds, one more burst with strace attached to every thread of the agent, for its set-ups and again for its teardowns: system calls per pod by call, failing ones by error and by path; the table goes beside -out (NAME.syscalls.txt, raw traces NAME.MODE-STEP.strace). ptrace slows every call: that burst's latency and CPU mean nothing")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -112,6 +114,14 @@ func parseFlags(args []string) (options, error) {
 		}
 	default:
 		return o, fmt.Errorf("-scenario %q: want suite, usage, bursts, kubelet or kubelet-edit", o.scenario)
+	}
+	if o.syscalls && o.scenario != "bursts" {
+		return o, errors.New("-syscalls traces a burst of -scenario bursts: add -scenario bursts")
+	}
+	if o.syscalls {
+		if _, err := exec.LookPath("strace"); err != nil {
+			return o, errors.New("-syscalls needs strace (apt-get install strace; test/deps.sh installs it)")
+		}
 	}
 	if o.agentIdentity != "node" && o.agentIdentity != "admin" {
 		return o, fmt.Errorf("-agent-identity %q: want node or admin", o.agentIdentity)
@@ -217,7 +227,7 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 	cfg.manifests = privateManifestDir(r)
 	c := manifestDir{r: r, dir: cfg.manifests}
 	c.putConfigMap(sharedObject("initial\n"))
-	s := &scenario{r: r, rep: rep, mode: "manifest", size: o.size, c: c, profile: o.profileDir, rootParent: o.rootParent}
+	s := &scenario{r: r, rep: rep, mode: "manifest", size: o.size, c: c, profile: o.profileDir, rootParent: o.rootParent, trace: o.tracePrefix()}
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()
@@ -232,6 +242,15 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s.all(true)
 	s.floor(s.size.bursts[0])
 	s.mountTable(cfg)
+}
+
+// tracePrefix is where the system-call table and traces of -syscalls go:
+// beside the JSON file, named after it; "" without -syscalls.
+func (o options) tracePrefix() string {
+	if !o.syscalls {
+		return ""
+	}
+	return strings.TrimSuffix(o.out, ".json")
 }
 
 // privateManifestDir makes the manifest directory one level below a
@@ -263,7 +282,7 @@ func clusterMode(r *runner, o options, rep *report, cfg agentConfig) {
 	c := &apiServer{r: r, client: client, uids: map[string]string{}}
 	c.putConfigMap(sharedObject("initial\n"))
 	cfg.kubeconfig = cp.AdminKubeconfig()
-	s := &scenario{r: r, rep: rep, mode: "cluster", size: o.size, c: c, profile: o.profileDir}
+	s := &scenario{r: r, rep: rep, mode: "cluster", size: o.size, c: c, profile: o.profileDir, trace: o.tracePrefix()}
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()

@@ -25,7 +25,9 @@ type report struct {
 	Size    string         `json:"size"`
 	Figures []figure       `json:"figures"`
 	Kubelet []kubeletRound `json:"kubelet_side_by_side,omitempty"` // -scenario kubelet
-	Errors  []string       `json:"errors,omitempty"`
+	// Syscalls are the system calls of the traced burst (-syscalls).
+	Syscalls []syscallStep `json:"syscalls,omitempty"`
+	Errors   []string      `json:"errors,omitempty"`
 }
 
 type machine struct {

@@ -50,6 +50,10 @@ type scenario struct {
 	// cpuPerPod is the agent's CPU per pod (ms) of each burst by step
 	// ("set up", "torn down") and size, for the comparison with the floor.
 	cpuPerPod map[string][]float64
+	// trace, when set, is the path (the JSON file's, without .json) the
+	// system-call table and raw traces of a last, traced burst start with
+	// (-syscalls).
+	trace string
 }
 
 func (s *scenario) run(prefix string) string {
@@ -143,6 +147,9 @@ func (s *scenario) bursts(rounds int) {
 	s.idle(0)
 	for range rounds {
 		s.burst(s.size.bursts[0], true, false)
+	}
+	if s.trace != "" {
+		s.tracedBurst(s.size.bursts[0])
 	}
 	if s.mode == "manifest" {
 		s.floor(s.size.bursts[0])
