@@ -16,7 +16,9 @@ import (
 // server has served so far (cluster mode).
 type requestCounter interface {
 	// requests returns apiserver_request_total summed by verb and
-	// resource ("POST events", "GET pods/status"), or an error.
+	// resource ("POST events", "GET pods/status"), and the requests open
+	// (apiserver_longrunning_requests: "open: WATCH configmaps"), or an
+	// error.
 	requests() (map[string]float64, error)
 }
 
@@ -33,14 +35,24 @@ func (a *apiServer) requests() (map[string]float64, error) {
 	return parseRequests(body), nil
 }
 
+// openPrefix marks the requests still open (watches) among the counts:
+// a request is counted in apiserver_request_total when it ends.
+const openPrefix = "open: "
+
 // parseRequests sums the apiserver_request_total samples of a Prometheus
-// text exposition by verb and resource (with its subresource, if any).
+// text exposition by verb and resource (with its subresource, if any), and
+// the apiserver_longrunning_requests ones by the same, marked openPrefix.
 func parseRequests(body []byte) map[string]float64 {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "apiserver_request_total{")
+		line, prefix := sc.Text(), ""
+		rest, ok := strings.CutPrefix(line, "apiserver_request_total{")
+		if !ok {
+			prefix = openPrefix
+			rest, ok = strings.CutPrefix(line, "apiserver_longrunning_requests{")
+		}
 		if !ok {
 			continue
 		}
@@ -57,7 +69,7 @@ func parseRequests(body []byte) map[string]float64 {
 		if sub := labels["subresource"]; sub != "" {
 			resource += "/" + sub
 		}
-		out[labels["verb"]+" "+resource] += v
+		out[prefix+labels["verb"]+" "+resource] += v
 	}
 	return out
 }
@@ -79,11 +91,15 @@ func parseLabels(s string) map[string]string {
 }
 
 // requestsBetween is what was served between two readings, without the
-// kinds served none.
+// kinds served none, and the requests open at the second.
 func requestsBetween(before, after map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range after {
-		if d := v - before[k]; d > 0 {
+		if strings.HasPrefix(k, openPrefix) {
+			if v > 0 {
+				out[k] = v
+			}
+		} else if d := v - before[k]; d > 0 {
 			out[k] = d
 		}
 	}
@@ -97,10 +113,18 @@ func requestsString(reqs map[string]float64) string {
 		return cmp.Or(cmp.Compare(reqs[b], reqs[a]), cmp.Compare(a, b))
 	})
 	var total float64
-	parts := make([]string, len(kinds))
-	for i, k := range kinds {
-		parts[i] = fmt.Sprintf("%s %.0f", k, reqs[k])
+	var served, open []string
+	for _, k := range kinds {
+		if strings.HasPrefix(k, openPrefix) {
+			open = append(open, fmt.Sprintf("%s %.0f", strings.TrimPrefix(k, openPrefix), reqs[k]))
+			continue
+		}
+		served = append(served, fmt.Sprintf("%s %.0f", k, reqs[k]))
 		total += reqs[k]
 	}
-	return fmt.Sprintf("%.0f: %s", total, strings.Join(parts, ", "))
+	s := fmt.Sprintf("%.0f served: %s", total, strings.Join(served, ", "))
+	if len(open) > 0 {
+		s += "; open at the end: " + strings.Join(open, ", ")
+	}
+	return s
 }

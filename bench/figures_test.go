@@ -7,7 +7,8 @@ import (
 )
 
 // TestParseRequests sums apiserver_request_total by verb and resource
-// (with the subresource), over codes and scopes, and ignores the rest.
+// (with the subresource), over codes and scopes, reads the requests open
+// (watches, counted only when they end), and ignores the rest.
 func TestParseRequests(t *testing.T) {
 	body := []byte(`# HELP apiserver_request_total [STABLE] Counter of apiserver requests
 # TYPE apiserver_request_total counter
@@ -16,14 +17,20 @@ apiserver_request_total{code="409",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 110
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="serviceaccounts",scope="resource",subresource="token",verb="POST",version="v1"} 5
 apiserver_request_duration_seconds_count{component="apiserver",resource="events",verb="POST"} 442
+apiserver_longrunning_requests{component="apiserver",group="",resource="configmaps",scope="resource",subresource="",verb="WATCH",version="v1"} 221
+apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="resource",subresource="",verb="WATCH",version="v1"} 0
 `)
 	got := parseRequests(body)
-	want := map[string]float64{"POST events": 442, "LIST configmaps": 110, "POST serviceaccounts/token": 5}
+	want := map[string]float64{"POST events": 442, "LIST configmaps": 110, "POST serviceaccounts/token": 5, "open: WATCH configmaps": 221, "open: WATCH pods": 0}
 	if !maps.Equal(got, want) {
 		t.Errorf("parseRequests = %v, want %v", got, want)
 	}
-	if d := requestsBetween(map[string]float64{"POST events": 400, "LIST configmaps": 110}, got); !maps.Equal(d, map[string]float64{"POST events": 42, "POST serviceaccounts/token": 5}) {
+	d := requestsBetween(map[string]float64{"POST events": 400, "LIST configmaps": 110, "open: WATCH configmaps": 100}, got)
+	if !maps.Equal(d, map[string]float64{"POST events": 42, "POST serviceaccounts/token": 5, "open: WATCH configmaps": 221}) {
 		t.Errorf("requestsBetween = %v", d)
+	}
+	if s := requestsString(d); s != "47 served: POST events 42, POST serviceaccounts/token 5; open at the end: WATCH configmaps 221" {
+		t.Errorf("requestsString = %q", s)
 	}
 }
 

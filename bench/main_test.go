@@ -186,3 +186,38 @@ func TestPrivateManifestDir(t *testing.T) {
 		t.Errorf("parent %s left after close: %v", parent, err)
 	}
 }
+
+// TestTinyClusterBurstsRun runs the bursts scenario in cluster mode at a
+// tiny size: after each burst the decay, and the API server's requests by
+// kind, among them the benchmark's own creates of the burst's pods.
+func TestTinyClusterBurstsRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the benchmarks need root: the agent mounts tmpfs")
+	}
+	o, err := parseFlags([]string{"-size", "tiny", "-modes", "cluster", "-scenario", "bursts", "-rounds", "1",
+		"-out", filepath.Join(t.TempDir(), "bench.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(o, io.Discard, t.Logf)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var decays, requests int
+	for _, f := range rep.Figures {
+		switch {
+		case f.Decay != nil:
+			decays++
+		case strings.HasPrefix(f.Name, "API requests, from before the burst"):
+			requests++
+			if f.Requests["POST pods"] != 4 {
+				t.Errorf("%q: %v, want the 4 pods created (POST pods 4)", f.Name, f.Requests)
+			}
+		case strings.HasPrefix(f.Name, "API requests, from"):
+			requests++
+		}
+	}
+	if decays != 1 || requests != 2 {
+		t.Errorf("%d decay and %d request figures, want 1 and 2; figures: %+v", decays, requests, rep.Figures)
+	}
+}
