@@ -56,6 +56,7 @@ type options struct {
 	withoutKubelet bool     // the kubelet scenario's control: no node, the agent alone
 	agentIdentity  string   // the kubelet scenario's agent credentials: node or admin
 	syscalls       bool     // -scenario bursts: one more burst, traced with strace
+	alternate      bool     // -scenario kubelet: the kubelet's burst, then the agent's, not at once
 }
 
 func main() {
@@ -95,6 +96,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.pods, "pods", 50, "pods created at once in each burst of -scenario kubelet")
 	fs.StringVar(&o.agentIdentity, "agent-identity", "node", "-scenario kubelet: the agent's credentials, node (the node's, system:node:<name>, as the DaemonSet gives it) or admin (as the suite's cluster mode)")
 	fs.BoolVar(&o.withoutKubelet, "without-kubelet", false, "-scenario kubelet with no node: the same bursts, the agent alone (a control)")
+	fs.BoolVar(&o.alternate, "alternate", false, "-scenario kubelet: each round of each mix is two bursts, the kubelet's (its node's pods) then the agent's (pods of a node of its own, bench-agent, which no kubelet serves), each while the other is idle, in the other order on even rounds; without it both set up the same pods at once")
 	fs.BoolVar(&o.syscalls, "syscalls", false, "-scenario bursts: after the rounds, one more burst with strace attached to every thread of the agent, for its set-ups and again for its teardowns: system calls per pod by call, failing ones by error and by path; the table goes beside -out (NAME.syscalls.txt, raw traces NAME.MODE-STEP.strace). ptrace slows every call: that burst's latency and CPU mean nothing")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
@@ -114,6 +116,9 @@ func parseFlags(args []string) (options, error) {
 		}
 	default:
 		return o, fmt.Errorf("-scenario %q: want suite, usage, bursts, kubelet or kubelet-edit", o.scenario)
+	}
+	if o.alternate && (o.scenario != "kubelet" || o.withoutKubelet) {
+		return o, errors.New("-alternate alternates the kubelet's bursts and the agent's: it needs -scenario kubelet, without -without-kubelet")
 	}
 	if o.syscalls && o.scenario != "bursts" {
 		return o, errors.New("-syscalls traces a burst of -scenario bursts: add -scenario bursts")

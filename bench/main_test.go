@@ -221,3 +221,24 @@ func TestTinyClusterBurstsRun(t *testing.T) {
 		t.Errorf("%d decay and %d request figures, want 1 and 2; figures: %+v", decays, requests, rep.Figures)
 	}
 }
+
+// TestParseFlagsRefuses: a flag for one scenario is refused with another,
+// saying what it needs.
+func TestParseFlagsRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"-syscalls"},
+		{"-scenario", "kubelet", "-syscalls"},
+		{"-alternate"},
+		{"-scenario", "bursts", "-alternate"},
+		{"-scenario", "kubelet", "-alternate", "-without-kubelet"},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+	for _, args := range [][]string{{"-scenario", "kubelet", "-alternate"}, {"-scenario", "bursts", "-syscalls"}} {
+		if _, err := parseFlags(args); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}

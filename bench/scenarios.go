@@ -101,7 +101,10 @@ func (s *scenario) oneAtATime(pods []*v1.Pod) (ready, removed []time.Duration) {
 func (s *scenario) burst(n int, idle, updates bool) {
 	pods := s.objects(n)
 	s.waitQuiet(fmt.Sprintf("the %d objects of the burst were written", 2*n))
-	reqs := s.apiRequests()
+	var reqs map[string]float64 // read only for the figures after the burst
+	if idle {
+		reqs = s.apiRequests()
+	}
 	stop := s.startProfile(fmt.Sprintf("burst-%d-create", n))
 	u0 := s.usage()
 	lat, total := createAll(s.r, s.a, s.c, pods)
