@@ -91,13 +91,15 @@ func parseLabels(s string) map[string]string {
 }
 
 // requestsBetween is what was served between two readings, without the
-// kinds served none, and the requests open at the second.
-func requestsBetween(before, after map[string]float64) map[string]float64 {
+// kinds served none, and how many more (or fewer) requests are open at
+// the second than at base, a reading before the burst: the watches the
+// burst made the agent open, without the API server's own.
+func requestsBetween(before, after, base map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range after {
 		if strings.HasPrefix(k, openPrefix) {
-			if v > 0 {
-				out[k] = v
+			if d := v - base[k]; d != 0 {
+				out[k] = d
 			}
 		} else if d := v - before[k]; d > 0 {
 			out[k] = d
@@ -116,7 +118,7 @@ func requestsString(reqs map[string]float64) string {
 	var served, open []string
 	for _, k := range kinds {
 		if strings.HasPrefix(k, openPrefix) {
-			open = append(open, fmt.Sprintf("%s %.0f", strings.TrimPrefix(k, openPrefix), reqs[k]))
+			open = append(open, fmt.Sprintf("%s %+.0f", strings.TrimPrefix(k, openPrefix), reqs[k]))
 			continue
 		}
 		served = append(served, fmt.Sprintf("%s %.0f", k, reqs[k]))
@@ -124,7 +126,7 @@ func requestsString(reqs map[string]float64) string {
 	}
 	s := fmt.Sprintf("%.0f served: %s", total, strings.Join(served, ", "))
 	if len(open) > 0 {
-		s += "; open at the end: " + strings.Join(open, ", ")
+		s += "; open at the end, against before the burst: " + strings.Join(open, ", ")
 	}
 	return s
 }

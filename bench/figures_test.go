@@ -25,11 +25,13 @@ apiserver_longrunning_requests{component="apiserver",group="",resource="pods",sc
 	if !maps.Equal(got, want) {
 		t.Errorf("parseRequests = %v, want %v", got, want)
 	}
-	d := requestsBetween(map[string]float64{"POST events": 400, "LIST configmaps": 110, "open: WATCH configmaps": 100}, got)
-	if !maps.Equal(d, map[string]float64{"POST events": 42, "POST serviceaccounts/token": 5, "open: WATCH configmaps": 221}) {
+	before := map[string]float64{"POST events": 400, "LIST configmaps": 110, "open: WATCH configmaps": 100}
+	base := map[string]float64{"open: WATCH configmaps": 1, "open: WATCH pods": 1}
+	d := requestsBetween(before, got, base)
+	if !maps.Equal(d, map[string]float64{"POST events": 42, "POST serviceaccounts/token": 5, "open: WATCH configmaps": 220, "open: WATCH pods": -1}) {
 		t.Errorf("requestsBetween = %v", d)
 	}
-	if s := requestsString(d); s != "47 served: POST events 42, POST serviceaccounts/token 5; open at the end: WATCH configmaps 221" {
+	if s := requestsString(d); s != "47 served: POST events 42, POST serviceaccounts/token 5; open at the end, against before the burst: WATCH configmaps +220, WATCH pods -1" {
 		t.Errorf("requestsString = %q", s)
 	}
 }

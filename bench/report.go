@@ -89,13 +89,17 @@ func (r *report) table(w io.Writer) {
 			fmt.Fprintf(tw, "%s\t%s\t\t\tfrom %d on: %.1f millicores, %.1f wake-ups/s\t\t%s\n", f.Mode, f.Name, decaySettledFrom, f.Decay.SettledMillicores, f.Decay.SettledWakeupsPerSec, f.Target)
 			fmt.Fprintf(tw, "\t  millicores each\t\t\t%s\t\t\n", series(f.Decay.Millicores))
 			fmt.Fprintf(tw, "\t  wake-ups/s each\t\t\t%s\t\t\n", series(f.Decay.WakeupsPerSec))
-		case f.Requests != nil:
-			fmt.Fprintf(tw, "%s\t%s\t\t\t%s\t\t%s\n", f.Mode, f.Name, requestsString(f.Requests), f.Target)
+		case f.Requests != nil: // too wide for a column: written after the table
 		case f.Value != nil:
 			fmt.Fprintf(tw, "%s\t%s\t\t\t%.4g %s\t\t%s\n", f.Mode, f.Name, *f.Value, f.Unit, f.Target)
 		}
 	}
 	_ = tw.Flush()
+	for _, f := range r.Figures {
+		if f.Requests != nil {
+			fmt.Fprintf(w, "%s  %s: %s\n", f.Mode, f.Name, requestsString(f.Requests))
+		}
+	}
 	r.kubeletTable(w)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "\nERROR: %s\n", e)

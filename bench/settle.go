@@ -122,9 +122,9 @@ func (s *scenario) settle(n int, reqs map[string]float64) {
 	s.rep.add(figure{Mode: s.mode, Name: fmt.Sprintf("after the burst of %d pods, each %v from %s", n, every, from), Decay: &d, Target: target})
 	s.addIdle(n, idleBetween(readings[decaySettledFrom], readings[intervals], (intervals-decaySettledFrom)*every))
 	if atSettled != nil {
-		s.rep.add(figure{Mode: s.mode, Name: fmt.Sprintf("API requests, from before the burst of %d pods to %v after %s", n, decaySettledFrom*every, from), Requests: requestsBetween(reqs, atSettled)})
+		s.rep.add(figure{Mode: s.mode, Name: fmt.Sprintf("API requests, from before the burst of %d pods to %v after %s", n, decaySettledFrom*every, from), Requests: requestsBetween(reqs, atSettled, reqs)})
 	}
 	if atSettled != nil && atEnd != nil {
-		s.rep.add(figure{Mode: s.mode, Name: fmt.Sprintf("API requests, from %v to %v after %s", decaySettledFrom*every, intervals*every, from), Requests: requestsBetween(atSettled, atEnd)})
+		s.rep.add(figure{Mode: s.mode, Name: fmt.Sprintf("API requests, from %v to %v after %s", decaySettledFrom*every, intervals*every, from), Requests: requestsBetween(atSettled, atEnd, reqs)})
 	}
 }
