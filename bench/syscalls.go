@@ -197,7 +197,7 @@ func (s *scenario) reportSyscalls(st syscallStep, target string) {
 	s.rep.value(s.mode, "traced: file-system and I/O calls "+what, io, "calls", target)
 	s.rep.value(s.mode, "traced: of them failing, EAGAIN aside, "+what, failing, "calls", "0")
 	s.rep.value(s.mode, "traced: of them EAGAIN (the netpoller's reads) "+what, again, "calls", "")
-	s.rep.value(s.mode, "traced: the Go runtime's calls and signals (more, the longer ptrace makes the step) "+what, runtime, "calls", "")
+	s.rep.value(s.mode, "traced: runtime calls and signals (ptrace-stretched) "+what, runtime, "calls", "")
 }
 
 // writeSyscallTable writes each traced step's calls per pod, the
