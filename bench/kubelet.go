@@ -96,6 +96,14 @@ type kubeletRound struct {
 	TeardownWindow float64 `json:"teardown_window_seconds"`
 	TeardownCPU    cpuUse  `json:"teardown_cpu_seconds"`
 	LoadBefore     string  `json:"load_average_before"`
+	// Alternate (-alternate): the kubelet's burst and the agent's were two,
+	// each with the other idle; the fields above are the kubelet's burst's
+	// (set-up window and CPU), these the agent's.
+	Alternate           bool    `json:"alternate,omitempty"`
+	AgentSetupWindowS   float64 `json:"agent_burst_setup_window_seconds,omitempty"`
+	AgentSetupCPU       cpuUse  `json:"agent_burst_setup_cpu_seconds,omitempty"`
+	AgentTeardownWindow float64 `json:"agent_burst_teardown_window_seconds,omitempty"`
+	AgentTeardownCPU    cpuUse  `json:"agent_burst_teardown_cpu_seconds,omitempty"`
 
 	agentLat, kubeletLat, agentDown, kubeletDown []time.Duration
 }
@@ -122,6 +130,7 @@ type sideBySide struct {
 	pods       int
 	profile    string       // directory for CPU profiles of the agent during each burst, or ""
 	identity   string       // the agent's credentials: node or admin
+	agentNode  string       // the agent's node with -alternate (agentNode), else ""
 	pinned     []pinnedProc // long-lived processes every snapshot must have
 	next       int
 }
@@ -135,7 +144,11 @@ func kubeletScenario(r *runner, o options, rep *report, cfg agentConfig) {
 			slices.Reverse(mixes)
 		}
 		for _, m := range mixes {
-			rr := k.round(round, m)
+			if o.alternate {
+				rep.Kubelet = append(rep.Kubelet, k.alternately(round, m))
+				continue
+			}
+			rr := k.round(round, m, bothAtOnce)
 			rep.Kubelet = append(rep.Kubelet, rr)
 		}
 	}
@@ -172,12 +185,16 @@ func startSideBySide(r *runner, o options, rep *report, cfg agentConfig) *sideBy
 			r.Fatalf("hostPath parent %s not seen by the node: %v", k.hostDir, err)
 		}
 	}
+	if o.alternate {
+		k.createAgentNode()
+		cfg.node = agentNode
+	}
 	// The agent as the DaemonSet runs it, with the node's identity
 	// (system:node:<name>, under the Node authorizer and NodeRestriction),
 	// or with the admin's as the suite's cluster mode does.
 	switch o.agentIdentity {
 	case "node":
-		cfg.kubeconfig = cp.NodeKubeconfig(r, benchNode)
+		cfg.kubeconfig = cp.NodeKubeconfig(r, cfg.node)
 	case "admin":
 		cfg.kubeconfig = cp.AdminKubeconfig()
 	}
@@ -210,7 +227,7 @@ func (k *sideBySide) findKubeletLog() string {
 }
 
 // kubeletPod returns a pod of mix m, with its own ConfigMap and Secret.
-func (k *sideBySide) kubeletPod(m kubeletMix, name string) (*v1.Pod, *v1.ConfigMap, *v1.Secret) {
+func (k *sideBySide) kubeletPod(m kubeletMix, name, nodeName string) (*v1.Pod, *v1.ConfigMap, *v1.Secret) {
 	_, cm, sec := podObjects("", 0)
 	cm.Name, cm.Data = name, map[string]string{"config": "value of " + name + "\n"}
 	sec.Name, sec.Data = name, map[string][]byte{"password": []byte("s3cr3t-" + name)}
@@ -233,7 +250,7 @@ func (k *sideBySide) kubeletPod(m kubeletMix, name string) (*v1.Pod, *v1.ConfigM
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app": "bench"}},
 		Spec: v1.PodSpec{
-			NodeName:                      benchNode,
+			NodeName:                      nodeName,
 			AutomountServiceAccountToken:  &m.token,
 			TerminationGracePeriodSeconds: &zero,
 			Containers:                    []v1.Container{{Name: "sleep", Image: node.SleepImageRef, VolumeMounts: mounts}},
@@ -243,16 +260,22 @@ func (k *sideBySide) kubeletPod(m kubeletMix, name string) (*v1.Pod, *v1.ConfigM
 	return pod, cm, sec
 }
 
-// round runs one burst of k.pods pods of mix m and their teardown.
-func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
+// round runs one burst of k.pods pods of mix m and their teardown, for
+// the agent and the kubelet at once, or for one of them alone (who).
+func (k *sideBySide) round(round int, m kubeletMix, who burstOf) kubeletRound {
 	r := k.r
+	agent, kubelet := who != kubeletAlone, k.n != nil && who != agentAlone
+	nodeName := benchNode
+	if who == agentAlone {
+		nodeName = k.agentNode
+	}
 	k.next++
 	rr := kubeletRound{Round: round + 1, Mix: m.Name, Pods: k.pods, LoadBefore: loadAverage(), WithoutKubelet: k.n == nil, AgentIdentity: k.identity}
 	r.Logf("bench: round %d, %s (load %s)", round+1, m.Name, rr.LoadBefore)
 	pods := make([]*v1.Pod, k.pods)
 	forEach(k.pods, func(i int) {
 		name := fmt.Sprintf("k%d-%d", k.next, i)
-		pod, cm, sec := k.kubeletPod(m, name)
+		pod, cm, sec := k.kubeletPod(m, name, nodeName)
 		if m.hostPath {
 			if err := os.MkdirAll(filepath.Join(k.hostDir, name), 0o755); err != nil {
 				r.Fatalf("hostPath: %v", err)
@@ -266,18 +289,20 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 
 	// Set-up.
 	stopProfile := func() {}
-	if k.profile != "" {
+	if k.profile != "" && agent {
 		// 3 s: the burst's set-ups, not the containers' start after them.
 		stopProfile = k.a.profile(3*time.Second, filepath.Join(k.profile, fmt.Sprintf("kubelet-round%d-%s.pprof", round+1, m.short())))
 	}
 	var logStart int64
-	if k.n != nil {
+	if kubelet {
 		logStart = fileSize(k.kubeletLog)
 	}
 	cpu0, busy0 := k.snapshot(), machineBusy()
 	t0 := make([]time.Time, k.pods)
 	uids := make([]string, k.pods)
-	rr.agentLat = make([]time.Duration, k.pods)
+	if agent {
+		rr.agentLat = make([]time.Duration, k.pods)
+	}
 	var waits sync.WaitGroup
 	var mu sync.Mutex
 	created := make(chan struct{})
@@ -291,6 +316,9 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 			mu.Lock()
 			t0[i], uids[i] = began, uid
 			mu.Unlock()
+			if !agent {
+				return
+			}
 			waits.Add(1)
 			go func() {
 				defer waits.Done()
@@ -304,7 +332,7 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	}()
 	<-created
 	var setUps map[string]time.Time
-	if k.n != nil {
+	if kubelet {
 		setUps = k.waitKubeletSetUps(logStart, uids, m.volumes())
 	}
 	waits.Wait()
@@ -316,7 +344,7 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	if r.Failed() {
 		r.Fatalf("pods were not ready; agent log:\n%s", k.a.logTail())
 	}
-	if k.n != nil {
+	if kubelet {
 		rr.kubeletLat = make([]time.Duration, k.pods)
 		for i, uid := range uids {
 			rr.kubeletLat[i] = setUps[uid].Sub(t0[i])
@@ -327,7 +355,12 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 
 	// Teardown.
 	cpu0, busy0 = k.snapshot(), machineBusy()
-	rr.agentDown, rr.kubeletDown = make([]time.Duration, k.pods), make([]time.Duration, k.pods)
+	if agent {
+		rr.agentDown = make([]time.Duration, k.pods)
+	}
+	if kubelet {
+		rr.kubeletDown = make([]time.Duration, k.pods)
+	}
 	deleted := make(chan struct{})
 	start = time.Now()
 	for i := range t0 {
@@ -350,18 +383,18 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	}
 	var pending []target
 	for i, uid := range uids {
-		a := target{i, filepath.Join(k.a.root, "pods", uid), rr.agentDown}
-		if k.n == nil {
-			pending = append(pending, a)
-			continue
+		var both []target
+		if agent {
+			both = append(both, target{i, filepath.Join(k.a.root, "pods", uid), rr.agentDown})
 		}
-		kt := target{i, k.n.Path("/var/lib/kubelet/pods/" + uid), rr.kubeletDown}
+		if kubelet {
+			both = append(both, target{i, k.n.Path("/var/lib/kubelet/pods/" + uid), rr.kubeletDown})
+		}
 		// Alternate which is looked at first, from round to round.
-		if (round+k.next)%2 == 0 {
-			pending = append(pending, a, kt)
-		} else {
-			pending = append(pending, kt, a)
+		if (round+k.next)%2 == 1 {
+			slices.Reverse(both)
 		}
+		pending = append(pending, both...)
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for len(pending) > 0 {
@@ -393,10 +426,7 @@ func (k *sideBySide) round(round int, m kubeletMix) kubeletRound {
 	}
 
 	rr.Agent, rr.Kubelet = summarize(rr.agentLat), summarize(rr.kubeletLat)
-	rr.AgentDown = summarize(rr.agentDown)
-	if k.n != nil {
-		rr.KubeletDown = summarize(rr.kubeletDown)
-	}
+	rr.AgentDown, rr.KubeletDown = summarize(rr.agentDown), summarize(rr.kubeletDown)
 	rr.RatioP50, rr.RatioP99 = ratio(rr.Kubelet.P50, rr.Agent.P50), ratio(rr.Kubelet.P99, rr.Agent.P99)
 	rr.DownRatioP50 = ratio(rr.KubeletDown.P50, rr.AgentDown.P50)
 	r.Logf("bench: set-up agent %.1f/%.1f ms, kubelet %.1f/%.1f ms (p50/p99); teardown agent %.1f, kubelet %.1f ms (p50)",
@@ -690,17 +720,25 @@ func (r *report) kubeletTable(w io.Writer) {
 		if len(rounds) == 0 {
 			continue
 		}
-		if rounds[0].WithoutKubelet {
+		switch {
+		case rounds[0].Alternate:
+			fmt.Fprintf(w, "\nalternately (-alternate): the kubelet's burst, then the agent's (the agent's first in rounds 2, 4, …), the other idle; agent with the %s identity on its own node: %d pods at once, each with %s\n", rounds[0].AgentIdentity, rounds[0].Pods, m.Name)
+		case rounds[0].WithoutKubelet:
 			fmt.Fprintf(w, "\nthe agent alone (-without-kubelet, no node), %s identity: %d pods at once, each with %s\n", rounds[0].AgentIdentity, rounds[0].Pods, m.Name)
-		} else {
+		default:
 			fmt.Fprintf(w, "\nside by side with the kubelet, agent with the %s identity: %d pods at once, each with %s\n", rounds[0].AgentIdentity, rounds[0].Pods, m.Name)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "round\tload before\tagent p50/p99\tkubelet p50/p99\tkubelet/agent p50, p99\twindow\tCPU s: agent, kubelet, containerd, shims+runc+containers, apiserver, etcd, bench, others\tall Running")
 		var al, kl, ad, kd []time.Duration
 		for _, rr := range rounds {
-			fmt.Fprintf(tw, "%d\t%s\t%.1f / %.1f ms\t%.1f / %.1f ms\t%.1f×, %.1f×\t%.2f s\t%s\t%.1f s\n", rr.Round, rr.LoadBefore,
-				rr.Agent.P50, rr.Agent.P99, rr.Kubelet.P50, rr.Kubelet.P99, rr.RatioP50, rr.RatioP99, rr.SetupWindowS, rr.SetupCPU, rr.RunningS)
+			window, cpu := fmt.Sprintf("%.2f s", rr.SetupWindowS), rr.SetupCPU.String()
+			if rr.Alternate {
+				window = fmt.Sprintf("kubelet's %.2f s, agent's %.2f s", rr.SetupWindowS, rr.AgentSetupWindowS)
+				cpu = fmt.Sprintf("kubelet's burst %s; agent's burst %s", rr.SetupCPU, rr.AgentSetupCPU)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%.1f / %.1f ms\t%.1f / %.1f ms\t%.1f×, %.1f×\t%s\t%s\t%.1f s\n", rr.Round, rr.LoadBefore,
+				rr.Agent.P50, rr.Agent.P99, rr.Kubelet.P50, rr.Kubelet.P99, rr.RatioP50, rr.RatioP99, window, cpu, rr.RunningS)
 			al, kl = append(al, rr.agentLat...), append(kl, rr.kubeletLat...)
 			ad, kd = append(ad, rr.agentDown...), append(kd, rr.kubeletDown...)
 		}
@@ -708,8 +746,13 @@ func (r *report) kubeletTable(w io.Writer) {
 		fmt.Fprintf(tw, "all\t\t%.1f / %.1f ms\t%.1f / %.1f ms\t%.1f×, %.1f×\t\t\t\n", a.P50, a.P99, k.P50, k.P99, ratio(k.P50, a.P50), ratio(k.P99, a.P99))
 		fmt.Fprintln(tw, "teardown\t\tagent p50/p99\tkubelet p50/p99\tkubelet/agent p50, p99\twindow\tCPU s: agent, kubelet, containerd, shims+runc+containers, apiserver, etcd, bench, others\t")
 		for _, rr := range rounds {
-			fmt.Fprintf(tw, "%d\t\t%.1f / %.1f ms\t%.1f / %.1f ms\t%.1f×, %.1f×\t%.2f s\t%s\t\n", rr.Round,
-				rr.AgentDown.P50, rr.AgentDown.P99, rr.KubeletDown.P50, rr.KubeletDown.P99, rr.DownRatioP50, ratio(rr.KubeletDown.P99, rr.AgentDown.P99), rr.TeardownWindow, rr.TeardownCPU)
+			window, cpu := fmt.Sprintf("%.2f s", rr.TeardownWindow), rr.TeardownCPU.String()
+			if rr.Alternate {
+				window = fmt.Sprintf("kubelet's %.2f s, agent's %.2f s", rr.TeardownWindow, rr.AgentTeardownWindow)
+				cpu = fmt.Sprintf("kubelet's burst %s; agent's burst %s", rr.TeardownCPU, rr.AgentTeardownCPU)
+			}
+			fmt.Fprintf(tw, "%d\t\t%.1f / %.1f ms\t%.1f / %.1f ms\t%.1f×, %.1f×\t%s\t%s\t\n", rr.Round,
+				rr.AgentDown.P50, rr.AgentDown.P99, rr.KubeletDown.P50, rr.KubeletDown.P99, rr.DownRatioP50, ratio(rr.KubeletDown.P99, rr.AgentDown.P99), window, cpu)
 		}
 		a, k = summarize(ad), summarize(kd)
 		fmt.Fprintf(tw, "all\t\t%.1f / %.1f ms\t%.1f / %.1f ms\t%.1f×, %.1f×\t\t\t\n", a.P50, a.P99, k.P50, k.P99, ratio(k.P50, a.P50), ratio(k.P99, a.P99))

@@ -52,3 +52,23 @@ func TestCPUDelta(t *testing.T) {
 		t.Errorf("agent: %v s, want 0.6", d)
 	}
 }
+
+// TestMergeAlternate: a row of -alternate takes the kubelet's figures from
+// the kubelet's burst, the agent's from the agent's, and their ratios.
+func TestMergeAlternate(t *testing.T) {
+	ms := time.Millisecond
+	kr := kubeletRound{Round: 1, Mix: "m", Kubelet: summarize([]time.Duration{600 * ms}), kubeletLat: []time.Duration{600 * ms},
+		KubeletDown: summarize([]time.Duration{2000 * ms}), SetupWindowS: 0.7, SetupCPU: cpuUse{"kubelet": 0.2}}
+	ar := kubeletRound{Round: 1, Mix: "m", Agent: summarize([]time.Duration{200 * ms}), agentLat: []time.Duration{200 * ms},
+		AgentDown: summarize([]time.Duration{100 * ms}), SetupWindowS: 0.25, SetupCPU: cpuUse{"agent": 0.05}, TeardownWindow: 0.15}
+	rr := mergeAlternate(kr, ar)
+	if !rr.Alternate || rr.Agent.P50 != 200 || rr.Kubelet.P50 != 600 || rr.RatioP50 != 3 || rr.DownRatioP50 != 20 {
+		t.Errorf("merged %+v: want agent 200 ms, kubelet 600 ms, ratios 3 and 20", rr)
+	}
+	if rr.SetupWindowS != 0.7 || rr.AgentSetupWindowS != 0.25 || rr.AgentTeardownWindow != 0.15 || rr.AgentSetupCPU["agent"] != 0.05 || rr.SetupCPU["kubelet"] != 0.2 {
+		t.Errorf("merged windows and CPU %+v: each burst's own", rr)
+	}
+	if len(rr.agentLat) != 1 || len(rr.kubeletLat) != 1 {
+		t.Errorf("merged latencies %v, %v: want one of each", rr.agentLat, rr.kubeletLat)
+	}
+}

@@ -36,7 +36,7 @@ func (k *sideBySide) editRound(round int) {
 	pods := make([]*v1.Pod, k.pods)
 	cms := make([]*v1.ConfigMap, k.pods)
 	forEach(k.pods, func(i int) {
-		pod, cm, sec := k.kubeletPod(m, fmt.Sprintf("e%d-%d", k.next, i))
+		pod, cm, sec := k.kubeletPod(m, fmt.Sprintf("e%d-%d", k.next, i), benchNode)
 		k.c.putConfigMap(cm)
 		k.c.putSecret(sec)
 		k.c.putPod(pod)

@@ -55,6 +55,8 @@ type options struct {
 	pods           int      // pods of each burst in the kubelet scenario
 	withoutKubelet bool     // the kubelet scenario's control: no node, the agent alone
 	agentIdentity  string   // the kubelet scenario's agent credentials: node or admin
+	syscalls       bool     // -scenario bursts: one more burst, traced with strace
+	alternate      bool     // -scenario kubelet: the kubelet's burst, then the agent's, not at once
 }
 
 func main() {
@@ -94,6 +96,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.pods, "pods", 50, "pods created at once in each burst of -scenario kubelet")
 	fs.StringVar(&o.agentIdentity, "agent-identity", "node", "-scenario kubelet: the agent's credentials, node (the node's, system:node:<name>, as the DaemonSet gives it) or admin (as the suite's cluster mode)")
 	fs.BoolVar(&o.withoutKubelet, "without-kubelet", false, "-scenario kubelet with no node: the same bursts, the agent alone (a control)")
+	fs.BoolVar(&o.alternate, "alternate", false, "-scenario kubelet: each round of each mix is two bursts, the kubelet's (its node's pods) then the agent's (pods of a node of its own, bench-agent, which no kubelet serves), each while the other is idle, in the other order on even rounds; without it both set up the same pods at once")
+	fs.BoolVar(&o.syscalls, "syscalls", false, "-scenario bursts: after the rounds, one more burst with strace attached to every thread of the agent, for its set-ups and again for its teardowns: system calls per pod by call, failing ones by error and by path; the table goes beside -out (NAME.syscalls.txt, raw traces NAME.MODE-STEP.strace). ptrace slows every call: that burst's latency and CPU mean nothing")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -112,6 +116,17 @@ func parseFlags(args []string) (options, error) {
 		}
 	default:
 		return o, fmt.Errorf("-scenario %q: want suite, usage, bursts, kubelet or kubelet-edit", o.scenario)
+	}
+	if o.alternate && (o.scenario != "kubelet" || o.withoutKubelet) {
+		return o, errors.New("-alternate alternates the kubelet's bursts and the agent's: it needs -scenario kubelet, without -without-kubelet")
+	}
+	if o.syscalls && o.scenario != "bursts" {
+		return o, errors.New("-syscalls traces a burst of -scenario bursts: add -scenario bursts")
+	}
+	if o.syscalls {
+		if _, err := exec.LookPath("strace"); err != nil {
+			return o, errors.New("-syscalls needs strace (apt-get install strace; test/deps.sh installs it)")
+		}
 	}
 	if o.agentIdentity != "node" && o.agentIdentity != "admin" {
 		return o, fmt.Errorf("-agent-identity %q: want node or admin", o.agentIdentity)
@@ -214,10 +229,10 @@ func runMode(o options, rep *report, mode string, cfg agentConfig, logf func(str
 }
 
 func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
-	cfg.manifests = r.TempDir()
+	cfg.manifests = privateManifestDir(r)
 	c := manifestDir{r: r, dir: cfg.manifests}
 	c.putConfigMap(sharedObject("initial\n"))
-	s := &scenario{r: r, rep: rep, mode: "manifest", size: o.size, c: c, profile: o.profileDir, rootParent: o.rootParent}
+	s := &scenario{r: r, rep: rep, mode: "manifest", size: o.size, c: c, profile: o.profileDir, rootParent: o.rootParent, trace: o.tracePrefix()}
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()
@@ -232,6 +247,28 @@ func manifestMode(r *runner, o options, rep *report, cfg agentConfig) {
 	s.all(true)
 	s.floor(s.size.bursts[0])
 	s.mountTable(cfg)
+}
+
+// tracePrefix is where the system-call table and traces of -syscalls go:
+// beside the JSON file, named after it; "" without -syscalls.
+func (o options) tracePrefix() string {
+	if !o.syscalls {
+		return ""
+	}
+	return strings.TrimSuffix(o.out, ".json")
+}
+
+// privateManifestDir makes the manifest directory one level below a
+// temporary directory of its own. The agent also watches the directory's
+// parent (to follow a replaced directory); were that parent the shared
+// temporary directory, every file another program makes or removes there
+// would wake the agent and count as its own wake-ups and CPU.
+func privateManifestDir(r *runner) string {
+	dir := filepath.Join(r.TempDir(), "manifests")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		r.Fatalf("manifest directory: %v", err)
+	}
+	return dir
 }
 
 func clusterMode(r *runner, o options, rep *report, cfg agentConfig) {
@@ -250,7 +287,7 @@ func clusterMode(r *runner, o options, rep *report, cfg agentConfig) {
 	c := &apiServer{r: r, client: client, uids: map[string]string{}}
 	c.putConfigMap(sharedObject("initial\n"))
 	cfg.kubeconfig = cp.AdminKubeconfig()
-	s := &scenario{r: r, rep: rep, mode: "cluster", size: o.size, c: c, profile: o.profileDir}
+	s := &scenario{r: r, rep: rep, mode: "cluster", size: o.size, c: c, profile: o.profileDir, trace: o.tracePrefix()}
 	s.a = newAgent(r, cfg)
 	s.a.start()
 	s.a.waitSynced()

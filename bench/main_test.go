@@ -103,7 +103,9 @@ func TestTinyUsageRun(t *testing.T) {
 }
 
 // TestTinyBurstsRun runs the bursts scenario at a tiny size: memory at
-// rest, each round's burst and removal, and the file-system floor.
+// rest (with its anonymous part), each round's burst and removal with the
+// agent's CPU per pod, the decay after each burst (12 intervals), the
+// file-system floor and the agent's CPU beyond it.
 func TestTinyBurstsRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the benchmarks need root: the agent mounts tmpfs")
@@ -128,9 +130,22 @@ func TestTinyBurstsRun(t *testing.T) {
 			counts["removed"]++
 		case strings.HasPrefix(f.Name, "floor:"):
 			counts["floor"]++
+		case f.Value != nil && *f.Value > 0 && strings.HasPrefix(f.Name, "agent: CPU per pod set up (4 at once)"):
+			counts["agent CPU set up"]++ // each round, and their mean
+		case f.Value != nil && *f.Value > 0 && strings.HasPrefix(f.Name, "agent: CPU per pod torn down (4 at once)"):
+			counts["agent CPU torn down"]++
+		case f.Value != nil && strings.HasPrefix(f.Name, "agent − floor: CPU per pod"):
+			counts["over floor"]++
+		case f.Decay != nil && len(f.Decay.Millicores) == 12 && len(f.Decay.WakeupsPerSec) == 12:
+			counts["decay"]++
+		}
+		if f.Idle != nil && (f.Idle.RSSAnonMiB <= 0 || f.Idle.RSSAnonMiB >= f.Idle.RSSMiB) {
+			t.Errorf("%q: anonymous RSS %.1f MiB of %.1f: want a part of it", f.Name, f.Idle.RSSAnonMiB, f.Idle.RSSMiB)
 		}
 	}
-	if want := map[string]int{"idle": 3, "burst": 2, "removed": 2, "floor": 4}; !maps.Equal(counts, want) {
+	want := map[string]int{"idle": 3, "burst": 2, "removed": 2, "floor": 4,
+		"agent CPU set up": 3, "agent CPU torn down": 3, "over floor": 2, "decay": 2}
+	if !maps.Equal(counts, want) {
 		t.Errorf("figures %v, want %v; figures: %+v", counts, want, rep.Figures)
 	}
 }
@@ -148,6 +163,82 @@ func TestParseFlagsScenario(t *testing.T) {
 		o, err := parseFlags(args)
 		if (err == nil) != tc.ok || (tc.ok && o.scenario != tc.want) {
 			t.Errorf("-scenario %q: scenario %q, error %v", tc.arg, o.scenario, err)
+		}
+	}
+}
+
+// TestPrivateManifestDir: the manifest directory's parent holds nothing
+// else, so that the agent's watch of the parent sees only its own
+// directory's events (not every file of the shared temporary directory).
+func TestPrivateManifestDir(t *testing.T) {
+	r := newRunner(t.Logf)
+	dir := privateManifestDir(r)
+	parent := filepath.Dir(dir)
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "manifests" || parent == filepath.Clean(os.TempDir()) {
+		t.Errorf("manifest directory %s: parent %s holds %v, want only the manifest directory", dir, parent, entries)
+	}
+	r.close()
+	if _, err := os.Stat(parent); !os.IsNotExist(err) {
+		t.Errorf("parent %s left after close: %v", parent, err)
+	}
+}
+
+// TestTinyClusterBurstsRun runs the bursts scenario in cluster mode at a
+// tiny size: after each burst the decay, and the API server's requests by
+// kind, among them the benchmark's own creates of the burst's pods.
+func TestTinyClusterBurstsRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the benchmarks need root: the agent mounts tmpfs")
+	}
+	o, err := parseFlags([]string{"-size", "tiny", "-modes", "cluster", "-scenario", "bursts", "-rounds", "1",
+		"-out", filepath.Join(t.TempDir(), "bench.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(o, io.Discard, t.Logf)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var decays, requests int
+	for _, f := range rep.Figures {
+		switch {
+		case f.Decay != nil:
+			decays++
+		case strings.HasPrefix(f.Name, "API requests, from before the burst"):
+			requests++
+			if f.Requests["POST pods"] != 4 {
+				t.Errorf("%q: %v, want the 4 pods created (POST pods 4)", f.Name, f.Requests)
+			}
+		case strings.HasPrefix(f.Name, "API requests, from"):
+			requests++
+		}
+	}
+	if decays != 1 || requests != 2 {
+		t.Errorf("%d decay and %d request figures, want 1 and 2; figures: %+v", decays, requests, rep.Figures)
+	}
+}
+
+// TestParseFlagsRefuses: a flag for one scenario is refused with another,
+// saying what it needs.
+func TestParseFlagsRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"-syscalls"},
+		{"-scenario", "kubelet", "-syscalls"},
+		{"-alternate"},
+		{"-scenario", "bursts", "-alternate"},
+		{"-scenario", "kubelet", "-alternate", "-without-kubelet"},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+	for _, args := range [][]string{{"-scenario", "kubelet", "-alternate"}, {"-scenario", "bursts", "-syscalls"}} {
+		if _, err := parseFlags(args); err != nil {
+			t.Errorf("%v: %v", args, err)
 		}
 	}
 }

@@ -25,7 +25,9 @@ type report struct {
 	Size    string         `json:"size"`
 	Figures []figure       `json:"figures"`
 	Kubelet []kubeletRound `json:"kubelet_side_by_side,omitempty"` // -scenario kubelet
-	Errors  []string       `json:"errors,omitempty"`
+	// Syscalls are the system calls of the traced burst (-syscalls).
+	Syscalls []syscallStep `json:"syscalls,omitempty"`
+	Errors   []string      `json:"errors,omitempty"`
 }
 
 type machine struct {
@@ -38,14 +40,17 @@ type machine struct {
 
 // figure is one measurement: a distribution (Dist) or a single value.
 type figure struct {
-	Mode   string       `json:"mode"` // "manifest" or "cluster"
-	Name   string       `json:"name"`
-	Dist   *dist        `json:"latency,omitempty"`
-	Total  float64      `json:"total_ms,omitempty"` // first start to last end, for bursts
-	Idle   *idleFigures `json:"idle,omitempty"`
-	Value  *float64     `json:"value,omitempty"`
-	Unit   string       `json:"unit,omitempty"`
-	Target string       `json:"target,omitempty"`
+	Mode  string        `json:"mode"` // "manifest" or "cluster"
+	Name  string        `json:"name"`
+	Dist  *dist         `json:"latency,omitempty"`
+	Total float64       `json:"total_ms,omitempty"` // first start to last end, for bursts
+	Idle  *idleFigures  `json:"idle,omitempty"`
+	Decay *decayFigures `json:"decay,omitempty"`
+	// Requests are API requests by verb and resource (cluster mode).
+	Requests map[string]float64 `json:"api_requests,omitempty"`
+	Value    *float64           `json:"value,omitempty"`
+	Unit     string             `json:"unit,omitempty"`
+	Target   string             `json:"target,omitempty"`
 }
 
 func (r *report) add(f figure) { r.Figures = append(r.Figures, f) }
@@ -79,12 +84,22 @@ func (r *report) table(w io.Writer) {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.1f ms\t%.1f ms\t%.1f ms%s\t%d\t%s\n", f.Mode, f.Name, f.Dist.P50, f.Dist.P99, f.Dist.Max, total, f.Dist.N, f.Target)
 		case f.Idle != nil:
-			fmt.Fprintf(tw, "%s\t%s\t\t\t%.1f millicores, %.1f wake-ups/s, RSS %.1f MiB\t\t%s\n", f.Mode, f.Name, f.Idle.Millicores, f.Idle.WakeupsPerSec, f.Idle.RSSMiB, f.Target)
+			fmt.Fprintf(tw, "%s\t%s\t\t\t%.1f millicores, %.1f wake-ups/s, RSS %.1f MiB (anonymous %.1f)\t\t%s\n", f.Mode, f.Name, f.Idle.Millicores, f.Idle.WakeupsPerSec, f.Idle.RSSMiB, f.Idle.RSSAnonMiB, f.Target)
+		case f.Decay != nil:
+			fmt.Fprintf(tw, "%s\t%s\t\t\tfrom %d on: %.1f millicores, %.1f wake-ups/s\t\t%s\n", f.Mode, f.Name, decaySettledFrom, f.Decay.SettledMillicores, f.Decay.SettledWakeupsPerSec, f.Target)
+			fmt.Fprintf(tw, "\t  millicores each\t\t\t%s\t\t\n", series(f.Decay.Millicores))
+			fmt.Fprintf(tw, "\t  wake-ups/s each\t\t\t%s\t\t\n", series(f.Decay.WakeupsPerSec))
+		case f.Requests != nil: // too wide for a column: written after the table
 		case f.Value != nil:
 			fmt.Fprintf(tw, "%s\t%s\t\t\t%.4g %s\t\t%s\n", f.Mode, f.Name, *f.Value, f.Unit, f.Target)
 		}
 	}
 	_ = tw.Flush()
+	for _, f := range r.Figures {
+		if f.Requests != nil {
+			fmt.Fprintf(w, "%s  %s: %s\n", f.Mode, f.Name, requestsString(f.Requests))
+		}
+	}
 	r.kubeletTable(w)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "\nERROR: %s\n", e)

@@ -47,6 +47,13 @@ type scenario struct {
 	// the temporary directory): the floor works on the same file system.
 	rootParent string
 	next       int // numbers runs, so that every pod and object is new
+	// cpuPerPod is the agent's CPU per pod (ms) of each burst by step
+	// ("set up", "torn down") and size, for the comparison with the floor.
+	cpuPerPod map[string][]float64
+	// trace, when set, is the path (the JSON file's, without .json) the
+	// system-call table and raw traces of a last, traced burst start with
+	// (-syscalls).
+	trace string
 }
 
 func (s *scenario) run(prefix string) string {
@@ -93,8 +100,15 @@ func (s *scenario) oneAtATime(pods []*v1.Pod) (ready, removed []time.Duration) {
 // updates ConfigMaps they use, and removes them all at once.
 func (s *scenario) burst(n int, idle, updates bool) {
 	pods := s.objects(n)
+	s.waitQuiet(fmt.Sprintf("the %d objects of the burst were written", 2*n))
+	var reqs map[string]float64 // read only for the figures after the burst
+	if idle {
+		reqs = s.apiRequests()
+	}
 	stop := s.startProfile(fmt.Sprintf("burst-%d-create", n))
+	u0 := s.usage()
 	lat, total := createAll(s.r, s.a, s.c, pods)
+	u1 := s.usage()
 	stop()
 	target := ""
 	switch n {
@@ -104,21 +118,25 @@ func (s *scenario) burst(n int, idle, updates bool) {
 		target = "all ≤ 1 s"
 	}
 	s.rep.distribution(s.mode, fmt.Sprintf("burst of %d pods → each ready", n), lat, total, target)
+	s.agentCPU("set up", n, u0, u1)
 	if idle {
-		s.idle(n)
+		s.settle(n, reqs)
 	}
 	if updates {
 		s.updateOne(s.c.uid(pods[0]), pods[0].Name)
 		s.updateShared(pods)
 	}
 	stop = s.startProfile(fmt.Sprintf("burst-%d-delete", n))
+	u0 = s.usage()
 	del, total := deleteAll(s.r, s.a, s.c, pods)
+	u1 = s.usage()
 	stop()
 	target = "p99 ≤ 100 ms"
 	if n >= 1000 {
 		target = "all ≤ 1 s"
 	}
 	s.rep.distribution(s.mode, fmt.Sprintf("%d pods removed at once → each torn down", n), del, total, target)
+	s.agentCPU("torn down", n, u0, u1)
 	if left := mountIDs(s.r, s.a.root); len(left) > 0 {
 		s.r.Errorf("%d mounts left under %s after every pod was removed", len(left), s.a.root)
 	}
@@ -133,6 +151,9 @@ func (s *scenario) bursts(rounds int) {
 	for range rounds {
 		s.burst(s.size.bursts[0], true, false)
 	}
+	if s.trace != "" {
+		s.tracedBurst(s.size.bursts[0])
+	}
 	if s.mode == "manifest" {
 		s.floor(s.size.bursts[0])
 	}
@@ -141,7 +162,12 @@ func (s *scenario) bursts(rounds int) {
 // idle measures CPU, wake-ups and RSS with n pods and nothing changing.
 func (s *scenario) idle(n int) {
 	time.Sleep(s.size.idle / 5) // let finished work settle
-	f := measureIdle(s.r, s.a.pid(), s.size.idle)
+	s.addIdle(n, measureIdle(s.r, s.a.pid(), s.size.idle))
+}
+
+// addIdle reports the idle figures with n pods, and saves the heap
+// profile, metrics and goroutines at that moment when profiling.
+func (s *scenario) addIdle(n int, f idleFigures) {
 	if s.profile != "" {
 		s.a.save("/debug/pprof/heap", filepath.Join(s.profile, fmt.Sprintf("%s-idle-%d.heap.pprof", s.mode, n)))
 		s.a.save("/metrics", filepath.Join(s.profile, fmt.Sprintf("%s-idle-%d.metrics", s.mode, n)))

@@ -18,6 +18,7 @@ set -euo pipefail
 #   ip                   the real-node test's CNI plugin
 #   btrfs, mkfs.btrfs    capacity's tests make a loop-backed btrfs with
 #   resize2fs, e2fsck    quotas; its image volumes grow ext4 (online)
+#   strace               the benchmark's -syscalls counts the agent's system calls
 declare -A packages=(
   [mount]=mount [umount]=mount
   [losetup]=util-linux [blkid]=util-linux [nsenter]=util-linux [unshare]=util-linux
@@ -25,6 +26,7 @@ declare -A packages=(
   [btrfs]=btrfs-progs [mkfs.btrfs]=btrfs-progs
   [mount.nfs]=nfs-common
   [ip]=iproute2
+  [strace]=strace
 )
 
 missing=()
