@@ -32,7 +32,7 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 			return nil
 		}
 		start := time.Now()
-		err := removePodSubPaths(ctx, r.cfg.SubPaths, a.pod)
+		err := r.removePodSubPaths(ctx, a.pod)
 		if err == nil {
 			_, err = mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, removePodDir(r.cfg.Root, a) })
 		}
@@ -70,6 +70,7 @@ func (r *Reconciler) forgetPod(a action, log *zap.Logger) {
 		}
 	}
 	r.cfg.Actual.RemovePodDir(a.pod)
+	r.subPathPods.forget(a.pod)
 	r.cfg.Desired.Forget(a.pod)
 }
 
