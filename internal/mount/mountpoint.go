@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -108,30 +107,34 @@ type scanner struct {
 	ctx   context.Context
 	mnt   uint64
 	found []string
+	// buf is getdents64's buffer, shared by every level: a level has
+	// copied its batch's names out of it before it descends.
+	buf []byte
 }
 
 // dir scans the directory fd, at path and depth levels below the top, and
 // closes fd.
 func (s *scanner) dir(fd int, path string, depth int) error {
-	d := os.NewFile(uintptr(fd), path)
-	defer d.Close()
-	for {
-		if err := s.ctx.Err(); err != nil {
-			return err
+	defer unix.Close(fd)
+	if s.buf == nil {
+		s.buf = make([]byte, direntBufSize)
+	}
+	var stop error // an entry's error, or the context's: not a read error
+	err := ReadDirents(fd, s.buf, func(batch []Dirent) error {
+		if stop = s.ctx.Err(); stop != nil {
+			return stop
 		}
-		names, err := d.Readdirnames(256)
-		for _, name := range names {
-			if err := s.entry(fd, path, name, depth); err != nil {
-				return err
+		for _, e := range batch {
+			if stop = s.entry(fd, path, e.Name, depth); stop != nil {
+				return stop
 			}
 		}
-		if errors.Is(err, io.EOF) || (err == nil && len(names) == 0) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
-		}
+		return nil
+	})
+	if err != nil && stop == nil {
+		return fmt.Errorf("read %s: %w", path, err)
 	}
+	return err
 }
 
 // entry looks at the entry name of the directory dirfd: it records a mount
