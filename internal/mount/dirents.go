@@ -3,6 +3,7 @@ package mount
 import (
 	"encoding/binary"
 	"errors"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,6 +12,16 @@ import (
 // standard library's, holds the entries of every directory the agent
 // makes in one call.
 const direntBufSize = 8192
+
+// direntBufs holds getdents64 buffers between directory reads: a teardown
+// burst reads hundreds of directories, and 8 KiB each would be garbage
+// the collector must chase in the middle of it.
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, direntBufSize); return &b }}
+
+// getDirentBuf takes a buffer of direntBufSize bytes; putDirentBuf gives
+// it back once nothing uses it.
+func getDirentBuf() *[]byte  { return direntBufs.Get().(*[]byte) }
+func putDirentBuf(b *[]byte) { direntBufs.Put(b) }
 
 // Dirent is one entry of a directory: its name, and its type as
 // getdents64 gives it (unix.DT_DIR, unix.DT_LNK, ...; unix.DT_UNKNOWN
@@ -24,11 +35,13 @@ type Dirent struct {
 // calls fn with each batch of entries ("." and ".." left out) until the
 // end. It works on the descriptor alone, with getdents64: no os.File, so
 // none of the fcntl, dup or poller calls wrapping one costs. buf is reused
-// between batches (nil: one is made); fn may use it, not keep it. fn's
+// between batches (nil: one of a pool); fn may use it, not keep it. fn's
 // error stops the reading and is returned.
 func ReadDirents(fd int, buf []byte, fn func([]Dirent) error) error {
 	if len(buf) == 0 {
-		buf = make([]byte, direntBufSize)
+		b := getDirentBuf()
+		defer putDirentBuf(b)
+		buf = *b
 	}
 	var batch []Dirent
 	for {

@@ -97,7 +97,9 @@ func scanMounts(ctx context.Context, dir string) ([]string, error) {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "statx", Path: dir, Err: err}
 	}
-	s := scanner{ctx: ctx, mnt: st.Mnt_id}
+	buf := getDirentBuf()
+	defer putDirentBuf(buf)
+	s := scanner{ctx: ctx, mnt: st.Mnt_id, buf: *buf}
 	err = s.dir(fd, dir, 0)
 	return s.found, err
 }
@@ -116,9 +118,6 @@ type scanner struct {
 // closes fd.
 func (s *scanner) dir(fd int, path string, depth int) error {
 	defer unix.Close(fd)
-	if s.buf == nil {
-		s.buf = make([]byte, direntBufSize)
-	}
 	var stop error // an entry's error, or the context's: not a read error
 	err := ReadDirents(fd, s.buf, func(batch []Dirent) error {
 		if stop = s.ctx.Err(); stop != nil {
@@ -139,22 +138,24 @@ func (s *scanner) dir(fd int, path string, depth int) error {
 
 // entry looks at the entry name of the directory dirfd: it records a mount
 // point and descends into a directory of the tree's mount.
+// The entry's path is made only for a directory, a mount point or an
+// error: most entries are files, and need none.
 func (s *scanner) entry(dirfd int, parent, name string, depth int) error {
-	path := filepath.Join(parent, name)
 	st, err := statAt(dirfd, name)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil
 	case err != nil:
-		return &os.PathError{Op: "statx", Path: path, Err: err}
+		return &os.PathError{Op: "statx", Path: filepath.Join(parent, name), Err: err}
 	case st.Mnt_id != s.mnt:
-		s.found = append(s.found, path)
+		s.found = append(s.found, filepath.Join(parent, name))
 		return nil
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return nil
 	case depth+1 > maxScanDepth:
 		return errTooDeep
 	}
+	path := filepath.Join(parent, name)
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP):

@@ -66,7 +66,9 @@ func removeTree(ctx context.Context, dir string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return ignoreMissing(unix.Unlinkat(parent, name, 0))
 	}
-	r := remover{ctx: ctx, mnt: st.Mnt_id, buf: make([]byte, direntBufSize)}
+	buf := getDirentBuf()
+	defer putDirentBuf(buf)
+	r := remover{ctx: ctx, mnt: st.Mnt_id, buf: *buf}
 	for attempt := 0; ; attempt++ {
 		if err := r.empty(parent, name); err != nil {
 			return err
