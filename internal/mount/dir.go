@@ -50,12 +50,37 @@ func MountOn(ctx context.Context, mounter Mounter, m Mount, dir string, created 
 }
 
 // RemoveDir tears a volume directory down: it unmounts dir if it is a mount
-// point, then removes it with RemoveAll (which refuses to cross any other
+// point, then removes it as RemoveAll does (refusing to cross any other
 // mount). A missing dir is not an error.
+//
+// One scan (MountsUnder) says both whether dir is a mount point and, when
+// it is not, that no mount is below it: the walk that removes it follows
+// without a second. A mount point once unmounted is most often the empty
+// directory its set-up made before mounting (a tmpfs's): rmdir removes it
+// without a walk, and it can never cross into a mount (on a mount point it
+// fails with EBUSY). Only when it fails (the directory holds something, or
+// a mount is still there) is what the unmount uncovered removed by
+// RemoveAll, which scans it first.
 func RemoveDir(ctx context.Context, mounter Mounter, dir string) error {
-	exists, err := unmountIfMounted(ctx, mounter, dir)
-	if !exists || err != nil {
+	dir = filepath.Clean(dir)
+	mounts, err := mounter.MountsUnder(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	switch {
+	case len(mounts) == 0:
+		if err := removeTree(ctx, dir); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
+		return nil
+	case len(mounts) > 1 || filepath.Clean(mounts[0]) != dir:
+		return fmt.Errorf("remove %s: %w: %v", dir, ErrMountPointsRemain, mounts)
+	}
+	if err := mounter.Unmount(ctx, dir); err != nil {
 		return err
+	}
+	if err := unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
 	}
 	return RemoveAll(ctx, mounter, dir)
 }

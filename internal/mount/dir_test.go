@@ -270,3 +270,107 @@ func TestMountOnAsksOnlyOfADirectoryItDidNotMake(t *testing.T) {
 		t.Fatalf("asked %d times, calls %q; want 1 and %q", m.asked, m.Calls(), want)
 	}
 }
+
+// counting is a Mounter that counts the mount-point questions asked: which
+// path RemoveDir took shows in them.
+type counting struct {
+	Mounter
+	isMountPoint, mountsUnder int
+}
+
+func (c *counting) IsMountPoint(ctx context.Context, path string) (bool, error) {
+	c.isMountPoint++
+	return c.Mounter.IsMountPoint(ctx, path)
+}
+
+func (c *counting) MountsUnder(ctx context.Context, dir string) ([]string, error) {
+	c.mountsUnder++
+	return c.Mounter.MountsUnder(ctx, dir)
+}
+
+// TestRemoveDirScansOnce: a directory that is no mount point is removed
+// after one scan for mounts (no mount-point check before it, no second
+// scan); a tmpfs once unmounted is removed by rmdir, with no scan of what
+// its unmount uncovered when that is the empty directory.
+func TestRemoveDirScansOnce(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	plain := filepath.Join(t.TempDir(), "plain")
+	mustMkdir(t, filepath.Join(plain, "a"))
+	mustWrite(t, filepath.Join(plain, "a", "f"))
+	onTmpfs := filepath.Join(t.TempDir(), "tmpfs")
+	mustMkdir(t, onTmpfs)
+	if err := (System{}).Mount(ctx, tmpfs, onTmpfs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = System{}.Unmount(ctx, onTmpfs) })
+	mustMkdir(t, filepath.Join(onTmpfs, "a"))
+	mustWrite(t, filepath.Join(onTmpfs, "a", "f"))
+	for _, dir := range []string{plain, onTmpfs} {
+		c := &counting{Mounter: System{}}
+		if err := RemoveDir(ctx, c, dir); err != nil {
+			t.Fatalf("%s: %v", filepath.Base(dir), err)
+		}
+		if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: still there: %v", filepath.Base(dir), err)
+		}
+		if c.isMountPoint != 0 || c.mountsUnder != 1 {
+			t.Errorf("%s: %d IsMountPoint, %d MountsUnder; want 0 and 1", filepath.Base(dir), c.isMountPoint, c.mountsUnder)
+		}
+	}
+	if n := mountsAt(t, onTmpfs); n != 0 {
+		t.Fatalf("%d mounts left at %s", n, onTmpfs)
+	}
+}
+
+// TestRemoveDirWalksWhatTheUnmountUncovers: files under a tmpfs's mount
+// point (written before the mount) stop the rmdir; they are removed by
+// RemoveAll, after its own scan.
+func TestRemoveDirWalksWhatTheUnmountUncovers(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "vol")
+	mustMkdir(t, filepath.Join(dir, "under"))
+	mustWrite(t, filepath.Join(dir, "under", "f"))
+	if err := (System{}).Mount(ctx, tmpfs, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = System{}.Unmount(ctx, dir) })
+	c := &counting{Mounter: System{}}
+	if err := RemoveDir(ctx, c, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dir still there: %v", err)
+	}
+	if c.mountsUnder != 2 {
+		t.Errorf("%d MountsUnder, want 2: the uncovered tree is scanned before its walk", c.mountsUnder)
+	}
+}
+
+// TestRemoveDirRefusesStackedMounts: with two tmpfs stacked on dir, one
+// unmount leaves a mount point: its rmdir fails (EBUSY), and RemoveAll's
+// scan refuses it; the lower tmpfs's content stays.
+func TestRemoveDirRefusesStackedMounts(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "vol")
+	mustMkdir(t, dir)
+	for range 2 {
+		if err := (System{}).Mount(ctx, tmpfs, dir); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = System{}.Unmount(ctx, dir) })
+		mustWrite(t, filepath.Join(dir, "f"))
+	}
+	err := RemoveDir(ctx, System{}, dir)
+	if !errors.Is(err, ErrMountPointsRemain) {
+		t.Fatalf("RemoveDir = %v, want ErrMountPointsRemain", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "f")); err != nil {
+		t.Fatalf("the lower tmpfs's file: %v", err)
+	}
+	if n := mountsAt(t, dir); n != 1 {
+		t.Fatalf("%d mounts at %s, want the lower one", n, dir)
+	}
+}

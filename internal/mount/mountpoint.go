@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -98,7 +97,9 @@ func scanMounts(ctx context.Context, dir string) ([]string, error) {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "statx", Path: dir, Err: err}
 	}
-	s := scanner{ctx: ctx, mnt: st.Mnt_id}
+	buf := getDirentBuf()
+	defer putDirentBuf(buf)
+	s := scanner{ctx: ctx, mnt: st.Mnt_id, buf: *buf}
 	err = s.dir(fd, dir, 0)
 	return s.found, err
 }
@@ -108,50 +109,53 @@ type scanner struct {
 	ctx   context.Context
 	mnt   uint64
 	found []string
+	// buf is getdents64's buffer, shared by every level: a level has
+	// copied its batch's names out of it before it descends.
+	buf []byte
 }
 
 // dir scans the directory fd, at path and depth levels below the top, and
 // closes fd.
 func (s *scanner) dir(fd int, path string, depth int) error {
-	d := os.NewFile(uintptr(fd), path)
-	defer d.Close()
-	for {
-		if err := s.ctx.Err(); err != nil {
-			return err
+	defer unix.Close(fd)
+	var stop error // an entry's error, or the context's: not a read error
+	err := ReadDirents(fd, s.buf, func(batch []Dirent) error {
+		if stop = s.ctx.Err(); stop != nil {
+			return stop
 		}
-		names, err := d.Readdirnames(256)
-		for _, name := range names {
-			if err := s.entry(fd, path, name, depth); err != nil {
-				return err
+		for _, e := range batch {
+			if stop = s.entry(fd, path, e.Name, depth); stop != nil {
+				return stop
 			}
 		}
-		if errors.Is(err, io.EOF) || (err == nil && len(names) == 0) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
-		}
+		return nil
+	})
+	if err != nil && stop == nil {
+		return fmt.Errorf("read %s: %w", path, err)
 	}
+	return err
 }
 
 // entry looks at the entry name of the directory dirfd: it records a mount
 // point and descends into a directory of the tree's mount.
+// The entry's path is made only for a directory, a mount point or an
+// error: most entries are files, and need none.
 func (s *scanner) entry(dirfd int, parent, name string, depth int) error {
-	path := filepath.Join(parent, name)
 	st, err := statAt(dirfd, name)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil
 	case err != nil:
-		return &os.PathError{Op: "statx", Path: path, Err: err}
+		return &os.PathError{Op: "statx", Path: filepath.Join(parent, name), Err: err}
 	case st.Mnt_id != s.mnt:
-		s.found = append(s.found, path)
+		s.found = append(s.found, filepath.Join(parent, name))
 		return nil
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return nil
 	case depth+1 > maxScanDepth:
 		return errTooDeep
 	}
+	path := filepath.Join(parent, name)
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP):

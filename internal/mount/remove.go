@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -68,7 +66,9 @@ func removeTree(ctx context.Context, dir string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return ignoreMissing(unix.Unlinkat(parent, name, 0))
 	}
-	r := remover{ctx: ctx, mnt: st.Mnt_id}
+	buf := getDirentBuf()
+	defer putDirentBuf(buf)
+	r := remover{ctx: ctx, mnt: st.Mnt_id, buf: *buf}
 	for attempt := 0; ; attempt++ {
 		if err := r.empty(parent, name); err != nil {
 			return err
@@ -86,6 +86,8 @@ func removeTree(ctx context.Context, dir string) error {
 type remover struct {
 	ctx context.Context
 	mnt uint64
+	// buf is getdents64's buffer; one directory is read at a time.
+	buf []byte
 }
 
 // empty removes everything below the directory name in parent, depth first,
@@ -150,39 +152,40 @@ func (r remover) openDir(dirfd int, name string) (int, uint64, error) {
 	return fd, st.Ino, nil
 }
 
-// removeEntries removes the entries of the directory dirfd: files,
-// symlinks and empty directories. It stops at the first subdirectory that
-// is not empty and returns its name, for the caller to descend into; it
-// returns "" when the directory is empty.
+// removeEntries removes the entries of the directory dirfd, a descriptor
+// just opened (at offset 0): files, symlinks and empty directories. It
+// returns the name of the first subdirectory that is not empty, for the
+// caller to descend into, once it has removed every entry that is not a
+// directory (the other directories wait for the caller's next visit, when
+// that one is gone); it returns "" when the directory is empty.
 func (r remover) removeEntries(dirfd int) (string, error) {
-	if _, err := unix.Seek(dirfd, 0, io.SeekStart); err != nil {
-		return "", err
-	}
-	dup, err := unix.Dup(dirfd) // os.File closes its descriptor; dirfd stays ours
-	if err != nil {
-		return "", err
-	}
-	d := os.NewFile(uintptr(dup), "")
-	defer d.Close()
-	for {
-		names, err := d.Readdirnames(256)
-		for _, name := range names {
-			if child, err := r.removeEntry(dirfd, name); child != "" || err != nil {
-				return child, err
+	child := ""
+	var stop error // an entry's error: not a read error
+	err := ReadDirents(dirfd, r.buf, func(batch []Dirent) error {
+		for _, e := range batch {
+			var c string
+			if c, stop = r.removeEntry(dirfd, e.Name, child == ""); stop != nil {
+				return stop
+			}
+			if child == "" {
+				child = c
 			}
 		}
-		if errors.Is(err, io.EOF) || (err == nil && len(names) == 0) {
-			return "", nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("read directory: %w", err)
-		}
+		return nil
+	})
+	switch {
+	case err != nil && stop == nil:
+		return "", fmt.Errorf("read directory: %w", err)
+	case err != nil:
+		return "", err
 	}
+	return child, nil
 }
 
 // removeEntry removes one entry, or returns its name when it is a
-// directory that is not empty.
-func (r remover) removeEntry(dirfd int, name string) (string, error) {
+// directory that is not empty. With dirs false, a directory is left as
+// it is (and "" returned): the caller descends into another one first.
+func (r remover) removeEntry(dirfd int, name string, dirs bool) (string, error) {
 	st, err := statAt(dirfd, name)
 	if errors.Is(err, unix.ENOENT) {
 		return "", nil
@@ -197,6 +200,9 @@ func (r remover) removeEntry(dirfd int, name string) (string, error) {
 		if err := ignoreMissing(unix.Unlinkat(dirfd, name, 0)); err != nil {
 			return "", fmt.Errorf("%s: %w", name, err)
 		}
+		return "", nil
+	}
+	if !dirs {
 		return "", nil
 	}
 	err = ignoreMissing(unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR))

@@ -208,3 +208,28 @@ func TestRemoveAllStopsWhenTheContextEnds(t *testing.T) {
 		t.Fatalf("RemoveAll with an ended context = %v, want context.Canceled", err)
 	}
 }
+
+// TestRemoveAllRemovesFilesBesideDirectoriesNotEmpty: several directories
+// that are not empty, with files, symlinks and empty directories between
+// them in the listing, are all removed (the files in the pass that finds
+// the first directory, the other directories at later visits).
+func TestRemoveAllRemovesFilesBesideDirectoriesNotEmpty(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vol")
+	for i := range 5 {
+		d := filepath.Join(dir, "d"+strconv.Itoa(i))
+		mustMkdir(t, filepath.Join(d, "nested", "deeper"))
+		mustWrite(t, filepath.Join(d, "f"))
+		mustWrite(t, filepath.Join(d, "nested", "deeper", "f"))
+		mustWrite(t, filepath.Join(dir, "f"+strconv.Itoa(i)))
+		mustMkdir(t, filepath.Join(dir, "empty"+strconv.Itoa(i)))
+		if err := os.Symlink("d"+strconv.Itoa(i), filepath.Join(dir, "l"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveAll(context.Background(), &Fake{}, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dir still there: %v", err)
+	}
+}

@@ -32,11 +32,12 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 			return nil
 		}
 		start := time.Now()
-		err := removePodSubPaths(ctx, r.cfg.SubPaths, a.pod)
+		err := r.removePodSubPaths(ctx, a.pod)
 		if err == nil {
 			_, err = mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, removePodDir(r.cfg.Root, a) })
 		}
 		err = mount.OneLine(err)
+		gone := err == nil // every rmdir, the pod directory's last, succeeded
 		took := time.Since(start)
 		switch {
 		case err == nil:
@@ -52,7 +53,7 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 		if err != nil {
 			return err
 		}
-		r.forgetPod(a, log)
+		r.forgetPod(a, log, gone)
 		return nil
 	}
 }
@@ -61,15 +62,21 @@ func (r *Reconciler) cleanup(a action) executor.Op {
 // disk (only when the directory is really gone: one left with content the
 // agent did not create keeps its record, so that a restart knows whose it
 // is), the directory in the actual state, what the desired state knew of
-// its removal.
-func (r *Reconciler) forgetPod(a action, log *zap.Logger) {
-	if _, err := os.Lstat(r.cfg.Root.PodDir(a.pod)); errors.Is(err, os.ErrNotExist) {
+// its removal. gone says that the cleanup saw the directory go (its rmdir
+// succeeded, or found it missing); otherwise it is looked at.
+func (r *Reconciler) forgetPod(a action, log *zap.Logger, gone bool) {
+	if !gone {
+		_, err := os.Lstat(r.cfg.Root.PodDir(a.pod))
+		gone = errors.Is(err, os.ErrNotExist)
+	}
+	if gone {
 		if err := r.records().Remove(a.pod); err != nil {
 			// A record without a directory is forgotten at the next start.
 			log.Warn("the record of a removed pod directory stays", zap.Error(err))
 		}
 	}
 	r.cfg.Actual.RemovePodDir(a.pod)
+	r.subPathPods.forget(a.pod)
 	r.cfg.Desired.Forget(a.pod)
 }
 
@@ -89,18 +96,28 @@ func (r *Reconciler) podInUse(a action) bool {
 // volume directory — whatever is inside one (data of a plugin the agent
 // does not know, a mount) stops it with ENOTEMPTY or EBUSY — and never
 // follows a symlink. It returns the first error after removing all it can.
+//
+// It lists only what rmdir cannot remove: each volume's teardown removed
+// its directory, so a plugin directory is listed only when its rmdir
+// finds it not empty, and the pod directory's own rmdir tells whether
+// anything (volumeDevices/, which only a pod with a block volume has, or
+// what someone else put there) is left beside volumes/.
 func removePodDir(root layout.Root, a action) error {
-	volumes := root.VolumesDir(a.pod)
-	plugins, err := subdirs(volumes)
 	var first error
 	keep := func(err error) {
 		if err != nil && first == nil {
 			first = err
 		}
 	}
+	volumes := root.VolumesDir(a.pod)
+	plugins, err := subdirs(volumes)
 	keep(err)
 	for _, plugin := range plugins {
 		dir := filepath.Join(volumes, plugin)
+		if err := rmdir(dir); !isNotEmpty(err) {
+			keep(err)
+			continue
+		}
 		vols, err := subdirs(dir)
 		keep(err)
 		for _, v := range vols {
@@ -109,6 +126,11 @@ func removePodDir(root layout.Root, a action) error {
 		keep(rmdir(dir))
 	}
 	keep(rmdir(volumes))
+	pod := root.PodDir(a.pod)
+	if err := rmdir(pod); !isNotEmpty(err) {
+		keep(err)
+		return first
+	}
 	// Published devices are files: their teardown removes them, and an
 	// entry left in a plugin's directory stops its rmdir with ENOTEMPTY.
 	devices := root.DevicesDir(a.pod)
@@ -118,24 +140,51 @@ func removePodDir(root layout.Root, a action) error {
 		keep(rmdir(filepath.Join(devices, plugin)))
 	}
 	keep(rmdir(devices))
-	keep(rmdir(root.PodDir(a.pod)))
+	keep(rmdir(pod))
 	return first
 }
 
+// isNotEmpty reports whether err is rmdir's of a directory that holds
+// something.
+func isNotEmpty(err error) bool {
+	return errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST)
+}
+
 // subdirs lists the real directories (not symlinks) in dir; a missing dir
-// has none.
+// has none. It reads dir with getdents64 on a descriptor of its own, and
+// stats only an entry whose type the file system does not give.
 func subdirs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
-	var names []string
-	for _, e := range entries {
-		if e.Type().IsDir() {
-			names = append(names, e.Name())
-		}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	return names, err
+	defer unix.Close(fd)
+	var names []string
+	err = mount.ReadDirents(fd, nil, func(batch []mount.Dirent) error {
+		for _, e := range batch {
+			typ := e.Type
+			if typ == unix.DT_UNKNOWN {
+				var st unix.Stat_t
+				if err := unix.Fstatat(fd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					continue // gone meanwhile, or not ours to look at: its parent's rmdir says so
+				}
+				if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+					typ = unix.DT_DIR
+				}
+			}
+			if typ == unix.DT_DIR {
+				names = append(names, e.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return names, &os.PathError{Op: "read", Path: dir, Err: err}
+	}
+	return names, nil
 }
 
 func rmdir(dir string) error {

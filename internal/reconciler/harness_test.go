@@ -14,7 +14,6 @@ import (
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -299,5 +298,3 @@ func symlink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
-
-func isNotEmpty(err error) bool { return errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) }

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -37,6 +38,27 @@ func TestPodRecordLivesWithItsDirectory(t *testing.T) {
 	}
 	if h.desired.Removed("p1") {
 		t.Error("the desired state still knows the removal of a pod whose directory is gone")
+	}
+}
+
+// A pod directory left because it holds what the agent did not make keeps
+// its record (a restart knows whose it is), though the pod is forgotten.
+func TestPodRecordStaysWithADirectoryLeft(t *testing.T) {
+	h := newHarness(t, nil)
+	records := podrecord.Store{Dir: h.root.PodRecordsDir()}
+	h.desired.SetPod(desiredPod("p1", desiredVolume("a", "1")))
+	h.desired.MarkPopulated()
+	h.start(t)
+	h.waitMounted(t, "p1", "a", "1")
+	foreign := filepath.Join(h.root.PodDir("p1"), "etc-hosts")
+	writeFile(t, foreign, "keep me")
+	h.desired.DeletePod("p1")
+	waitFor(t, "the pod forgotten", func() bool { return len(h.podDirs()) == 0 && !exists(h.volumeDir("p1", "a")) })
+	if !exists(foreign) {
+		t.Fatal("a foreign file was removed")
+	}
+	if recs, err := records.Load(); err != nil || len(recs) != 1 {
+		t.Fatalf("records with the pod directory left: %v, %v; want p1's", recs, err)
 	}
 }
 

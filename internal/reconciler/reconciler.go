@@ -123,6 +123,9 @@ type Reconciler struct {
 	// expired, since the last pass: the next pass looks at them again.
 	endedMu sync.Mutex
 	ended   map[types.UID]bool // guarded by endedMu
+	// subPathPods are the pods that may have subPath mounts the actual
+	// state does not show (see subPathsMayExist).
+	subPathPods *subPathPods
 }
 
 // New returns a reconciler; it starts nothing.
@@ -145,8 +148,12 @@ func New(cfg Config) *Reconciler {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
+	spp := &subPathPods{}
+	if cfg.SubPaths != nil {
+		cfg.SubPaths = notingSubPaths{SubPaths: cfg.SubPaths, pods: spp}
+	}
 	r := &Reconciler{cfg: cfg, log: cfg.Logger.Named("reconciler"), wake: wakeup.New("reconciler"),
-		passes: passState{desired: cfg.Desired.Watch(), actual: cfg.Actual.Watch()}, ended: map[types.UID]bool{}}
+		passes: passState{desired: cfg.Desired.Watch(), actual: cfg.Actual.Watch()}, ended: map[types.UID]bool{}, subPathPods: spp}
 	cfg.Executor.OnDone = r.opEnded
 	r.exec = executor.New(cfg.Executor)
 	return r

@@ -339,6 +339,33 @@ func TestRemovePodDir(t *testing.T) {
 			t.Fatal("empty pod directory not removed")
 		}
 	})
+	t.Run("volumeDevices/ left empty", func(t *testing.T) {
+		root, a, dir := setup(t)
+		mkdirAll(t, filepath.Join(dir, "volumes", "a~b"))
+		mkdirAll(t, filepath.Join(dir, "volumeDevices", "a~b"))
+		mkdirAll(t, filepath.Join(dir, "volumeDevices", "a~c"))
+		if err := removePodDir(root, a); err != nil {
+			t.Fatal(err)
+		}
+		if exists(dir) {
+			t.Fatal("pod directory with empty volumeDevices/ not removed")
+		}
+	})
+	t.Run("a device left stops volumeDevices/ only", func(t *testing.T) {
+		root, a, dir := setup(t)
+		writeFile(t, filepath.Join(dir, "volumeDevices", "a~b", "dev"), "")
+		mkdirAll(t, filepath.Join(dir, "volumeDevices", "a~c"))
+		mkdirAll(t, filepath.Join(dir, "volumes", "a~b", "v"))
+		if err := removePodDir(root, a); !isNotEmpty(err) {
+			t.Fatalf("removePodDir = %v, want ENOTEMPTY", err)
+		}
+		if !exists(filepath.Join(dir, "volumeDevices", "a~b", "dev")) {
+			t.Fatal("a published device was removed")
+		}
+		if exists(filepath.Join(dir, "volumeDevices", "a~c")) || exists(filepath.Join(dir, "volumes")) {
+			t.Error("empty directories were left beside the device")
+		}
+	})
 	t.Run("never enters a volume directory", func(t *testing.T) {
 		root, a, dir := setup(t)
 		inside := filepath.Join(dir, "volumes", "a~nfs", "v", "keep-empty")

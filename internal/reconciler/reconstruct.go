@@ -39,6 +39,9 @@ func (r *Reconciler) reconstruct(ctx context.Context) error {
 	foundAtStart := make(map[types.UID]bool, len(pods))
 	for _, uid := range pods {
 		r.cfg.Actual.AddPodDir(uid, true)
+		// A crash may have left subPath mounts whatever the set-ups
+		// after this start do: the pod's teardown looks for them.
+		r.subPathPods.note(uid)
 		subPaths += r.subPathsFound(uid)
 		foundAtStart[uid] = true
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,19 +70,102 @@ func (r *Reconciler) removeSubPaths(ctx context.Context, a action) error {
 	if r.wantedAgain(a) {
 		return nil
 	}
-	return removePodSubPaths(ctx, r.cfg.SubPaths, a.pod)
+	return r.removePodSubPaths(ctx, a.pod)
 }
 
-// removePodSubPaths is RemovePod, bounded and on one line.
-func removePodSubPaths(ctx context.Context, s SubPaths, uid types.UID) error {
-	if s == nil {
+// removePodSubPaths is RemovePod, bounded and on one line, for a pod
+// that may have subPath mounts (subPathsMayExist); for any other it does
+// nothing, which saves a pod without subPaths the listing and rmdir of a
+// volume-subpaths directory that was never made, at each teardown of its
+// volumes and at its cleanup. The caller holds the pod's lock alone: no
+// preparation of the pod runs meanwhile.
+func (r *Reconciler) removePodSubPaths(ctx context.Context, uid types.UID) error {
+	s := r.cfg.SubPaths
+	if s == nil || !r.subPathsMayExist(uid) {
 		return nil
 	}
 	_, err := mount.Bounded(ctx, func() (struct{}, error) { return struct{}{}, s.RemovePod(ctx, uid) })
 	if err != nil {
 		return mount.OneLine(fmt.Errorf("remove the pod's subPath mounts: %w", err))
 	}
+	r.subPathPods.forget(uid)
 	return nil
+}
+
+// subPathsMayExist reports whether pod uid may have subPath mounts, or
+// their directories, on disk: when its directory was found at start (a
+// crash may have left them, whatever the actual state says now), when a
+// preparation asked for mounts or failed since its mounts were last
+// removed (subPathPods), or when the actual state shows a volume found
+// on disk or a recorded outcome with a mount. Only a pod none of these
+// is true of is spared RemovePod: nothing but Prepare makes subPath
+// mounts, and every call of it goes through subPathPods.
+func (r *Reconciler) subPathsMayExist(uid types.UID) bool {
+	if r.subPathPods.has(uid) {
+		return true
+	}
+	if d, ok := r.cfg.Actual.PodDir(uid); ok && d.Reconstructed {
+		return true
+	}
+	vols, _ := r.cfg.Actual.PodVolumes(uid)
+	for _, v := range vols {
+		if v.Reconstructed || (v.SubPaths != nil && len(v.SubPaths.Mounts) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// subPathPods is the set of pods that may have subPath mounts on disk
+// although the actual state may no longer say so: pods whose directory
+// was found at start, and pods a preparation asked mounts for (or failed
+// for) since their mounts were last removed. A pod leaves it when
+// RemovePod succeeds under the pod's lock alone, or when its directory
+// is forgotten; it holds at most one entry per pod directory known.
+type subPathPods struct {
+	mu   sync.Mutex
+	pods map[types.UID]bool // guarded by mu
+}
+
+func (s *subPathPods) note(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pods == nil {
+		s.pods = map[types.UID]bool{}
+	}
+	s.pods[uid] = true
+}
+
+func (s *subPathPods) forget(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pods, uid)
+}
+
+func (s *subPathPods) has(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pods[uid]
+}
+
+// notingSubPaths is a SubPaths that notes in pods every pod a
+// preparation may leave a mount of: one that asks for mounts (noted
+// before it starts, so that one cut short still counts) or fails (its
+// removal of mounts no longer wanted may have left some).
+type notingSubPaths struct {
+	SubPaths
+	pods *subPathPods
+}
+
+func (n notingSubPaths) Prepare(ctx context.Context, uid types.UID, volume, path string, wants []subpath.Want) (*subpath.Outcome, error) {
+	if len(wants) > 0 {
+		n.pods.note(uid)
+	}
+	o, err := n.SubPaths.Prepare(ctx, uid, volume, path, wants)
+	if err != nil {
+		n.pods.note(uid)
+	}
+	return o, err
 }
 
 // logSubPaths logs the outcome of a volume's subPath preparation: a

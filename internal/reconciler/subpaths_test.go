@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/mount"
 	"github.com/volume-agent/volume-agent/internal/subpath"
 	"github.com/volume-agent/volume-agent/internal/volume"
 )
@@ -185,5 +187,110 @@ func TestSubPathWorkOnlyWhereThereMayBeSome(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"subpaths found/added", "subpaths found/old", "subpaths new/wants"}; !slices.Equal(got, want) {
 		t.Fatalf("subPath preparations %q, want %q (none for new/plain)", got, want)
+	}
+}
+
+// TestSubPathsRemovedOnlyWhereTheyMayBe: a pod none of whose volumes asks
+// for a subPath is torn down without RemovePod (its volume-subpaths
+// directory was never made); a pod with one has them removed before its
+// first volume's teardown.
+func TestSubPathsRemovedOnlyWhereTheyMayBe(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.SubPaths = &fakeSubPaths{plugin: c.Plugins.(registry)[testPlugin].(*fakePlugin)}
+	})
+	h.start(t)
+	with := desiredVolume("a", "1")
+	with.SubPaths = []subpath.Want{{Container: "c", Index: 0, Path: "x"}}
+	h.desired.SetPod(desiredPod("plain", desiredVolume("a", "1"), desiredVolume("b", "1")))
+	h.desired.SetPod(desiredPod("sub", with, desiredVolume("b", "1")))
+	for _, k := range []string{"plain/a", "plain/b", "sub/a", "sub/b"} {
+		uid, v, _ := strings.Cut(k, "/")
+		h.waitMounted(t, uid, v, "1")
+	}
+	h.desired.DeletePod("plain")
+	h.desired.DeletePod("sub")
+	waitFor(t, "both pod directories removed", func() bool {
+		return len(h.podDirs()) == 0 && !exists(h.root.PodDir("plain")) && !exists(h.root.PodDir("sub"))
+	})
+	h.plugin.mu.Lock()
+	all := slices.Clone(h.plugin.calls)
+	h.plugin.mu.Unlock()
+	if slices.Contains(all, "unsubpaths plain") {
+		t.Errorf("calls %q: RemovePod for a pod without subPaths", all)
+	}
+	first := min(slices.Index(all, "teardown sub/a"), slices.Index(all, "teardown sub/b"))
+	if i := slices.Index(all, "unsubpaths sub"); i < 0 || first < 0 || i > first {
+		t.Errorf("calls %q: want the subPaths of pod sub removed before its first teardown", all)
+	}
+}
+
+// TestSubPathsOfAPodFoundAtStartAreRemoved: a pod directory found at start
+// may hold subPath mount points a crash left, of a volume its spec no
+// longer has: they go with the pod even after a set-up of another of its
+// volumes has made the directory the agent's own again (Reconstructed
+// cleared), and with an orphan's teardown. A real Preparer removes them;
+// the pod directory is gone after.
+func TestSubPathsOfAPodFoundAtStartAreRemoved(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.SubPaths = subpath.Preparer{Root: c.Root, Mounter: &mount.Fake{}}
+	})
+	leftovers := map[string]string{}
+	for _, uid := range []string{"wanted", "orphan"} {
+		mkdirAll(t, h.volumeDir(uid, "v"))
+		left := filepath.Join(h.root.SubPathsDir(types.UID(uid)), "gone", "c", "0")
+		mkdirAll(t, left)
+		leftovers[uid] = left
+	}
+	h.desired.SetPod(desiredPod("wanted", desiredVolume("v", "1")))
+	h.desired.MarkPopulated()
+	h.start(t)
+	h.waitMounted(t, "wanted", "v", "1")
+	if d, _ := h.actual.PodDir("wanted"); d.Reconstructed {
+		t.Fatal("the set-up did not make the pod directory the agent's own")
+	}
+	if !exists(leftovers["wanted"]) {
+		t.Fatal("the set-up of another volume removed the leftover (this test no longer tests the teardown)")
+	}
+	h.desired.DeletePod("wanted")
+	h.desired.MarkRemoved("orphan")
+	waitFor(t, "both pod directories forgotten", func() bool { return len(h.podDirs()) == 0 })
+	for uid, left := range leftovers {
+		if exists(left) || exists(h.root.PodDir(types.UID(uid))) {
+			t.Errorf("%s: leftover subPath mount point or pod directory still there", uid)
+		}
+	}
+}
+
+// TestSubPathsMayExist: the actual state alone makes a pod's subPaths
+// looked for — a pod directory or a volume found at start, an outcome with
+// a mount — whatever subPathPods says; an outcome without one does not.
+func TestSubPathsMayExist(t *testing.T) {
+	withMount := &subpath.Outcome{Mounts: []subpath.Prepared{{Container: "c", SubPath: "x", Path: "/t"}}}
+	for name, tc := range map[string]struct {
+		fill func(w *asw.World)
+		want bool
+	}{
+		"unknown pod": {func(*asw.World) {}, false},
+		"no outcome":  {func(w *asw.World) { w.Set(have("p", "v", ed, "1", asw.Mounted, false)) }, false},
+		"outcome without a mount": {func(w *asw.World) {
+			v := have("p", "v", ed, "1", asw.Mounted, false)
+			v.SubPaths = &subpath.Outcome{}
+			w.Set(v)
+		}, false},
+		"outcome with a mount":     {func(w *asw.World) { v := have("p", "v", ed, "1", asw.Mounted, false); v.SubPaths = withMount; w.Set(v) }, true},
+		"volume found at start":    {func(w *asw.World) { w.Set(have("p", "v", ed, "", asw.Uncertain, true)) }, true},
+		"directory found at start": {func(w *asw.World) { w.AddPodDir("p", true) }, true},
+	} {
+		w := asw.New(nil)
+		tc.fill(w)
+		r := &Reconciler{cfg: Config{Actual: w}, subPathPods: &subPathPods{}}
+		if got := r.subPathsMayExist("p"); got != tc.want {
+			t.Errorf("%s: subPathsMayExist = %v, want %v", name, got, tc.want)
+		}
+	}
+	r := &Reconciler{cfg: Config{Actual: asw.New(nil)}, subPathPods: &subPathPods{}}
+	r.subPathPods.note("p")
+	if !r.subPathsMayExist("p") {
+		t.Error("a noted pod: subPathsMayExist = false")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/volume-agent/volume-agent/internal/btrfs"
 )
 
@@ -25,6 +27,12 @@ type Limiter interface {
 	// whether it did: removed is false for any other directory, which
 	// the caller removes.
 	Remove(ctx context.Context, dir string) (removed bool, err error)
+	// MayHaveMade reports whether dir may be one Create made, from
+	// attributes the kernel has cached (whatever is mounted on dir is
+	// not asked, so it cannot hang): false only for a directory Remove
+	// would not remove, which then needs neither Remove nor the scan for
+	// mounts that must come before it.
+	MayHaveMade(dir string) bool
 }
 
 // Btrfs is the Limiter of a root directory on btrfs with quotas on: each
@@ -105,6 +113,17 @@ func (b Btrfs) Remove(ctx context.Context, dir string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// MayHaveMade reports whether dir is a directory with a subvolume's inode
+// number (256), by statx with AT_STATX_DONT_SYNC: every subvolume has
+// it, and a plain directory on btrfs never does. Remove then checks the
+// file system too. A missing dir, or one that cannot be looked at, is
+// not one (Remove would not remove it either).
+func (Btrfs) MayHaveMade(dir string) bool {
+	var st unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE|unix.STATX_INO, &st)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Ino == btrfs.SubvolumeIno
 }
 
 // limit makes dir, with every subvolume inside dir, limited to size and

@@ -277,3 +277,31 @@ func TestSizeLimitOnBtrfsQuotasOffAtRestart(t *testing.T) {
 		t.Errorf("after teardown: %v", err)
 	}
 }
+
+// TestMayHaveMadeTellsSubvolumes: a subvolume the Limiter made may be
+// its; a plain directory on the same btrfs, a missing one and a symlink
+// to a subvolume are not (their teardown skips Remove and its scan).
+func TestMayHaveMadeTellsSubvolumes(t *testing.T) {
+	root := btrfstest.Mount(t, true)
+	ctx := context.Background()
+	b := emptydir.Btrfs{}
+	sub, plain := filepath.Join(root, "sub"), filepath.Join(root, "plain")
+	if made, err := b.Create(ctx, sub, 1<<20); err != nil || !made {
+		t.Fatalf("Create = %v, %v", made, err)
+	}
+	if err := os.Mkdir(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "link")
+	if err := os.Symlink(sub, link); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]bool{sub: true, plain: false, filepath.Join(root, "missing"): false, link: false} {
+		if got := b.MayHaveMade(dir); got != want {
+			t.Errorf("MayHaveMade(%s) = %v, want %v", filepath.Base(dir), got, want)
+		}
+	}
+	if removed, err := b.Remove(ctx, sub); err != nil || !removed {
+		t.Fatalf("Remove = %v, %v", removed, err)
+	}
+}

@@ -202,8 +202,13 @@ func hasEntries(dir string) (bool, error) {
 // TearDown unmounts the tmpfs, if any, and removes the directory: the
 // Limiter removes what it made (a subvolume and its qgroup), whatever the
 // spec now says.
+//
+// Whether the Limiter may have made dir is asked first, from cached
+// attributes alone: a directory it did not make (every one on a file
+// system it cannot limit) goes straight to RemoveDir, with its one scan
+// for mounts.
 func (p *Plugin) TearDown(ctx context.Context, dir string) error {
-	if p.Limiter != nil && mount.Privileged(p.Mounter) {
+	if p.Limiter != nil && mount.Privileged(p.Mounter) && p.Limiter.MayHaveMade(dir) {
 		// The Limiter deletes a whole tree at once: only one with no
 		// mount at or below dir (whose data is not the volume's); such a
 		// tree is left to RemoveDir, which unmounts dir and never

@@ -40,6 +40,9 @@ func (f *fakeLimiter) Limit(_ context.Context, dir string, size int64) (bool, er
 	return f.made[dir], nil
 }
 
+// MayHaveMade is a question, not an action: not among the calls.
+func (f *fakeLimiter) MayHaveMade(dir string) bool { return f.made[dir] }
+
 func (f *fakeLimiter) Remove(_ context.Context, dir string) (bool, error) {
 	f.calls = append(f.calls, "remove")
 	if !f.made[dir] {
@@ -51,8 +54,9 @@ func (f *fakeLimiter) Remove(_ context.Context, dir string) (bool, error) {
 
 // TestLimiterUse: only a disk emptyDir with a sizeLimit is made by the
 // Limiter, an existing one gets its limit again and is never made anew,
-// a failed creation is rolled back, and teardown asks the Limiter first
-// unless a mount is at or below the directory.
+// a failed creation is rolled back, and teardown asks the Limiter to
+// remove only a directory it may have made (MayHaveMade) and with no
+// mount at or below it.
 func TestLimiterUse(t *testing.T) {
 	mi := resource.MustParse("1Mi")
 	for _, tc := range []struct {
@@ -64,10 +68,10 @@ func TestLimiterUse(t *testing.T) {
 		wantCalls []string // set-up, then teardown
 	}{
 		{"disk with sizeLimit", v1.EmptyDirVolumeSource{SizeLimit: &mi}, true, false, nil, []string{"create", "remove"}},
-		{"disk with sizeLimit, cannot limit", v1.EmptyDirVolumeSource{SizeLimit: &mi}, false, false, nil, []string{"create", "remove"}},
-		{"existing", v1.EmptyDirVolumeSource{SizeLimit: &mi}, true, true, nil, []string{"limit", "remove"}},
+		{"disk with sizeLimit, cannot limit", v1.EmptyDirVolumeSource{SizeLimit: &mi}, false, false, nil, []string{"create"}},
+		{"existing, not the Limiter's", v1.EmptyDirVolumeSource{SizeLimit: &mi}, true, true, nil, []string{"limit"}},
 		{"creation fails", v1.EmptyDirVolumeSource{SizeLimit: &mi}, true, false, errors.New("qgroup limit failed"), []string{"create", "remove"}},
-		{"disk without sizeLimit", v1.EmptyDirVolumeSource{}, true, false, nil, []string{"remove"}},
+		{"disk without sizeLimit", v1.EmptyDirVolumeSource{}, true, false, nil, nil},
 		// A tmpfs is a mount: its teardown never asks the Limiter.
 		{"memory", v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &mi}, true, false, nil, nil},
 	} {
