@@ -103,7 +103,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	a.provs = provs
-	cluster, err := newCluster(o, log, notify, provs)
+	cluster, err := newCluster(o, log, notify, provs, status.Worlds{Desired: a.desired, Actual: a.actual}.Ready)
 	if err != nil {
 		return err
 	}
