@@ -103,7 +103,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	a.provs = provs
-	cluster, err := newCluster(o, log, notify, provs)
+	cluster, err := newCluster(o, log, notify, provs, status.Worlds{Desired: a.desired, Actual: a.actual}.Ready)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	cfg := status.Config{Addr: o.statusAddr, Listener: lns.status, Worlds: worlds, Sources: a.sources, Claims: a.claimLister(),
-		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Warnings: a.provs.warnings, Gatherer: reg, Logger: log, Profiling: o.profiling}
+		Recovered: a.reconciler.Recovered, Healthy: a.healthy, Warnings: a.provs.warnings, Gatherer: reg, Logger: log, Profiling: o.profiling, OnIdle: a.trim.Touch}
 	if a.binder != nil {
 		if cfg.OperatorToken, err = writeOperatorToken(root); err != nil {
 			lns.close()

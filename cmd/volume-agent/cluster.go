@@ -30,8 +30,9 @@ type cluster struct {
 }
 
 // newCluster connects to the API server when --kubeconfig is given or the
-// agent runs in a pod; it returns nil otherwise.
-func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) (*cluster, error) {
+// agent runs in a pod; it returns nil otherwise. ready says whether a pod
+// is ready, for its one SuccessfulMountVolume event.
+func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners, ready func(types.UID) bool) (*cluster, error) {
 	cfg, err := restConfig(o)
 	if cfg == nil || err != nil {
 		return nil, err
@@ -57,7 +58,14 @@ func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) 
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{source: src, events: events.New(events.Config{Client: client, NodeName: o.nodeName, Source: apiserver.Name})}
+	// Events get a token bucket of their own, the same size, so that
+	// events never delay the lists and watches of a burst of new pods,
+	// nor those the events.
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client for events: %w", err)
+	}
+	c := &cluster{source: src, events: events.New(events.Config{Client: eventClient, NodeName: o.nodeName, Source: apiserver.Name, Ready: ready})}
 	if o.mintTokens {
 		// A pod with a token volume is ready only once its token is
 		// minted; the lists and watches of its ConfigMaps and Secrets are
@@ -189,7 +197,11 @@ func (c *cluster) problemRecorder() populator.Recorder {
 
 // forgetPod drops what is cached for a pod that left the desired state.
 func (c *cluster) forgetPod(uid types.UID) {
-	if c != nil && c.tokens != nil {
+	if c == nil {
+		return
+	}
+	c.events.ForgetPod(uid)
+	if c.tokens != nil {
 		c.tokens.ForgetPod(uid)
 	}
 }

@@ -1,5 +1,10 @@
 // Package events reports volume set-up outcomes as Kubernetes Events on the
-// pod, with the kubelet's reasons: SuccessfulMountVolume and FailedMount;
+// pod, with the kubelet's reasons: FailedMount for each failed set-up, and
+// one SuccessfulMountVolume per pod, sent by the set-up that makes it ready
+// (one per volume was an API request and an etcd write per volume, which is
+// why the kubelet stopped sending it on success; one per pod keeps a sign
+// that the pod's volumes are in place, and that the agent's identity may
+// send events);
 // SizeLimitExceeded when a disk emptyDir passes its sizeLimit; and
 // LimitNotEnforced when a volume's btrfs qgroup limit is found gone (a
 // claim's too: a claim has no event path of its own, its pod gets it).
@@ -15,9 +20,12 @@ package events
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -45,6 +53,11 @@ type Config struct {
 	NodeName string
 	// Source is the pod source whose pods get events (the API server's).
 	Source string
+	// Ready reports whether a pod is ready (every volume set up, as the
+	// status API says): a pod's SuccessfulMountVolume is sent by the first
+	// successful set-up after which it is. Nil: the first set-up of a pod
+	// sends it.
+	Ready func(types.UID) bool
 }
 
 // maxEarly bounds the events kept from before Run starts, as the
@@ -59,6 +72,9 @@ type Recorder struct {
 	recorder record.EventRecorder // guarded by mu; set while Run runs
 	early    []event              // guarded by mu; reported before Run started, sent when it does
 	stopped  bool                 // guarded by mu; set when Run returns: later events are dropped
+	// announced are the pods whose SuccessfulMountVolume was sent, until
+	// they leave the desired state (ForgetPod): at most the node's pods.
+	announced map[types.UID]bool // guarded by mu
 }
 
 // event is one event reported before Run started.
@@ -93,11 +109,55 @@ func (r *Recorder) Run(ctx context.Context) error {
 	return nil
 }
 
-// SetUpSucceeded reports a volume's first successful set-up.
+// SetUpSucceeded reports a volume's first successful set-up, once it is
+// recorded in the actual state. The first such set-up after which its pod
+// is ready sends the pod's one SuccessfulMountVolume; the others send
+// nothing. Two volumes that finish at once both see the pod ready, and
+// only the first sends it.
 func (r *Recorder) SetUpSucceeded(spec *volume.Spec) {
-	if r.wants(spec) {
-		r.event(spec.Pod, v1.EventTypeNormal, ReasonSuccessfulMount, fmt.Sprintf("MountVolume.SetUp succeeded for volume %q", spec.Volume.Name))
+	if !r.wants(spec) || (r.cfg.Ready != nil && !r.cfg.Ready(spec.Pod.UID)) || !r.announce(spec.Pod.UID) {
+		return
 	}
+	r.event(spec.Pod, v1.EventTypeNormal, ReasonSuccessfulMount, "MountVolume.SetUp succeeded for every volume of the pod: "+volumeNames(spec.Pod))
+}
+
+// announce reports whether pod uid's SuccessfulMountVolume is still to be
+// sent, and records that it is.
+func (r *Recorder) announce(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.announced[uid] {
+		return false
+	}
+	if r.announced == nil {
+		r.announced = map[types.UID]bool{}
+	}
+	r.announced[uid] = true
+	return true
+}
+
+// ForgetPod forgets a pod that left the desired state: a pod of the same
+// UID that comes back is announced again.
+func (r *Recorder) ForgetPod(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.announced, uid)
+}
+
+// maxNames bounds the volume names a SuccessfulMountVolume message lists.
+const maxNames = 10
+
+// volumeNames lists the volumes of pod, quoted, the first maxNames of them.
+func volumeNames(pod *v1.Pod) string {
+	vols := pod.Spec.Volumes
+	names := make([]string, 0, min(len(vols), maxNames))
+	for _, v := range vols[:min(len(vols), maxNames)] {
+		names = append(names, strconv.Quote(v.Name))
+	}
+	if len(vols) > maxNames {
+		names = append(names, fmt.Sprintf("and %d more", len(vols)-maxNames))
+	}
+	return strings.Join(names, ", ")
 }
 
 // SetUpFailed reports a failed set-up or refresh.

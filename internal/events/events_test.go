@@ -3,13 +3,16 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/volume-agent/volume-agent/internal/volume"
@@ -23,8 +26,15 @@ const wait = 5 * time.Second
 // start runs a Recorder on a fake clientset until the test ends.
 func start(t *testing.T) (*Recorder, *fake.Clientset) {
 	t.Helper()
+	return startWith(t, Config{NodeName: "node-1", Source: "api"})
+}
+
+// startWith runs a Recorder of cfg on a fake clientset until the test ends.
+func startWith(t *testing.T, cfg Config) (*Recorder, *fake.Clientset) {
+	t.Helper()
 	client := fake.NewClientset()
-	r := New(Config{Client: client, NodeName: "node-1", Source: "api"})
+	cfg.Client = client
+	r := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -44,7 +54,8 @@ func start(t *testing.T) (*Recorder, *fake.Clientset) {
 
 func spec(source, volumeName string) *volume.Spec {
 	return &volume.Spec{
-		Pod:    &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", UID: "uid-1"}},
+		Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", UID: "uid-1"},
+			Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: volumeName}}}},
 		Volume: &v1.Volume{Name: volumeName},
 		Source: source,
 	}
@@ -90,7 +101,7 @@ func TestSetUpEvents(t *testing.T) {
 		reason, typ string
 		contains    []string
 	}{
-		{ReasonSuccessfulMount, v1.EventTypeNormal, []string{`volume "config"`}},
+		{ReasonSuccessfulMount, v1.EventTypeNormal, []string{`every volume of the pod: "config"`}},
 		{ReasonFailedMount, v1.EventTypeWarning, []string{`volume "creds"`, `secret "creds" not found`}},
 		{ReasonSizeLimitExceeded, v1.EventTypeWarning, []string{`volume "scratch"`, `"1Mi"`, "2097152 bytes"}},
 	} {
@@ -177,4 +188,63 @@ func TestAfterRun(t *testing.T) {
 		t.Errorf("%d events kept after Run returned, want them dropped", kept)
 	}
 	goleak.VerifyNone(t)
+}
+
+// TestOneSuccessEventPerPod: the set-ups of a pod's volumes send one
+// SuccessfulMountVolume, by the one after which the pod is ready, naming
+// its volumes; later set-ups of the pod send none; a pod forgotten and
+// back is announced again. Failures are sent as they come.
+func TestOneSuccessEventPerPod(t *testing.T) {
+	var ready atomic.Bool
+	r, client := startWith(t, Config{NodeName: "node-1", Source: "api", Ready: func(uid types.UID) bool { return uid == "uid-1" && ready.Load() }})
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", UID: "uid-1"},
+		Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "config"}, {Name: "creds"}, {Name: "data"}}}}
+	setUp := func(name string) {
+		r.SetUpSucceeded(&volume.Spec{Pod: pod, Volume: &pod.Spec.Volumes[0], Source: "api"})
+	}
+	setUp("config")
+	setUp("creds") // the pod is not ready yet
+	ready.Store(true)
+	setUp("data")
+	setUp("data") // as when two volumes finish at once
+	// A marker after them: once it has arrived, the others would have too.
+	r.SetUpFailed(spec("api", "marker"), errors.New("marker"))
+	waitEvents(t, client, 2)
+	successes := func() []v1.Event {
+		var out []v1.Event
+		for _, e := range events(t, client) {
+			if e.Reason == ReasonSuccessfulMount {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	got := successes()
+	if len(got) != 1 {
+		t.Fatalf("%d SuccessfulMountVolume events, want 1: %+v", len(got), got)
+	}
+	if want := `MountVolume.SetUp succeeded for every volume of the pod: "config", "creds", "data"`; got[0].Message != want || got[0].Count > 1 {
+		t.Errorf("event %q (count %d), want %q once", got[0].Message, got[0].Count, want)
+	}
+	r.ForgetPod("uid-1")
+	setUp("config")
+	deadline := time.Now().Add(wait)
+	for len(successes()) != 1 || successes()[0].Count < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a pod forgotten and back was not announced again: %+v", successes())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestVolumeNamesBounded: the message names at most maxNames volumes.
+func TestVolumeNamesBounded(t *testing.T) {
+	pod := &v1.Pod{}
+	for i := range 12 {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: fmt.Sprintf("v%d", i)})
+	}
+	want := `"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", and 2 more`
+	if got := volumeNames(pod); got != want {
+		t.Errorf("volumeNames = %s, want %s", got, want)
+	}
 }

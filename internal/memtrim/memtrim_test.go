@@ -1,6 +1,8 @@
 package memtrim
 
 import (
+	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -92,8 +94,100 @@ func TestTrimsOnceAfterQuiet(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	tr := New(Config{})
-	if tr.quiet != DefaultQuiet || tr.free == nil || tr.now == nil || tr.after == nil {
+	if tr.quiet != DefaultQuiet || tr.free == nil || tr.now == nil || tr.after == nil ||
+		tr.busy.percent != DefaultBusyGCPercent || tr.busy.limit != DefaultBusyMemoryLimit || tr.busy.setGCPercent == nil || tr.busy.setMemoryLimit == nil {
 		t.Fatalf("defaults not taken: %+v", tr)
 	}
 	tr.Touch() // a real trim a second later; must neither panic nor block
+}
+
+// collector is a fake of the GC settings: what GOGC and the memory limit
+// are, and the order of the calls that set them.
+type collector struct {
+	percent int
+	limit   int64
+	calls   []string
+}
+
+func (c *collector) setGCPercent(p int) int {
+	old := c.percent
+	c.percent = p
+	c.calls = append(c.calls, fmt.Sprintf("gogc %d", p))
+	return old
+}
+
+func (c *collector) setMemoryLimit(l int64) int64 {
+	old := c.limit
+	if l >= 0 {
+		c.limit = l
+		c.calls = append(c.calls, fmt.Sprintf("limit %d", l))
+	}
+	return old
+}
+
+// TestLessGCWhileBusy: from the first Touch after quiet until the trim,
+// GOGC is BusyGCPercent and the memory limit BusyMemoryLimit; the trim puts
+// both back before it collects, and the next busy period raises them
+// again. An idle agent runs with the operator's settings.
+func TestLessGCWhileBusy(t *testing.T) {
+	clk := &manual{now: time.Unix(1000, 0)}
+	gc := &collector{percent: 100, limit: math.MaxInt64}
+	var atFree []string
+	tr := New(Config{Quiet: time.Second, Now: clk.Now, After: clk.After, SetGCPercent: gc.setGCPercent, SetMemoryLimit: gc.setMemoryLimit,
+		Free: func() { atFree = append(atFree, fmt.Sprint(gc.percent, gc.limit)) }})
+	for round := range 2 {
+		for range 5 {
+			tr.Touch()
+			clk.step(100 * time.Millisecond)
+			if gc.percent != DefaultBusyGCPercent || gc.limit != DefaultBusyMemoryLimit {
+				t.Fatalf("round %d, while busy: GOGC %d, limit %d; want %d and %d", round, gc.percent, gc.limit, DefaultBusyGCPercent, DefaultBusyMemoryLimit)
+			}
+		}
+		clk.step(time.Second)
+		if gc.percent != 100 || gc.limit != math.MaxInt64 {
+			t.Fatalf("round %d, after the trim: GOGC %d, limit %d; want them back", round, gc.percent, gc.limit)
+		}
+		if want := fmt.Sprint(100, int64(math.MaxInt64)); len(atFree) != round+1 || atFree[round] != want {
+			t.Fatalf("round %d: settings at the trims %q, want %q last: the trim collects with them back", round, atFree, want)
+		}
+	}
+	if len(gc.calls) != 8 { // 2 rounds × (raise GOGC, set limit, restore limit, restore GOGC)
+		t.Errorf("settings changed %d times in two busy periods, want 8: %q", len(gc.calls), gc.calls)
+	}
+}
+
+// TestOperatorSettingsKept: a GOGC already as high or off is not changed,
+// nor a memory limit the operator set (GOMEMLIMIT); a negative
+// BusyGCPercent changes nothing.
+func TestOperatorSettingsKept(t *testing.T) {
+	tests := []struct {
+		name           string
+		percent        int
+		limit          int64
+		busy           int
+		wantP          int
+		wantL          int64
+		wantRestoredTo int
+	}{
+		{"GOGC off", -1, math.MaxInt64, 0, -1, math.MaxInt64, -1},
+		{"GOGC higher", 800, math.MaxInt64, 0, 800, math.MaxInt64, 800},
+		{"GOMEMLIMIT set", 100, 200 << 20, 0, DefaultBusyGCPercent, 200 << 20, 100},
+		{"busy GC off", 100, math.MaxInt64, -1, 100, math.MaxInt64, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &manual{now: time.Unix(1000, 0)}
+			gc := &collector{percent: tt.percent, limit: tt.limit}
+			tr := New(Config{Quiet: time.Second, Now: clk.Now, After: clk.After, Free: func() {}, BusyGCPercent: tt.busy,
+				SetGCPercent: gc.setGCPercent, SetMemoryLimit: gc.setMemoryLimit})
+			tr.Touch()
+			if gc.percent != tt.wantP || gc.limit != tt.wantL {
+				t.Errorf("while busy: GOGC %d, limit %d; want %d and %d", gc.percent, gc.limit, tt.wantP, tt.wantL)
+			}
+			clk.step(time.Second)
+			if gc.percent != tt.wantRestoredTo || gc.limit != tt.limit {
+				t.Errorf("after the trim: GOGC %d, limit %d; want %d and %d", gc.percent, gc.limit, tt.wantRestoredTo, tt.limit)
+			}
+		})
+	}
 }

@@ -69,3 +69,29 @@ func benchChange(w Worlds, pods []dsw.Pod, i int, version string) {
 	w.Desired.SetPod(p)
 	w.Actual.Set(setUp(string(p.UID), p.Volumes[0].Name, cm, version, asw.Mounted))
 }
+
+// BenchmarkWakeNotReady measures what a waiting request does at a change
+// of its pod that leaves it not ready (three of four volumes mounted):
+// check=ready is the fast check it makes now, check=status the status it
+// computed before.
+func BenchmarkWakeNotReady(b *testing.B) {
+	worlds, _ := benchWorlds(110, 4)
+	worlds.Actual.Set(setUp("pod-7", "v3", cm, "1", asw.Uncertain))
+	srv := New(Config{Worlds: worlds, Logger: zap.NewNop()})
+	b.Run("check=ready", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if srv.cfg.Worlds.Ready("pod-7") {
+				b.Fatal("ready")
+			}
+		}
+	})
+	b.Run("check=status", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if p, _ := srv.cfg.Worlds.Pod("pod-7"); p.Ready {
+				b.Fatal("ready")
+			}
+		}
+	})
+}

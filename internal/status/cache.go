@@ -3,6 +3,7 @@ package status
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -22,12 +23,19 @@ type podCache struct {
 	// Worlds.Usage.
 	usage *dsw.Changes
 
-	mu      sync.Mutex           // held while an answer is built
-	entries map[types.UID][]byte // guarded by mu; JSON as it stands in the answer
+	mu      sync.Mutex              // held while an answer is built
+	entries map[types.UID]cachedPod // guarded by mu
+}
+
+// cachedPod is the JSON of a pod's status as GET /v1/pods/UID answers it
+// (writeJSON's encoding), and the Ready of the status it encodes.
+type cachedPod struct {
+	json  []byte
+	ready bool
 }
 
 func newPodCache(w Worlds) *podCache {
-	c := &podCache{worlds: w, desired: w.Desired.Watch(), actual: w.Actual.Watch(), entries: map[types.UID][]byte{}}
+	c := &podCache{worlds: w, desired: w.Desired.Watch(), actual: w.Actual.Watch(), entries: map[types.UID]cachedPod{}}
 	if w.Usage != nil {
 		c.usage = w.Usage.Watch()
 	}
@@ -52,8 +60,8 @@ func (c *podCache) pods() []byte {
 	size := 0
 	for _, uid := range uids {
 		if entry, ok := c.entry(uid); ok { // not gone since uids
-			entries = append(entries, entry)
-			size += len(podPrefix) + len(entry) + 2
+			entries = append(entries, entry.json)
+			size += len(podPrefix) + len(entry.json) + bytes.Count(entry.json, newline)*len(podPrefix) + 2
 		}
 	}
 	var b bytes.Buffer
@@ -64,7 +72,7 @@ func (c *podCache) pods() []byte {
 			b.WriteByte(',')
 		}
 		b.WriteString("\n" + podPrefix)
-		b.Write(entry)
+		writeIndented(&b, entry)
 	}
 	if len(entries) > 0 {
 		b.WriteString("\n" + indent)
@@ -99,19 +107,56 @@ func (c *podCache) forgetChanged() {
 	}
 }
 
+// pod returns the entry of pod uid as it stands now: for
+// GET /v1/pods/UID, which answers it (see writeEntry) rather than encoding
+// the same status again.
+func (c *podCache) pod(uid types.UID) (cachedPod, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgetChanged()
+	return c.entry(uid)
+}
+
 // entry returns the JSON of pod uid, computing it when it is not cached.
-func (c *podCache) entry(uid types.UID) ([]byte, bool) {
+func (c *podCache) entry(uid types.UID) (cachedPod, bool) {
 	if entry, ok := c.entries[uid]; ok {
 		return entry, true
 	}
 	p, ok := c.worlds.Pod(string(uid))
 	if !ok {
-		return nil, false
+		return cachedPod{}, false
 	}
-	entry, err := json.MarshalIndent(p, podPrefix, indent)
+	b, err := json.MarshalIndent(p, "", indent)
 	if err != nil {
-		return nil, false // a Pod is plain data: never happens
+		return cachedPod{}, false // a Pod is plain data: never happens
 	}
+	entry := cachedPod{json: append(b, '\n'), ready: p.Ready}
 	c.entries[uid] = entry
 	return entry, true
+}
+
+var newline = []byte("\n")
+
+// writeIndented writes entry into b as it stands in the answer of
+// GET /v1/pods: podPrefix after each newline, without the last. JSON
+// escapes the newlines of strings, so every newline in entry starts a line
+// of the encoding.
+func writeIndented(b *bytes.Buffer, entry []byte) {
+	rest := bytes.TrimSuffix(entry, newline)
+	for {
+		line, after, more := bytes.Cut(rest, newline)
+		b.Write(line)
+		if !more {
+			return
+		}
+		b.WriteString("\n" + podPrefix)
+		rest = after
+	}
+}
+
+// writeEntry answers entry: what writeJSON writes for its pod.
+func writeEntry(w http.ResponseWriter, code int, entry cachedPod) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(entry.json)
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/volume-agent/volume-agent/internal/binder"
 	"github.com/volume-agent/volume-agent/internal/source"
 )
@@ -103,8 +105,7 @@ func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait == 0 {
-		p, found := s.cfg.Worlds.Pod(uid)
-		writePod(w, p, found, http.StatusOK)
+		s.answer(w, uid, http.StatusOK)
 		return
 	}
 	select {
@@ -124,14 +125,14 @@ func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 
 // answerWhenReady answers when the pod is ready, or waits for its next
 // change and answers if the wait ends otherwise. It reports whether it
-// answered (or the client went away).
+// answered (or the client went away). A change that leaves the pod not
+// ready (Worlds.Ready, the same decision as the status's) computes no
+// status: only the answer does.
 func (s *Server) answerWhenReady(w http.ResponseWriter, r *http.Request, uid string, deadline <-chan time.Time) bool {
 	// Wait for changes from before looking: a change in between wakes.
 	changed, done := s.changes(uid)
 	defer done()
-	p, found := s.cfg.Worlds.Pod(uid)
-	if found && p.Ready {
-		writePod(w, p, found, http.StatusOK)
+	if s.mayBeReady(uid) && s.answerIfReady(w, uid) {
 		return true
 	}
 	select {
@@ -145,8 +146,53 @@ func (s *Server) answerWhenReady(w http.ResponseWriter, r *http.Request, uid str
 		writeText(w, http.StatusServiceUnavailable, "volume-agent is stopping; ask again once it is back")
 		return true
 	case <-deadline:
-		writePod(w, p, found, http.StatusGatewayTimeout)
+		s.answer(w, uid, http.StatusGatewayTimeout)
 		return true
+	}
+}
+
+// mayBeReady is Worlds.Ready when the server has worlds (true otherwise:
+// the status then decides alone).
+func (s *Server) mayBeReady(uid string) bool {
+	return s.cache == nil || s.cfg.Worlds.Ready(types.UID(uid))
+}
+
+// answerIfReady answers 200 with the status of pod uid if that status says
+// it is ready, and reports whether it did.
+func (s *Server) answerIfReady(w http.ResponseWriter, uid string) bool {
+	if s.cache == nil {
+		p, found := s.cfg.Worlds.Pod(uid)
+		if found && p.Ready {
+			writePod(w, p, found, http.StatusOK)
+		}
+		return found && p.Ready
+	}
+	entry, found := s.cache.pod(types.UID(uid))
+	if found && entry.ready {
+		writeEntry(w, http.StatusOK, entry)
+	}
+	return found && entry.ready
+}
+
+// answer answers the status of pod uid with code, 200 once it is ready
+// (404 when it is not shown).
+func (s *Server) answer(w http.ResponseWriter, uid string, code int) {
+	if s.cache == nil {
+		p, found := s.cfg.Worlds.Pod(uid)
+		if found && p.Ready {
+			code = http.StatusOK
+		}
+		writePod(w, p, found, code)
+		return
+	}
+	entry, found := s.cache.pod(types.UID(uid))
+	switch {
+	case !found:
+		writeText(w, http.StatusNotFound, "pod not found")
+	case entry.ready:
+		writeEntry(w, http.StatusOK, entry)
+	default:
+		writeEntry(w, code, entry)
 	}
 }
 

@@ -25,7 +25,7 @@ func serveLimited(t *testing.T, f *fixture, lim Limits) (string, *http.Client) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveWithin(ctx, ln, f.srv.Handler(), f.srv.stop, lim) }()
+	go func() { done <- serveWithin(ctx, ln, f.srv.Handler(), f.srv.stop, lim, nil) }()
 	client := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(func() {
 		client.CloseIdleConnections()

@@ -38,25 +38,35 @@ var DefaultLimits = Limits{
 	ReadHeaderTimeout: 10 * time.Second,
 	ReadTimeout:       30 * time.Second,
 	WriteTimeout:      time.Minute,
-	IdleTimeout:       2 * time.Minute,
-	MaxHeaderBytes:    16 << 10,
-	MaxBodyBytes:      4 << 10,
+	// A runtime asks for each pod it starts on a connection it keeps
+	// alive: its next request comes within the burst, milliseconds
+	// later. An idle connection holds a goroutine and 8 KiB of buffers
+	// (110 of them after a burst, about 2 MiB with their stacks): after
+	// 5 s without a request they go, and a client's next request opens
+	// a new connection (Go's and curl's clients retry a GET on an idle
+	// connection the server closed).
+	IdleTimeout:    5 * time.Second,
+	MaxHeaderBytes: 16 << 10,
+	MaxBodyBytes:   4 << 10,
 }
 
 // Serve serves h on ln, within DefaultLimits, until ctx ends; then it
 // calls stopping (when not nil), so that requests still waiting can
 // answer, and shuts the server down, giving them 2 s.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, stopping func()) error {
-	return serveWithin(ctx, ln, h, stopping, DefaultLimits)
+	return serveWithin(ctx, ln, h, stopping, DefaultLimits, nil)
 }
 
-func serveWithin(ctx context.Context, ln net.Listener, h http.Handler, stopping func(), lim Limits) error {
+// serveWithin is Serve within lim; connState, when not nil, is told of
+// each connection's changes of state (http.Server.ConnState).
+func serveWithin(ctx context.Context, ln net.Listener, h http.Handler, stopping func(), lim Limits, connState func(net.Conn, http.ConnState)) error {
 	srv := &http.Server{
 		Handler:           limitRequests(h, lim),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		ReadTimeout:       lim.ReadTimeout,
 		IdleTimeout:       lim.IdleTimeout,
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ConnState:         connState,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

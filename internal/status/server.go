@@ -73,6 +73,10 @@ type Config struct {
 	// MaxWaiting bounds the requests waiting at once (?wait=); more are
 	// answered 429. Zero: DefaultMaxWaiting.
 	MaxWaiting int
+	// OnIdle, when set, is called when the last open connection of the
+	// status endpoint closes: what the connections of a burst held (a
+	// goroutine, buffers) is then garbage, and can be given back.
+	OnIdle func()
 }
 
 // DefaultMaxWaiting is how many requests may wait at once by default. A
@@ -124,6 +128,7 @@ type Server struct {
 	mu      sync.Mutex
 	waiters map[string]*waiter // guarded by mu; by pod UID
 	addr    net.Addr           // guarded by mu; set once listening
+	conns   int                // guarded by mu; open connections
 }
 
 // waiter is the requests waiting for one pod.
@@ -237,7 +242,27 @@ func (s *Server) Run(ctx context.Context) error {
 	// A request's context ends only when its client goes away; the end of
 	// ctx reaches handlers through s.stopping, so that a request still
 	// waiting gets an answer that says so.
-	return serveWithin(ctx, ln, s.Handler(), s.stop, s.cfg.Limits)
+	return serveWithin(ctx, ln, s.Handler(), s.stop, s.cfg.Limits, s.connState)
+}
+
+// connState counts the open connections, and calls OnIdle when the last
+// one closes.
+func (s *Server) connState(_ net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	switch state {
+	case http.StateNew:
+		s.conns++
+	case http.StateClosed, http.StateHijacked:
+		s.conns--
+	default:
+		s.mu.Unlock()
+		return
+	}
+	idle := s.conns == 0
+	s.mu.Unlock()
+	if idle && s.cfg.OnIdle != nil {
+		s.cfg.OnIdle()
+	}
 }
 
 // stop makes waiting requests answer that the agent is stopping.

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,6 +240,27 @@ func (a *agent) podByUID(uid string) (apiPod, bool) {
 }
 
 // podEvents lists the events about a pod with the given reason.
+// checkMountedEvent waits for the one SuccessfulMountVolume event of pod,
+// sent once its volumes are set up, and checks that it names each of
+// volumes and is the only one: the agent sends one per pod, not one per
+// volume (a volume's event would have been sent before the pod's).
+func checkMountedEvent(t *testing.T, c kubernetes.Interface, pod *v1.Pod, volumes ...string) {
+	t.Helper()
+	var got []v1.Event
+	waitFor(t, 20*time.Second, "a SuccessfulMountVolume event on pod "+pod.Name, func() (bool, string) {
+		got = podEvents(t, c, pod, "SuccessfulMountVolume")
+		return len(got) > 0, ""
+	})
+	if len(got) != 1 || got[0].Count > 1 {
+		t.Fatalf("SuccessfulMountVolume events on pod %s: %+v; want one, once", pod.Name, got)
+	}
+	for _, v := range volumes {
+		if !strings.Contains(got[0].Message, strconv.Quote(v)) {
+			t.Errorf("SuccessfulMountVolume message %q does not name volume %q", got[0].Message, v)
+		}
+	}
+}
+
 func podEvents(t *testing.T, c kubernetes.Interface, pod *v1.Pod, reason string) []v1.Event {
 	t.Helper()
 	list, err := c.CoreV1().Events(pod.Namespace).List(context.Background(), metav1.ListOptions{

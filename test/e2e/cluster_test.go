@@ -164,9 +164,7 @@ func (env *clusterEnv) testPodVolumes(t *testing.T) {
 	env.checkToken(t, pod, filepath.Join(access.Path, "token"), "")
 	checkFile(t, filepath.Join(access.Path, "namespace"), pod.Namespace)
 	checkFile(t, filepath.Join(access.Path, "ca.crt"), string(env.cp.CACert()))
-	if n := len(podEvents(t, env.client, pod, "SuccessfulMountVolume")); n == 0 {
-		t.Error("no SuccessfulMountVolume event on the pod")
-	}
+	checkMountedEvent(t, env.client, pod, "config", "creds", "info", "vault", access.Name)
 	assertNoSecretIn(t, a, "hunter2-cluster")
 }
 

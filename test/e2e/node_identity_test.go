@@ -60,9 +60,7 @@ func TestNodeIdentity(t *testing.T) {
 	checkFile(t, filepath.Join(p.volume("vault").Path, "color"), "blue")
 	checkFile(t, filepath.Join(p.volume("store").Path, "label"), "node-identity")
 	env.checkToken(t, pod, filepath.Join(p.volume("vault").Path, "token"), "vault")
-	if n := len(podEvents(t, env.client, pod, "SuccessfulMountVolume")); n == 0 {
-		t.Error("no SuccessfulMountVolume event on the pod")
-	}
+	checkMountedEvent(t, env.client, pod, "config", "creds", "vault", "store")
 	checkNodeRights(t, env, creds.Kubeconfig, ns)
 	if time.Now().After(firstExpiry) {
 		t.Fatalf("set-up took past the first certificate's expiry (%v): raise firstCertLife", firstExpiry)
@@ -92,9 +90,7 @@ func TestNodeIdentity(t *testing.T) {
 	a.waitReady(string(second.UID), 30*time.Second)
 	// Events are sent in the background, and the first after the API
 	// server's restart may wait for the broadcaster's retry.
-	waitFor(t, 20*time.Second, "a SuccessfulMountVolume event on the pod created after the rotation", func() (bool, string) {
-		return len(podEvents(t, env.client, second, "SuccessfulMountVolume")) > 0, ""
-	})
+	checkMountedEvent(t, env.client, second)
 	// The claim and its PV were read by GET: a node may not list them.
 	for _, kind := range []string{"persistentVolumeClaim", "persistentVolume"} {
 		if n := len(a.logLines(t, byGetLog, map[string]string{"resource": kind})); n != 1 {
