@@ -129,10 +129,19 @@ func (sc *scanner) scan() *snapshot {
 // and returns the resulting snapshot; a name that is gone is forgotten.
 // The other files keep what was last read: their own events bring them in.
 func (sc *scanner) reread(names []string) *snapshot {
-	if !sc.listed || sc.dirErr != nil || sc.orphans > 0 || !sc.forget(sc.update(names)) {
+	if sc.whole() || !sc.forget(sc.update(names)) {
 		return sc.scan()
 	}
 	return sc.result()
+}
+
+// whole reports whether reading a name means listing the whole directory
+// (see reread): until a listing succeeds, while the directory cannot be
+// read, and while a replaced directory's files are orphaned. A listing
+// taken in the gap of another name would find it gone, so then every name
+// waits for the whole directory to be quiet (see changes).
+func (sc *scanner) whole() bool {
+	return !sc.listed || sc.dirErr != nil || sc.orphans > 0
 }
 
 // readRenamed is reread for the files renamed into place (in) and the
@@ -140,7 +149,7 @@ func (sc *scanner) reread(names []string) *snapshot {
 // that is gone has changed again since its rename, in a way that must wait
 // for the directory to be quiet: it is not forgotten but returned.
 func (sc *scanner) readRenamed(in, away []string) (snap *snapshot, gone []string) {
-	if !sc.listed || sc.dirErr != nil || sc.orphans > 0 {
+	if sc.whole() {
 		return sc.scan(), nil
 	}
 	gone = sc.update(in)
