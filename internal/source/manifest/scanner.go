@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // maxFileSize caps the size of one manifest file.
@@ -105,8 +105,9 @@ func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
 
 // entry is a manifest name in the directory.
 type entry struct {
-	name string
-	link bool // a symlink
+	name    string
+	link    bool // a symlink
+	regular bool // a regular file when listed
 }
 
 // scan rereads the directory and every file in it, reparses the files whose
@@ -215,7 +216,7 @@ func (sc *scanner) list() ([]entry, dirID, error) {
 	var entries []entry
 	for _, e := range dirents {
 		if isManifestName(e.Name()) {
-			entries = append(entries, entry{name: e.Name(), link: e.Type()&fs.ModeSymlink != 0})
+			entries = append(entries, entry{name: e.Name(), link: e.Type()&fs.ModeSymlink != 0, regular: e.Type().IsRegular()})
 		}
 	}
 	return entries, id, nil
@@ -224,7 +225,7 @@ func (sc *scanner) list() ([]entry, dirID, error) {
 // stat returns the entry of one name, whether or not it exists.
 func (sc *scanner) stat(name string) entry {
 	info, err := os.Lstat(filepath.Join(sc.dir, name))
-	return entry{name: name, link: err == nil && info.Mode()&fs.ModeSymlink != 0}
+	return entry{name: name, link: err == nil && info.Mode()&fs.ModeSymlink != 0, regular: err == nil && info.Mode().IsRegular()}
 }
 
 // dirExists reports whether the directory is still there.
@@ -262,7 +263,7 @@ func isManifestName(name string) bool {
 // false when the file is not there (or is not a regular file).
 func (sc *scanner) load(e entry, first bool) bool {
 	name := e.name
-	raw, info, err := readManifest(filepath.Join(sc.dir, name))
+	raw, st, err := readManifest(filepath.Join(sc.dir, name), e.regular)
 	if errors.Is(err, errNotManifest) {
 		return false
 	}
@@ -271,14 +272,14 @@ func (sc *scanner) load(e entry, first bool) bool {
 		f = &fileState{initial: first}
 		sc.files[name] = f
 	}
-	f.link = e.link || (info != nil && hardLinked(info))
+	f.link = e.link || (st != nil && st.Nlink > 1) // a hard link: another name
 	if err != nil {
 		f.read, f.parsed, f.problems = false, nil, []problem{{msg: err.Error()}}
 		return true
 	}
 	if sum := sha256.Sum256(raw); !f.read || sum != f.sum {
 		changed := sc.now()
-		if modTime := info.ModTime(); f.initial && !f.accepted && !f.read && modTime.Before(changed) {
+		if modTime := time.Unix(st.Mtim.Unix()); f.initial && !f.accepted && !f.read && modTime.Before(changed) {
 			changed = modTime // written before start: maybe just before
 		}
 		f.sum, f.read, f.changedAt = sum, true, changed
@@ -310,38 +311,88 @@ func emptyProblem(f *fileState) string {
 var errNotManifest = errors.New("not a regular file")
 
 // readManifest reads a regular file, following symlinks, up to maxFileSize,
-// and returns it with the opened file's information. It opens without
-// blocking and checks the opened file too, so a FIFO swapped in after the
-// stat cannot hang the scan.
-func readManifest(path string) ([]byte, fs.FileInfo, error) {
-	// Stat first so that a device is never even opened.
-	if info, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && !info.Mode().IsRegular()) {
+// and returns it with the opened file's status. listedRegular says that the
+// name was a regular file when it was listed: then it is opened without
+// following a symlink (one swapped in since is looked at as below), and
+// otherwise stat(2) first tells what it leads to, so that a device is never
+// even opened. The open does not block and the opened file is checked
+// too, so a FIFO swapped in after the check cannot hang the scan.
+//
+// It makes raw system calls: lstat (the caller's, or the listing), open,
+// fstat, one read when the file has the size fstat gave, close. os.File
+// would add four fcntl(2) calls and an epoll_ctl(2) that fails for a
+// regular file.
+func readManifest(path string, listedRegular bool) ([]byte, *unix.Stat_t, error) {
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
+	if listedRegular {
+		flags |= unix.O_NOFOLLOW
+	} else if !statRegular(path) {
 		return nil, nil, errNotManifest
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) //nolint:gosec // G304: a file of the operator's --manifests directory, regular files only, opened O_NONBLOCK
-	if errors.Is(err, fs.ErrNotExist) {
+	fd, err := openRetry(path, flags)
+	switch {
+	case listedRegular && errors.Is(err, unix.ELOOP):
+		return readManifest(path, false) // a symlink now
+	case errors.Is(err, unix.ENOENT):
 		return nil, nil, errNotManifest
-	}
-	if err != nil {
+	case err != nil:
 		return nil, nil, fmt.Errorf("cannot read file: %w", err)
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() {
+	defer unix.Close(fd) //nolint:errcheck // read-only
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, nil, errNotManifest
 	}
-	raw, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	raw, err := readAll(fd, st.Size)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read file: %w", err)
 	}
 	if len(raw) > maxFileSize {
 		return nil, nil, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
 	}
-	return raw, info, nil
+	return raw, &st, nil
 }
 
-// hardLinked reports whether the file has more than one name.
-func hardLinked(info fs.FileInfo) bool {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	return ok && st.Nlink > 1
+// statRegular reports whether path leads to a regular file.
+func statRegular(path string) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+func openRetry(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// readAll reads fd, whose status gave size, to its end, up to one byte
+// more than maxFileSize. It reads size+1 bytes at once: when that returns
+// the size, the file is read whole in one call; a file that grew since
+// (or a file system that does not report sizes) is read on.
+func readAll(fd int, size int64) ([]byte, error) {
+	buf := make([]byte, min(max(size, 0), maxFileSize)+1)
+	n := 0
+	for {
+		m, err := unix.Read(fd, buf[n:])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return nil, err
+		case m == 0:
+			return buf[:n], nil
+		}
+		n += m
+		switch {
+		case int64(n) == size && n < len(buf):
+			return buf[:n], nil // the size fstat gave, and short of the room
+		case n == len(buf) && n > maxFileSize:
+			return buf, nil // too large: the caller says so
+		case n == len(buf):
+			buf = append(buf, make([]byte, min(len(buf), maxFileSize+1-len(buf)))...)
+		}
+	}
 }
