@@ -232,3 +232,16 @@ func BenchmarkReread(b *testing.B) {
 		sc.reread([]string{"cfg.yaml"})
 	}
 }
+
+// BenchmarkParsePod measures parsing one pod file: decoding, checks,
+// normalizing and the content version.
+func BenchmarkParsePod(b *testing.B) {
+	raw := []byte(fmt.Sprintf(benchPod, "web", "v1"))
+	p := newParser("node-1")
+	b.ReportAllocs()
+	for range b.N {
+		if _, problems := p.parseFile("web.yaml", raw); len(problems) > 0 {
+			b.Fatal(problems)
+		}
+	}
+}
