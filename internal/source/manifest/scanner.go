@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -188,10 +190,11 @@ func (sc *scanner) forget(names []string) bool {
 
 // result merges what the files hold, logs what changed, and returns the snapshot.
 func (sc *scanner) result() *snapshot {
-	objs := sc.merge()
+	names := slices.Sorted(maps.Keys(sc.files)) // sorted once for the three
+	objs := sc.merge(names)
 	sc.recheckOrphans()
-	sc.logChanges(sc.dirErr)
-	return newSnapshot(objs, sc.nodeName, sc.status(sc.dirErr))
+	sc.logChanges(names, sc.dirErr)
+	return newSnapshot(objs, sc.nodeName, sc.status(names, sc.dirErr))
 }
 
 // list returns the candidate manifest files in the directory, and which
