@@ -223,16 +223,24 @@ func runHeld(t *testing.T, h *harness, tool quietTool, dir, next string, dropped
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	pid, continued := 0, false
 	defer func() {
-		if err := cmd.Wait(); err != nil {
+		if !continued { // the test failed: end the stopped tool and strace
+			if pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			_ = cmd.Process.Kill()
+		}
+		if err := cmd.Wait(); err != nil && continued {
 			t.Errorf("%v: %v\n%s", argv, err, out.String())
 		}
 	}()
-	pid := waitStopped(t, trace)
+	pid = waitStopped(t, trace)
 	waitDropped()
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+	continued = true
 }
 
 // runFree runs the tool without holding it and returns the longest the
