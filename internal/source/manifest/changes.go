@@ -17,20 +17,27 @@ import (
 // write. It is read at once.
 //
 // Everything else waits for a quiet period: a name is read once it has had
-// no event for the debounce delay (each name on its own, so that one
-// writer's events never put off another file's deletion), and no later than
-// debounceMax after its first event:
+// no event for the debounce delay, and no later than debounceMax after its
+// first event:
 //   - A file written in place (IN_CREATE, IN_MODIFY) can be read half
 //     written. IN_CLOSE_WRITE would not prove it complete: it says that one
 //     open file was closed, not that no other descriptor is open or that the
 //     writer will not append next (`> f` then `>> f`), and a writer that
-//     crashed closes too. The quiet period lets such writers finish.
+//     crashed closes too. The quiet period lets such writers finish. Such a
+//     name waits for its own events only: another file's events never put
+//     it off.
 //   - A name that goes away (IN_DELETE, or renamed to a name that is not a
 //     manifest) may be back a moment later: `git checkout` unlinks the file
 //     and creates it anew, vim renames it to a backup and writes it anew in
 //     place, and `rm f; cp new f` leaves a gap (TestToolsGapsAreCovered
 //     runs each and logs its gap). Reading the gap would remove the file's
-//     pods and delete their emptyDir data.
+//     pods and delete their emptyDir data. Its objects may also be moving
+//     to another file written after it (`git checkout` of a commit that
+//     moves a pod removes the old file first, then writes the new one), so
+//     a name that went away also waits for every name written or created
+//     after it: the move is then read in one step. Other names that went
+//     away do not hold it back, so a hundred deletions each wait for their
+//     own quiet period, not for the last one.
 //
 // A full rescan (a listing of the whole directory) waits until the whole
 // directory is quiet, as does every name while the scanner can only rescan
@@ -63,15 +70,19 @@ type changes struct {
 }
 
 // pending is when something waiting for a quiet period had its first and
-// its last event since it was last read; a zero first means nothing waits.
-type pending struct{ first, last time.Time }
+// its last event since it was last read, and whether that last event took
+// the name away; a zero first means nothing waits.
+type pending struct {
+	first, last time.Time
+	away        bool
+}
 
-// touch records an event at now.
-func (p pending) touch(now time.Time) pending {
+// touch records an event at now; away says that it took the name away.
+func (p pending) touch(now time.Time, away bool) pending {
 	if p.first.IsZero() {
 		p.first = now
 	}
-	p.last = now
+	p.last, p.away = now, away
 	return p
 }
 
@@ -93,10 +104,10 @@ func (c *changes) add(ev event, links bool, now time.Time) {
 	c.last = now
 	switch {
 	case ev.mask&unix.IN_Q_OVERFLOW != 0, ev.name == "":
-		c.full = c.full.touch(now) // events were lost, or the directory itself changed
+		c.full = c.full.touch(now, false) // events were lost, or the directory itself changed
 	case !isManifestName(ev.name):
 		if links {
-			c.full = c.full.touch(now)
+			c.full = c.full.touch(now, false)
 		}
 	case ev.mask&unix.IN_MOVED_TO != 0:
 		c.in[ev.name] = true
@@ -104,7 +115,7 @@ func (c *changes) add(ev event, links bool, now time.Time) {
 			c.away[c.movedFrom.name] = true
 		}
 	default:
-		c.later[ev.name] = c.later[ev.name].touch(now)
+		c.later[ev.name] = c.later[ev.name].touch(now, ev.mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0)
 		if ev.mask&unix.IN_MOVED_FROM != 0 {
 			c.movedFrom = ev
 		}
@@ -116,7 +127,7 @@ func (c *changes) add(ev event, links bool, now time.Time) {
 // directory in the gap of a name whose event has not been read yet.
 func (c *changes) rescan(now time.Time) {
 	c.last = now
-	c.full = c.full.touch(now)
+	c.full = c.full.touch(now, false)
 }
 
 // takeNow returns the names to read at once, sorted: those renamed into
@@ -129,10 +140,11 @@ func (c *changes) takeNow() (in, away []string) {
 	return in, away
 }
 
-// wait makes names wait for a quiet period, as if each had an event at now.
+// wait makes names, which are gone, wait for a quiet period, as if each
+// had gone away at now.
 func (c *changes) wait(names []string, now time.Time) {
 	for _, name := range names {
-		c.later[name] = c.later[name].touch(now)
+		c.later[name] = c.later[name].touch(now, true)
 	}
 }
 
@@ -151,13 +163,24 @@ func (c *changes) quiet(d debounce) time.Time {
 	return minTime(c.last.Add(d.delay), first.Add(d.max))
 }
 
-// dueOf is when the name waiting with p is due; whole makes every name wait
-// for the whole directory.
+// dueOf is when the name waiting with p is due: its own quiet period, and
+// for a name that went away also that of every name written after it, but
+// no later than max after its first event; whole makes every name wait for
+// the whole directory.
 func (c *changes) dueOf(p pending, d debounce, whole bool) time.Time {
 	if whole {
 		return c.quiet(d)
 	}
-	return p.due(d)
+	due := p.due(d)
+	if !p.away {
+		return due
+	}
+	for _, o := range c.later {
+		if !o.away && o.last.After(p.last) && o.due(d).After(due) {
+			due = o.due(d)
+		}
+	}
+	return minTime(due, p.first.Add(d.max))
 }
 
 // next is when the first of what waits is due; zero when nothing waits.

@@ -163,6 +163,17 @@ func startTool(t *testing.T, tool quietTool, q debounce) (*harness, string, stri
 	if err := os.Chtimes(filepath.Join(dir, "web.yaml"), old, old); err != nil {
 		t.Fatal(err)
 	}
+	h, dropped := watchWeb(t, dir, q)
+	if h.image("web") != "v1" {
+		t.Fatalf("pods %v at start, want web at v1", podNames(h.src.Pods()))
+	}
+	return h, dir, next, dropped
+}
+
+// watchWeb runs a source with quiet period q on dir and returns it with a
+// flag set whenever it publishes a state without pod web from now on.
+func watchWeb(t *testing.T, dir string, q debounce) (*harness, *atomic.Bool) {
+	t.Helper()
 	var h *harness
 	var dropped atomic.Bool
 	h = newHarness(t, dir, func(c *Config) {
@@ -175,11 +186,28 @@ func startTool(t *testing.T, tool quietTool, q debounce) (*harness, string, stri
 	})
 	h.src.debounce = q
 	h.run()
-	if h.image("web") != "v1" {
-		t.Fatalf("pods %v at start, want web at v1", podNames(h.src.Pods()))
-	}
 	dropped.Store(false)
-	return h, dir, next, &dropped
+	return h, &dropped
+}
+
+// A pod moved to another file by deleting the old file first and writing
+// the new one a moment later (as `git checkout` of a commit that moves it
+// does) moves in one step: the deletion waits for the file written after
+// it, so the pod is never seen deleted.
+func TestMoveByDeleteThenWriteIsOneStep(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", pod("web", "v1"))
+	h, dropped := watchWeb(t, dir, debounce{delay: debounceDelay, max: debounceMax})
+	removed := now(t, os.Remove(filepath.Join(dir, "a.yaml")))
+	time.Sleep(10 * time.Millisecond) // more than a batch of events apart, less than the quiet period
+	created := writeNew(t, filepath.Join(dir, "b.yaml"), unix.O_EXCL, pod("web", "v2"), false)
+	h.eventually("the pod from b.yaml", func() bool { return h.image("web") == "v2" })
+	if g := created.Sub(removed); g >= debounceDelay {
+		t.Skipf("the machine took %v between the two steps, not less than the quiet period (%v)", g, debounceDelay)
+	}
+	if dropped.Load() {
+		t.Errorf("the pod was seen deleted between the deletion of a.yaml and the creation of b.yaml")
+	}
 }
 
 // eventually waits until cond holds, longer than expect does: a loaded
@@ -433,14 +461,16 @@ func gap(inGap func()) {
 	}
 }
 
-// Each name waits for its own quiet period: events on other names never
-// put its read off, and a stream of events on it no longer than
-// debounceMax. A full rescan, and every name while the scanner can only
-// rescan, waits for the whole directory.
+// Each name waits for its own quiet period, a name that went away also for
+// the names written after it, and none longer than debounceMax. A full
+// rescan, and every name while the scanner can only rescan, waits for the
+// whole directory.
 func TestQuietPeriodIsPerName(t *testing.T) {
 	const (
-		write = 0x2   // IN_MODIFY
-		del   = 0x200 // IN_DELETE
+		write  = 0x2   // IN_MODIFY
+		out    = 0x40  // IN_MOVED_FROM
+		create = 0x100 // IN_CREATE
+		del    = 0x200 // IN_DELETE
 	)
 	d := debounce{delay: debounceDelay, max: debounceMax}
 	t0 := time.Now()
@@ -452,9 +482,27 @@ func TestQuietPeriodIsPerName(t *testing.T) {
 		// due is what takeLater returns at each time (ms); "*" is a full rescan.
 		due map[int][]string
 	}{
-		{name: "a deletion is not put off by another file's writes",
-			evs: map[int]event{0: {name: "a.yaml", mask: del}, 20: {name: "b.yaml", mask: write}, 40: {name: "b.yaml", mask: write}},
-			due: map[int][]string{49: nil, 50: {"a.yaml"}, 89: nil, 90: {"b.yaml"}}},
+		{name: "a deletion is put off neither by earlier writes nor by other deletions",
+			evs: map[int]event{0: {name: "b.yaml", mask: write}, 10: {name: "a.yaml", mask: del}, 30: {name: "c.yaml", mask: del}},
+			due: map[int][]string{49: nil, 50: {"b.yaml"}, 59: nil, 60: {"a.yaml"}, 79: nil, 80: {"c.yaml"}}},
+		{name: "a write is not put off by other files' events",
+			evs: map[int]event{0: {name: "b.yaml", mask: write}, 20: {name: "c.yaml", mask: write}, 40: {name: "a.yaml", mask: del}},
+			due: map[int][]string{49: nil, 50: {"b.yaml"}}},
+		{name: "a deletion waits for a file written after it",
+			evs: map[int]event{0: {name: "a.yaml", mask: del}, 10: {name: "b.yaml", mask: create}, 40: {name: "b.yaml", mask: write}},
+			due: map[int][]string{50: nil, 89: nil, 90: {"a.yaml", "b.yaml"}}},
+		{name: "the name back after its gap is a write",
+			evs: map[int]event{0: {name: "a.yaml", mask: out}, 1: {name: "a.yaml", mask: create}, 30: {name: "b.yaml", mask: write}},
+			due: map[int][]string{50: nil, 51: {"a.yaml"}}},
+		{name: "a deletion waits no longer than the cap",
+			evs: func() map[int]event {
+				evs := map[int]event{0: {name: "a.yaml", mask: del}}
+				for ms := 10; ms <= 600; ms += 40 {
+					evs[ms] = event{name: "b.yaml", mask: write}
+				}
+				return evs
+			}(),
+			due: map[int][]string{499: nil, 500: {"a.yaml"}}},
 		{name: "a stream of writes on one name is read at the cap",
 			evs: func() map[int]event {
 				evs := map[int]event{}
