@@ -156,7 +156,7 @@ func (p *parser) parseObject(d *document, data, js []byte, h header, at where) (
 	if err != nil {
 		return nil, []problem{d.problemOf(at, decodeFailure(h.kind, err))}
 	}
-	o, err := p.normalize(obj, at)
+	o, err := p.normalize(obj, at, data)
 	if err != nil {
 		return nil, []problem{d.problemOf(at, err)}
 	}

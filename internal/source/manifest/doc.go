@@ -3,8 +3,8 @@
 // StorageClasses (storage.k8s.io/v1) and the Node object from the YAML and
 // JSON files directly inside one directory, and keeps them current with
 // inotify and a slow, jittered resync. A file
-// renamed into place is read at once; other changes once the directory has
-// been quiet for 50 ms (see changes.go). The directory is followed as a
+// renamed into place is read at once; other changes once their name has been
+// quiet for 50 ms (see changes.go). The directory is followed as a
 // path: replaced by another one, or reached through a symlink that is
 // swapped, it is read anew at once (see follow.go).
 //

@@ -136,9 +136,8 @@ func (c *claims) replace(file string, prev, next []object) (freed bool) {
 // looked at before it, so merge looks again at the files left waiting until
 // a pass lets nothing go. A file never takes back, in one merge, a claim it
 // let go (it lets go only what its latest content lacks), so the passes
-// end.
-func (sc *scanner) merge() []object {
-	names := slices.Sorted(maps.Keys(sc.files))
+// end. names are the files' names, sorted.
+func (sc *scanner) merge(names []string) []object {
 	m := &merger{sc: sc, c: newClaims(len(names)), now: sc.now(), latest: map[string]index{}, held: map[string]bool{}}
 	var todo []string
 	for _, name := range names {

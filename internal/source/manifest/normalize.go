@@ -4,7 +4,6 @@ import (
 	"crypto/sha1" //nolint:gosec // G505: SHA-1 names a version 5 UUID (RFC 4122), not a security check
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -34,9 +33,9 @@ var safeUID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // normalize validates a decoded object and makes it what the API server would
 // have stored: namespace defaulted, Secret stringData merged, a pod UID, a
-// StorageClass's defaults, and a resourceVersion that is a hash of the
-// content.
-func (p *parser) normalize(obj runtime.Object, at where) (object, error) {
+// StorageClass's defaults, and a resourceVersion that is a hash of src, the
+// bytes it was decoded from.
+func (p *parser) normalize(obj runtime.Object, at where, src []byte) (object, error) {
 	obj.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(apiVersionOf[at.kind], at.kind))
 	m := obj.(metav1.Object)
 	if err := validateMeta(m, at.kind); err != nil {
@@ -45,10 +44,7 @@ func (p *parser) normalize(obj runtime.Object, at where) (object, error) {
 	if err := p.normalizeKind(obj); err != nil {
 		return object{}, err
 	}
-	version, err := contentVersion(obj, m)
-	if err != nil {
-		return object{}, err
-	}
+	version := p.contentVersion(m, src)
 	k := key{kind: at.kind, namespace: m.GetNamespace(), name: m.GetName()}
 	return object{key: k, obj: obj, version: version, at: at}, nil
 }
@@ -127,17 +123,21 @@ func nameUID(ns [16]byte, name string) types.UID {
 	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]))
 }
 
-// contentVersion sets metadata.resourceVersion to a short hash of the
-// object's normalized content and returns it. Equal content gives an equal
-// version, across restarts too: encoding/json sorts map keys.
-func contentVersion(obj runtime.Object, m metav1.Object) (string, error) {
-	m.SetResourceVersion("")
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return "", fmt.Errorf("hash content: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	version := hex.EncodeToString(sum[:8])
+// contentVersion sets metadata.resourceVersion to a short hash of src, the
+// bytes that define the object (its document, or its item of a List), and
+// returns it. The object is a function of those bytes and of the node name,
+// which completes a pod bound to no node: equal bytes give an equal
+// version, across restarts too, and new content a new version. Other bytes
+// for the same content (a comment, another layout) give another version
+// too, which costs one refresh that writes nothing (ARCHITECTURE.md,
+// "Content versions"; TestCommentEditWritesNothing); encoding every object
+// again to hash its content was a seventh of the parse.
+func (p *parser) contentVersion(m metav1.Object, src []byte) string {
+	h := sha256.New()
+	h.Write([]byte(p.nodeName))
+	h.Write([]byte{0})
+	h.Write(src)
+	version := hex.EncodeToString(h.Sum(nil)[:8])
 	m.SetResourceVersion(version)
-	return version, nil
+	return version
 }

@@ -1,8 +1,13 @@
 package manifest
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 const goodClass = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: fast}\n"
@@ -187,8 +192,46 @@ func TestParseProblemsQuotingValidation(t *testing.T) {
 func TestParseLargeFileRejected(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "big.yaml", strings.Repeat("#", maxFileSize+1))
-	_, _, err := readManifest(dir + "/big.yaml")
+	_, _, err := readManifest(dir+"/big.yaml", true)
 	if err == nil || !strings.Contains(err.Error(), "larger than 16 MiB") {
 		t.Errorf("readManifest of a too large file: %v", err)
+	}
+}
+
+// readManifest reads regular files, through symlinks too, and never opens
+// a device nor blocks on a FIFO, whatever the listing said the name was.
+func TestReadManifestOnlyReadsRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", goodPod)
+	writeFile(t, dir, "empty.yaml", "")
+	for _, l := range [][2]string{{"a.yaml", "link.yaml"}, {"/dev/null", "dev.yaml"}, {"fifo.yaml", "tofifo.yaml"}} {
+		if err := os.Symlink(l[0], filepath.Join(dir, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "dir.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want string // "" for errNotManifest
+	}{
+		{"a.yaml", goodPod}, {"link.yaml", goodPod}, {"empty.yaml", "\x00"},
+		{"dev.yaml", ""}, {"fifo.yaml", ""}, {"tofifo.yaml", ""}, {"dir.yaml", ""}, {"missing.yaml", ""},
+	} {
+		// listed says what the listing saw; true for a name that was a
+		// regular file and has been swapped since.
+		for _, listed := range []bool{false, true} {
+			raw, st, err := readManifest(filepath.Join(dir, tc.name), listed)
+			switch {
+			case tc.want == "" && !errors.Is(err, errNotManifest):
+				t.Errorf("%s (listed regular %v): %q, %v; want not a manifest", tc.name, listed, raw, err)
+			case tc.want != "" && (err != nil || st == nil || string(raw) != strings.Trim(tc.want, "\x00")):
+				t.Errorf("%s (listed regular %v): %q, %v; want its content", tc.name, listed, raw, err)
+			}
+		}
 	}
 }

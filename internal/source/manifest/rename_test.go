@@ -148,8 +148,9 @@ func TestChanges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newChanges()
+			t0 := time.Now()
 			for _, ev := range tc.evs {
-				c.add(ev, tc.links)
+				c.add(ev, tc.links, t0)
 			}
 			if in, away := c.takeNow(); !slices.Equal(in, tc.in) || !slices.Equal(away, tc.away) {
 				t.Errorf("now %v and %v, want %v and %v", in, away, tc.in, tc.away)
@@ -157,7 +158,7 @@ func TestChanges(t *testing.T) {
 			if c.waiting() != (tc.full || len(tc.late) > 0) {
 				t.Errorf("waiting %v, want %v", c.waiting(), !c.waiting())
 			}
-			if late, full := c.takeLater(); !slices.Equal(late, tc.late) || full != tc.full {
+			if late, full := c.takeLater(t0.Add(time.Second), debounce{delay: debounceDelay, max: debounceMax}, false); !slices.Equal(late, tc.late) || full != tc.full {
 				t.Errorf("later %v full %v, want %v %v", late, full, tc.late, tc.full)
 			}
 			if in, away := c.takeNow(); c.waiting() || len(in)+len(away) > 0 {

@@ -3,8 +3,6 @@ package manifest
 import (
 	"encoding/hex"
 	"errors"
-	"maps"
-	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -12,8 +10,9 @@ import (
 	"github.com/volume-agent/volume-agent/internal/source"
 )
 
-// status reports the problems of every file and whether the source is synced.
-func (sc *scanner) status(dirErr error) source.Status {
+// status reports the problems of every file and whether the source is
+// synced; names are the files' names, sorted.
+func (sc *scanner) status(names []string, dirErr error) source.Status {
 	st := source.Status{Name: sourceName}
 	if dirErr != nil {
 		st.Errors = append(st.Errors, dirErr.Error())
@@ -22,7 +21,7 @@ func (sc *scanner) status(dirErr error) source.Status {
 		st.Errors = append(st.Errors, errEmptied.Error())
 	}
 	var pending []string
-	for _, name := range slices.Sorted(maps.Keys(sc.files)) {
+	for _, name := range names {
 		f := sc.files[name]
 		for _, p := range f.allProblems() {
 			st.Errors = append(st.Errors, p.format(name))
@@ -43,8 +42,9 @@ func (sc *scanner) status(dirErr error) source.Status {
 }
 
 // logChanges logs each file's problems once per distinct content and problem
-// list, and the directory error once per distinct message.
-func (sc *scanner) logChanges(dirErr error) {
+// list, and the directory error once per distinct message; names are the
+// files' names, sorted.
+func (sc *scanner) logChanges(names []string, dirErr error) {
 	if msg := errString(dirErr); msg != sc.loggedDirErr {
 		sc.loggedDirErr = msg
 		if dirErr != nil {
@@ -57,7 +57,7 @@ func (sc *scanner) logChanges(dirErr error) {
 			sc.logger.Info("manifest directory replaced by one without objects yet, keeping what the old one defined")
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(sc.files)) {
+	for _, name := range names {
 		sc.logFile(name, sc.files[name])
 	}
 }

@@ -13,10 +13,10 @@ import (
 // Defaults of the quiet period that events other than a manifest renamed
 // into place wait for (see changes).
 const (
-	// debounceDelay is how long the directory must be quiet before those
-	// changes are read.
+	// debounceDelay is how long a name (for a full rescan, the directory)
+	// must be quiet before it is read.
 	debounceDelay = 50 * time.Millisecond
-	// debounceMax bounds how long a stream of events can put them off.
+	// debounceMax bounds how long a stream of events can put a read off.
 	debounceMax = 500 * time.Millisecond
 )
 
@@ -48,13 +48,15 @@ func (s *Source) Run(ctx context.Context) error {
 }
 
 // loop is the event loop: a manifest renamed into place is read at once;
-// other events (re)arm the debounce timer, which reads what they named; a
-// change on the path is followed, and a new directory read, at once; the
-// recheck timer looks at held-back files again; the resync timer follows
-// the path and rescans regardless.
+// the names other events name wait for their quiet period (see changes),
+// which the quiet timer ends; a change on the path is followed, and a new
+// directory read, at once; the recheck timer looks at held-back files
+// again; the resync timer follows the path and rescans the directory once
+// it is quiet.
 func (s *Source) loop(ctx context.Context, w *watcher, fl *follower) error {
-	d := newDebouncer(s.debounce)
-	defer d.timer.Stop()
+	quiet := time.NewTimer(time.Hour)
+	quiet.Stop()
+	defer quiet.Stop()
 	resync := time.NewTimer(jitter(s.resync))
 	defer resync.Stop()
 	recheck := time.NewTimer(time.Hour)
@@ -70,45 +72,56 @@ func (s *Source) loop(ctx context.Context, w *watcher, fl *follower) error {
 			if !ok {
 				return fmt.Errorf("manifest directory watch stopped: %w", w.err)
 			}
-			if s.note(c, fl, evs) && s.follow(fl) {
+			now := time.Now()
+			if s.note(c, fl, evs, now) && s.follow(fl) {
 				s.rescan()
 			}
 			if in, away := c.takeNow(); len(in)+len(away) > 0 {
-				c.wait(s.readRenamed(in, away))
+				c.wait(s.readRenamed(in, away), now)
 			}
-			if c.waiting() {
-				d.trigger(time.Now())
-			}
-		case <-d.timer.C:
-			d.fired()
-			if names, full := c.takeLater(); full {
+		case <-quiet.C:
+			if names, full := c.takeLater(time.Now(), s.debounce, s.scanner.whole()); full {
 				s.rescan()
-			} else {
+			} else if len(names) > 0 {
 				s.reread(names)
 			}
 		case <-recheck.C:
 			s.reread(s.scanner.held)
 		case <-resync.C:
-			s.follow(fl)
-			s.rescan()
+			if s.follow(fl) {
+				s.rescan()
+			} else {
+				c.rescan(time.Now())
+			}
 			resync.Reset(jitter(s.resync))
 		}
+		s.armQuiet(quiet, c)
 	}
+}
+
+// armQuiet sets t to fire when the first of what waits for a quiet period
+// is due, and stops it when nothing waits.
+func (s *Source) armQuiet(t *time.Timer, c *changes) {
+	if !c.waiting() {
+		t.Stop()
+		return
+	}
+	t.Reset(max(time.Until(c.next(s.debounce, s.scanner.whole())), 0))
 }
 
 // note records a batch of events in c, and reports whether the path may
 // name another directory now.
-func (s *Source) note(c *changes, fl *follower, evs []event) (moved bool) {
+func (s *Source) note(c *changes, fl *follower, evs []event, now time.Time) (moved bool) {
 	links := s.scanner.links()
 	for _, ev := range evs {
 		s.logger.Debug("manifest directory event", zap.Int("watch", ev.wd), zap.String("file", ev.name), zap.Uint32("mask", ev.mask))
 		switch fl.kind(ev) {
 		case contentEvent:
-			c.add(ev, links)
+			c.add(ev, links, now)
 		case pathEvent:
 			moved = true
 		case lostEvents:
-			c.add(ev, links)
+			c.add(ev, links, now)
 			moved = true
 		}
 	}
@@ -168,35 +181,8 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64())) //nolint:gosec // G404: retry jitter
 }
 
-// debounce is the quiet period of a debouncer.
+// debounce is the quiet period (see changes).
 type debounce struct {
 	delay time.Duration // quiet time after the last event
 	max   time.Duration // at most this long after the first event
 }
-
-// debouncer fires delay after the last event of a burst, but no later than
-// max after its first event.
-type debouncer struct {
-	debounce
-	timer    *time.Timer
-	deadline time.Time // zero when nothing is pending
-}
-
-func newDebouncer(d debounce) *debouncer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &debouncer{debounce: d, timer: t}
-}
-
-func (d *debouncer) trigger(now time.Time) {
-	if d.deadline.IsZero() {
-		d.deadline = now.Add(d.max)
-		d.timer.Reset(min(d.delay, d.max))
-		return
-	}
-	if now.Add(d.delay).Before(d.deadline) {
-		d.timer.Reset(d.delay)
-	}
-}
-
-func (d *debouncer) fired() { d.deadline = time.Time{} }

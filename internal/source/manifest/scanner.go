@@ -4,15 +4,17 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // maxFileSize caps the size of one manifest file.
@@ -105,8 +107,9 @@ func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
 
 // entry is a manifest name in the directory.
 type entry struct {
-	name string
-	link bool // a symlink
+	name    string
+	link    bool // a symlink
+	regular bool // a regular file when listed
 }
 
 // scan rereads the directory and every file in it, reparses the files whose
@@ -129,10 +132,19 @@ func (sc *scanner) scan() *snapshot {
 // and returns the resulting snapshot; a name that is gone is forgotten.
 // The other files keep what was last read: their own events bring them in.
 func (sc *scanner) reread(names []string) *snapshot {
-	if !sc.listed || sc.dirErr != nil || sc.orphans > 0 || !sc.forget(sc.update(names)) {
+	if sc.whole() || !sc.forget(sc.update(names)) {
 		return sc.scan()
 	}
 	return sc.result()
+}
+
+// whole reports whether reading a name means listing the whole directory
+// (see reread): until a listing succeeds, while the directory cannot be
+// read, and while a replaced directory's files are orphaned. A listing
+// taken in the gap of another name would find it gone, so then every name
+// waits for the whole directory to be quiet (see changes).
+func (sc *scanner) whole() bool {
+	return !sc.listed || sc.dirErr != nil || sc.orphans > 0
 }
 
 // readRenamed is reread for the files renamed into place (in) and the
@@ -140,7 +152,7 @@ func (sc *scanner) reread(names []string) *snapshot {
 // that is gone has changed again since its rename, in a way that must wait
 // for the directory to be quiet: it is not forgotten but returned.
 func (sc *scanner) readRenamed(in, away []string) (snap *snapshot, gone []string) {
-	if !sc.listed || sc.dirErr != nil || sc.orphans > 0 {
+	if sc.whole() {
 		return sc.scan(), nil
 	}
 	gone = sc.update(in)
@@ -178,10 +190,11 @@ func (sc *scanner) forget(names []string) bool {
 
 // result merges what the files hold, logs what changed, and returns the snapshot.
 func (sc *scanner) result() *snapshot {
-	objs := sc.merge()
+	names := slices.Sorted(maps.Keys(sc.files)) // sorted once for the three
+	objs := sc.merge(names)
 	sc.recheckOrphans()
-	sc.logChanges(sc.dirErr)
-	return newSnapshot(objs, sc.nodeName, sc.status(sc.dirErr))
+	sc.logChanges(names, sc.dirErr)
+	return newSnapshot(objs, sc.nodeName, sc.status(names, sc.dirErr))
 }
 
 // list returns the candidate manifest files in the directory, and which
@@ -206,7 +219,7 @@ func (sc *scanner) list() ([]entry, dirID, error) {
 	var entries []entry
 	for _, e := range dirents {
 		if isManifestName(e.Name()) {
-			entries = append(entries, entry{name: e.Name(), link: e.Type()&fs.ModeSymlink != 0})
+			entries = append(entries, entry{name: e.Name(), link: e.Type()&fs.ModeSymlink != 0, regular: e.Type().IsRegular()})
 		}
 	}
 	return entries, id, nil
@@ -215,7 +228,7 @@ func (sc *scanner) list() ([]entry, dirID, error) {
 // stat returns the entry of one name, whether or not it exists.
 func (sc *scanner) stat(name string) entry {
 	info, err := os.Lstat(filepath.Join(sc.dir, name))
-	return entry{name: name, link: err == nil && info.Mode()&fs.ModeSymlink != 0}
+	return entry{name: name, link: err == nil && info.Mode()&fs.ModeSymlink != 0, regular: err == nil && info.Mode().IsRegular()}
 }
 
 // dirExists reports whether the directory is still there.
@@ -253,7 +266,7 @@ func isManifestName(name string) bool {
 // false when the file is not there (or is not a regular file).
 func (sc *scanner) load(e entry, first bool) bool {
 	name := e.name
-	raw, info, err := readManifest(filepath.Join(sc.dir, name))
+	raw, st, err := readManifest(filepath.Join(sc.dir, name), e.regular)
 	if errors.Is(err, errNotManifest) {
 		return false
 	}
@@ -262,14 +275,14 @@ func (sc *scanner) load(e entry, first bool) bool {
 		f = &fileState{initial: first}
 		sc.files[name] = f
 	}
-	f.link = e.link || (info != nil && hardLinked(info))
+	f.link = e.link || (st != nil && st.Nlink > 1) // a hard link: another name
 	if err != nil {
 		f.read, f.parsed, f.problems = false, nil, []problem{{msg: err.Error()}}
 		return true
 	}
 	if sum := sha256.Sum256(raw); !f.read || sum != f.sum {
 		changed := sc.now()
-		if modTime := info.ModTime(); f.initial && !f.accepted && !f.read && modTime.Before(changed) {
+		if modTime := time.Unix(st.Mtim.Unix()); f.initial && !f.accepted && !f.read && modTime.Before(changed) {
 			changed = modTime // written before start: maybe just before
 		}
 		f.sum, f.read, f.changedAt = sum, true, changed
@@ -301,38 +314,88 @@ func emptyProblem(f *fileState) string {
 var errNotManifest = errors.New("not a regular file")
 
 // readManifest reads a regular file, following symlinks, up to maxFileSize,
-// and returns it with the opened file's information. It opens without
-// blocking and checks the opened file too, so a FIFO swapped in after the
-// stat cannot hang the scan.
-func readManifest(path string) ([]byte, fs.FileInfo, error) {
-	// Stat first so that a device is never even opened.
-	if info, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && !info.Mode().IsRegular()) {
+// and returns it with the opened file's status. listedRegular says that the
+// name was a regular file when it was listed: then it is opened without
+// following a symlink (one swapped in since is looked at as below), and
+// otherwise stat(2) first tells what it leads to, so that a device is never
+// even opened. The open does not block and the opened file is checked
+// too, so a FIFO swapped in after the check cannot hang the scan.
+//
+// It makes raw system calls: lstat (the caller's, or the listing), open,
+// fstat, one read when the file has the size fstat gave, close. os.File
+// would add four fcntl(2) calls and an epoll_ctl(2) that fails for a
+// regular file.
+func readManifest(path string, listedRegular bool) ([]byte, *unix.Stat_t, error) {
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
+	if listedRegular {
+		flags |= unix.O_NOFOLLOW
+	} else if !statRegular(path) {
 		return nil, nil, errNotManifest
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) //nolint:gosec // G304: a file of the operator's --manifests directory, regular files only, opened O_NONBLOCK
-	if errors.Is(err, fs.ErrNotExist) {
+	fd, err := openRetry(path, flags)
+	switch {
+	case listedRegular && errors.Is(err, unix.ELOOP):
+		return readManifest(path, false) // a symlink now
+	case errors.Is(err, unix.ENOENT):
 		return nil, nil, errNotManifest
-	}
-	if err != nil {
+	case err != nil:
 		return nil, nil, fmt.Errorf("cannot read file: %w", err)
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() {
+	defer unix.Close(fd) //nolint:errcheck // read-only
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, nil, errNotManifest
 	}
-	raw, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	raw, err := readAll(fd, st.Size)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read file: %w", err)
 	}
 	if len(raw) > maxFileSize {
 		return nil, nil, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
 	}
-	return raw, info, nil
+	return raw, &st, nil
 }
 
-// hardLinked reports whether the file has more than one name.
-func hardLinked(info fs.FileInfo) bool {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	return ok && st.Nlink > 1
+// statRegular reports whether path leads to a regular file.
+func statRegular(path string) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+func openRetry(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// readAll reads fd, whose status gave size, to its end, up to one byte
+// more than maxFileSize. It reads size+1 bytes at once: when that returns
+// the size, the file is read whole in one call; a file that grew since
+// (or a file system that does not report sizes) is read on.
+func readAll(fd int, size int64) ([]byte, error) {
+	buf := make([]byte, min(max(size, 0), maxFileSize)+1)
+	n := 0
+	for {
+		m, err := unix.Read(fd, buf[n:])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return nil, err
+		case m == 0:
+			return buf[:n], nil
+		}
+		n += m
+		switch {
+		case int64(n) == size && n < len(buf):
+			return buf[:n], nil // the size fstat gave, and short of the room
+		case n == len(buf) && n > maxFileSize:
+			return buf, nil // too large: the caller says so
+		case n == len(buf):
+			buf = append(buf, make([]byte, min(len(buf), maxFileSize+1-len(buf)))...)
+		}
+	}
 }
