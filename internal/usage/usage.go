@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -96,6 +97,9 @@ type Usage struct {
 	mounts  *mountTable
 	changes dsw.Watchers
 	notify  chan struct{}
+
+	// wakes counts how often Run's timer woke it (tests).
+	wakes atomic.Int64
 
 	mu    sync.Mutex
 	slots map[dsw.Key]*slot // guarded by mu
@@ -213,7 +217,9 @@ const minResync = time.Second
 
 // Run measures the volumes, one at a time, until ctx ends. It reads the
 // targets again when told they changed (Notify), at most once a
-// minResync, and at least once a period.
+// minResync, and at least once a period. The search for nested
+// subvolumes every NestedPeriod runs only while some volume needs it
+// (watched): with none, Run does not wake for it.
 func (u *Usage) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -231,7 +237,8 @@ func (u *Usage) Run(ctx context.Context) error {
 			u.sync(now)
 			synced, dirty = now, false
 		}
-		if now.Sub(checked) >= u.cfg.NestedPeriod {
+		watching := u.watching()
+		if watching && now.Sub(checked) >= u.cfg.NestedPeriod {
 			u.checkNested(ctx, now)
 			checked = now
 		}
@@ -246,7 +253,9 @@ func (u *Usage) Run(ctx context.Context) error {
 		if dirty {
 			wait = min(wait, synced.Add(minResync).Sub(now))
 		}
-		wait = min(wait, checked.Add(u.cfg.NestedPeriod).Sub(now))
+		if watching {
+			wait = min(wait, checked.Add(u.cfg.NestedPeriod).Sub(now))
+		}
 		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
@@ -254,6 +263,7 @@ func (u *Usage) Run(ctx context.Context) error {
 		case <-u.notify:
 			dirty = true
 		case <-timer.C:
+			u.wakes.Add(1)
 		}
 	}
 }
@@ -483,19 +493,16 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 // one with them, one btrfs qgroup show. A volume whose last call has not
 // returned is skipped, as measure skips it.
 func (u *Usage) checkNested(ctx context.Context, now time.Time) {
-	type watched struct {
+	type search struct {
 		s      *slot
 		path   string
 		nested []uint64
 	}
-	var list []watched
+	var list []search
 	u.mu.Lock()
 	for _, s := range u.slots {
-		// Watched: a volume whose limit its latest measurement enforced,
-		// and one with a limit not measured yet (its first measurement is
-		// up to a Period away).
-		if (s.nested != nil || (!s.have && s.target.QuotaLimit > 0)) && idle(s) {
-			list = append(list, watched{s, s.target.quotaPath(), s.nested})
+		if watched(s) && idle(s) {
+			list = append(list, search{s, s.target.quotaPath(), s.nested})
 		}
 	}
 	u.mu.Unlock()
@@ -516,6 +523,26 @@ func (u *Usage) checkNested(ctx context.Context, now time.Time) {
 			return
 		}
 	}
+}
+
+// watching reports whether some volume is to be searched for nested
+// subvolumes every NestedPeriod (checkNested).
+func (u *Usage) watching() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range u.slots {
+		if watched(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// watched reports whether checkNested searches s: a volume whose limit
+// its latest measurement enforced, and one with a limit not measured yet
+// (its first measurement is up to a Period away). u.mu must be held.
+func watched(s *slot) bool {
+	return s.nested != nil || (!s.have && s.target.QuotaLimit > 0)
 }
 
 // idle reports whether no call on s's storage is still waiting. u.mu
