@@ -89,7 +89,7 @@ func TestQuota(t *testing.T) {
 
 	u := New(Config{Period: time.Minute})
 	for _, path := range []string{limited, bind} {
-		m, ok, err := u.measureTarget(context.Background(), &slot{}, Target{Path: path})
+		m, ok, err := measureOnce(u, &slot{}, Target{Path: path})
 		if err != nil || !ok {
 			t.Fatalf("measure %s: %v, %v", path, ok, err)
 		}
@@ -100,13 +100,13 @@ func TestQuota(t *testing.T) {
 			t.Fatalf("measured %s: %d bytes used; want 5 MiB within 5 %%", path, m.UsedBytes)
 		}
 	}
-	if m, _, err := u.measureTarget(context.Background(), &slot{}, Target{Path: open}); err != nil || m.Method != MethodWalk {
+	if m, _, err := measureOnce(u, &slot{}, Target{Path: open}); err != nil || m.Method != MethodWalk {
 		t.Fatalf("subvolume without a limit: %+v, %v; want a walk", m, err)
 	}
 	if out, err := exec.Command("btrfs", "quota", "disable", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs quota disable: %v: %s", err, out)
 	}
-	if m, _, err := u.measureTarget(context.Background(), &slot{}, Target{Path: limited}); err != nil || m.Method != MethodWalk || m.UsedBytes < 5<<20 {
+	if m, _, err := measureOnce(u, &slot{}, Target{Path: limited}); err != nil || m.Method != MethodWalk || m.UsedBytes < 5<<20 {
 		t.Fatalf("quotas off: %+v, %v; want a walk of 5 MiB", m, err)
 	}
 }
@@ -168,7 +168,7 @@ func TestEnforcedMeasurement(t *testing.T) {
 		}
 		s := &slot{}
 		target := Target{Path: vol, SizeLimit: 7 << 20, QuotaLimit: 8 << 20}
-		m, ok, err := u.measureTarget(context.Background(), s, target)
+		m, ok, err := measureOnce(u, s, target)
 		if err != nil || !ok || gotLimit != 8<<20 {
 			t.Fatalf("%s: %+v, %v, %v; enforce told %d", tc.name, m, ok, err, gotLimit)
 		}

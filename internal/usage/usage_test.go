@@ -36,7 +36,7 @@ func TestStatfsOfTmpfs(t *testing.T) {
 	mountTmpfs(t, vol, "size=8m")
 	writeFile(t, filepath.Join(vol, "f"), 1<<20)
 	u := New(Config{Period: time.Minute})
-	m, ok, err := u.measureTarget(context.Background(), &slot{}, Target{Path: vol})
+	m, ok, err := measureOnce(u, &slot{}, Target{Path: vol})
 	if err != nil || !ok {
 		t.Fatalf("measure: %v, %v", ok, err)
 	}
@@ -140,7 +140,7 @@ func TestRunMeasuresEveryVolume(t *testing.T) {
 
 func TestWalksOff(t *testing.T) {
 	u := New(Config{Period: 0})
-	_, ok, err := u.measureTarget(context.Background(), &slot{}, Target{Path: t.TempDir()})
+	_, ok, err := measureOnce(u, &slot{}, Target{Path: t.TempDir()})
 	if ok || err != nil {
 		t.Fatalf("with walks off a plain directory was measured: %v, %v", ok, err)
 	}

@@ -1,0 +1,132 @@
+package usage
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/dsw"
+)
+
+// TestDueOnAGrid: volumes are due at most gridSteps times a period, all
+// at points of one grid; those due together are measured in one pass by
+// one worker, and each is due again one period after that point.
+func TestDueOnAGrid(t *testing.T) {
+	tg := &targets{}
+	var list []Target
+	for i := range 60 {
+		list = append(list, Target{Key: dsw.Key{PodUID: "p", Volume: itoa(i)}, Path: t.TempDir()})
+	}
+	tg.set(list...)
+	u := New(Config{Targets: tg, Period: time.Minute, EntriesPerSecond: -1})
+	now := time.Now()
+	u.sync(now)
+	points := map[time.Time]int{}
+	var first time.Time
+	for _, s := range u.slots {
+		if !u.floor(s.due).Equal(s.due) {
+			t.Fatalf("due at %v: not on the grid", s.due)
+		}
+		points[s.due]++
+		if first.IsZero() || s.due.Before(first) {
+			first = s.due
+		}
+	}
+	if len(points) > gridSteps {
+		t.Fatalf("due at %d points of time; want at most %d", len(points), gridSteps)
+	}
+	due := u.due(first)
+	if len(due) != points[first] {
+		t.Fatalf("%d due at the first point, want %d", len(due), points[first])
+	}
+	workers := u.workers.Load()
+	u.measure(context.Background(), due...)
+	if n := u.workers.Load() - workers; n != 1 {
+		t.Fatalf("one pass of %d volumes started %d workers; want 1", len(due), n)
+	}
+	for _, s := range due {
+		if !s.have || !s.due.Equal(first.Add(time.Minute)) {
+			t.Fatalf("volume %s: measured %v, due again at %v; want measured, due a period after %v", s.target.Volume, s.have, s.due, first)
+		}
+	}
+}
+
+// TestHungVolumeInAPass: a volume whose file system hangs in the middle
+// of a pass is abandoned at its bound and reported as not measured; the
+// volumes after it in the pass are measured by a new worker; at the next
+// pass it alone is skipped (not asked again while its call hangs), and
+// once its call returns it is measured again.
+func TestHungVolumeInAPass(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	writeFile(t, filepath.Join(dirs[1], "hang"), 1)
+	release := make(chan struct{})
+	var asked atomic.Int32
+	hung := func(dirfd int, name string, flags, mask int, st *unix.Statx_t) error {
+		if name == "hang" {
+			asked.Add(1)
+			<-release
+		}
+		return unix.Statx(dirfd, name, flags, mask, st)
+	}
+	u := New(Config{Period: time.Minute, StallTimeout: 50 * time.Millisecond, stat: hung})
+	var slots []*slot
+	for i, dir := range dirs {
+		s := &slot{target: Target{Key: dsw.Key{PodUID: "p", Volume: itoa(i)}, Path: dir}}
+		u.slots[s.target.Key] = s
+		slots = append(slots, s)
+	}
+	u.measure(context.Background(), slots...)
+	if !slots[0].have || !slots[2].have {
+		t.Fatal("a volume before or after the hung one was not measured in the pass")
+	}
+	if slots[1].have || !slots[1].warned {
+		t.Fatal("the hung volume was measured, or its failure not logged")
+	}
+	if n := u.workers.Load(); n != 2 {
+		t.Fatalf("%d workers; want 2 (the hung one replaced)", n)
+	}
+	slots[0].have, slots[2].have = false, false
+	u.measure(context.Background(), slots...)
+	if !slots[0].have || !slots[2].have || asked.Load() != 1 {
+		t.Fatalf("second pass: measured %v %v, the hung file system asked %d times; want both measured, asked once", slots[0].have, slots[2].have, asked.Load())
+	}
+	close(release)
+	<-slots[1].busy
+	u.measure(context.Background(), slots[1])
+	if !slots[1].have {
+		t.Fatal("the volume was not measured once its file system answered")
+	}
+}
+
+// TestHungCallIsBounded: a probe, a statfs or a search for nested
+// subvolumes that does not return is given up after CallTimeout; the
+// pass goes on with the next volume.
+func TestHungCallIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	u := New(Config{Period: time.Minute, CallTimeout: 20 * time.Millisecond})
+	u.cfg.nested = func(path string) (uint64, []uint64, error) {
+		if strings.HasSuffix(path, "hung") {
+			<-release
+		}
+		return 256, []uint64{300}, nil
+	}
+	hung := &slot{target: Target{Key: dsw.Key{PodUID: "p", Volume: "a"}, Path: "/hung", QuotaLimit: 1}}
+	fine := &slot{target: Target{Key: dsw.Key{PodUID: "p", Volume: "b"}, Path: "/fine", QuotaLimit: 1}}
+	u.slots[hung.target.Key], u.slots[fine.target.Key] = hung, fine
+	now := time.Now()
+	u.checkNested(context.Background(), now)
+	if !fine.due.Equal(now) || hung.due.Equal(now) {
+		t.Fatalf("after a hung search: fine due %v, hung due %v; want the fine one due now", fine.due, hung.due)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if idle(hung) {
+		t.Fatal("the volume whose search hangs is not busy")
+	}
+}
