@@ -18,7 +18,8 @@
 // size limit watched, until a later measurement makes them again. Only a plain directory (or a
 // subvolume without a limit) is walked, du-style:
 // st_blocks*512 bytes and one inode per entry, a hard-linked file once per
-// walk. Volumes are due on a grid of Period/6, the first measurements
+// walk. How a volume is measured is decided once while it stays as it was
+// (probe). Volumes are due on a grid of Period/6, the first measurements
 // spread over its next six points so that a restart causes no storm of
 // walks; the volumes due at one point are measured in one pass, one after
 // the other, by one worker goroutine that Run watches (pass.go), each at

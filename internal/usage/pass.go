@@ -28,10 +28,11 @@ type pass struct {
 	finished chan struct{}
 
 	mu      sync.Mutex
-	next    int     // guarded by mu: the index of the next job to start
-	running *call   // guarded by mu: the call in progress; nil between calls
-	current *worker // guarded by mu: the worker not abandoned
-	pace    *pacer  // guarded by mu: the walks' pace, from the first walk
+	next    int               // guarded by mu: the index of the next job to start
+	running *call             // guarded by mu: the call in progress; nil between calls
+	statfs  map[uint64]fsSize // guarded by mu: file systems read in this pass, by mount ID (sharedStatfs)
+	current *worker           // guarded by mu: the worker not abandoned
+	pace    *pacer            // guarded by mu: the walks' pace, from the first walk
 }
 
 // job is one volume's work in a pass.
@@ -79,7 +80,7 @@ func (u *Usage) runPass(ctx context.Context, jobs []job) {
 	if len(jobs) == 0 {
 		return
 	}
-	p := &pass{u: u, ctx: ctx, jobs: jobs, finished: make(chan struct{})}
+	p := &pass{u: u, ctx: ctx, jobs: jobs, finished: make(chan struct{}), statfs: map[uint64]fsSize{}}
 	p.mu.Lock()
 	p.startLocked()
 	p.mu.Unlock()

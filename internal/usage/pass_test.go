@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -128,5 +129,81 @@ func TestHungCallIsBounded(t *testing.T) {
 	defer u.mu.Unlock()
 	if idle(hung) {
 		t.Fatal("the volume whose search hangs is not busy")
+	}
+}
+
+// TestProbedOnce: a volume is probed once while it stays as it is: a
+// volume that is its own mount is then measured by statfs alone, a
+// plain directory after one statx. When a mount comes or goes on the
+// volume's directory, it is probed again and measured as it is now.
+func TestProbedOnce(t *testing.T) {
+	needRoot(t)
+	own, plain := filepath.Join(t.TempDir(), "own"), filepath.Join(t.TempDir(), "plain")
+	mountTmpfs(t, own, "size=4m")
+	writeFile(t, filepath.Join(plain, "f"), 64<<10)
+	u := New(Config{Period: time.Minute})
+	so := &slot{target: Target{Key: dsw.Key{PodUID: "p", Volume: "own"}, Path: own}}
+	sp := &slot{target: Target{Key: dsw.Key{PodUID: "p", Volume: "plain"}, Path: plain}}
+	u.slots[so.target.Key], u.slots[sp.target.Key] = so, sp
+	for range 3 {
+		u.measure(context.Background(), so, sp)
+	}
+	// A tmpfs gives a file system ID from Linux 6.8 (its UUID); before,
+	// its directory is checked as a plain one's is.
+	checks := int64(2)
+	var st unix.Statfs_t
+	if err := unix.Statfs(own, &st); err != nil {
+		t.Fatal(err)
+	} else if st.Fsid.Val == [2]int32{} {
+		checks = 4
+	}
+	if n, c := u.mounts.probes.Load(), u.dirChecks.Load(); n != 2 || c != checks {
+		t.Fatalf("3 passes over a tmpfs and a directory: %d probes, %d statx checks; want 2 (one each), %d", n, c, checks)
+	}
+	if m, _ := u.Usage(so.target.Key); m.Method != MethodStatfs || m.CapacityBytes != 4<<20 {
+		t.Fatalf("the tmpfs measured %+v", m)
+	}
+	// The tmpfs goes: its directory is a plain one on the parent's file
+	// system, walked; a tmpfs comes on the plain directory: statfs.
+	if err := unix.Unmount(own, 0); err != nil {
+		t.Fatal(err)
+	}
+	mountTmpfs(t, plain, "size=8m")
+	u.measure(context.Background(), so, sp)
+	if m, _ := u.Usage(so.target.Key); m.Method != MethodWalk {
+		t.Errorf("the tmpfs unmounted: measured %+v; want a walk", m)
+	}
+	if m, _ := u.Usage(sp.target.Key); m.Method != MethodStatfs || m.CapacityBytes != 8<<20 {
+		t.Errorf("a tmpfs mounted on the directory: measured %+v; want statfs of the 8 MiB tmpfs", m)
+	}
+	if n := u.mounts.probes.Load(); n != 4 {
+		t.Errorf("%d probes; want 4 (both again)", n)
+	}
+}
+
+// TestProbeFailureForgets: a volume whose measurement fails is probed
+// again at its next one.
+func TestProbeFailureForgets(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "v")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u := New(Config{Period: time.Minute})
+	s := &slot{target: Target{Key: dsw0, Path: dir}}
+	u.slots[dsw0] = s
+	u.measure(context.Background(), s)
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	u.measure(context.Background(), s)
+	if s.probe != nil {
+		t.Fatal("the probe of a volume gone was kept")
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u.measure(context.Background(), s)
+	if n := u.mounts.probes.Load(); n != 2 {
+		t.Fatalf("%d probes; want 2", n)
 	}
 }

@@ -101,9 +101,9 @@ type Usage struct {
 	epoch time.Time
 	step  time.Duration
 
-	// Counters that tests read: how often Run's timer woke it, and
-	// workers were started.
-	wakes, workers atomic.Int64
+	// Counters that tests read: how often Run's timer woke it, workers
+	// were started, and volumes' directories checked against their probe.
+	wakes, workers, dirChecks atomic.Int64
 
 	mu    sync.Mutex
 	slots map[dsw.Key]*slot // guarded by mu
@@ -129,6 +129,9 @@ type slot struct {
 	nested []uint64
 	// exceeded: the latest measurement was above the size limit.
 	exceeded bool
+	// probe is how the volume is measured, once probed; nil until then,
+	// and after a failure (probe).
+	probe *probed
 }
 
 // New returns a Usage; it starts nothing.
@@ -304,7 +307,8 @@ func (u *Usage) ceil(t time.Time) time.Time {
 
 // sync takes the targets: a new volume is first measured at one of the
 // next gridSteps points of the grid, at random (no storm at start, and
-// within a period), a volume gone is forgotten.
+// within a period), a volume gone is forgotten. A volume whose path
+// changed is probed again.
 func (u *Usage) sync(now time.Time) {
 	targets := u.cfg.Targets.UsageTargets()
 	u.mu.Lock()
@@ -314,6 +318,9 @@ func (u *Usage) sync(now time.Time) {
 	for _, t := range targets {
 		seen[t.Key] = true
 		if s, ok := u.slots[t.Key]; ok {
+			if s.target.Path != t.Path {
+				s.probe = nil
+			}
 			s.target = t
 			continue
 		}
@@ -405,13 +412,19 @@ func (u *Usage) measureJob(s *slot, t Target) job {
 			}
 			u.report(s, t, m, ok, err)
 		},
-		abandoned: func(err error) { u.record(s, t, Measurement{}, false, err) },
+		abandoned: func(err error) {
+			u.forget(s)
+			u.record(s, t, Measurement{}, false, err)
+		},
 	}
 }
 
 // report records a measurement and tells the Reporter of a size limit
 // passed, or a limit found not enforced.
 func (u *Usage) report(s *slot, t Target, m Measurement, ok bool, err error) {
+	if err != nil {
+		u.forget(s)
+	}
 	u.mu.Lock()
 	wasEnforced := s.notEnforced == ""
 	u.mu.Unlock()
@@ -472,26 +485,31 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 func (u *Usage) measureTarget(w *worker, s *slot, t Target) (Measurement, bool, error) {
 	path := t.Path
 	var notEnforced string
-	p, err := callOn(w, s, u.cfg.CallTimeout, nil, func(context.Context) (probed, error) {
-		h, id, err := u.mounts.probe(path)
-		return probed{h, id}, err
-	})
+	p, cached, err := u.probe(w, s, path)
 	if err != nil {
 		return Measurement{}, false, err
 	}
 	switch p.how {
 	case byStatfs:
-		size, err := u.statfs(w, s, path)
-		return size.measurement(), err == nil, err
+		size, err := callOn(w, s, u.cfg.CallTimeout, nil, func(context.Context) (fsSize, error) { return u.cfg.statfs(path) })
+		if err != nil {
+			return Measurement{}, false, err
+		}
+		if !u.sameFS(s, size.id) && cached {
+			// Another file system than the one probed: probe again.
+			u.forget(s)
+			return u.measureTarget(w, s, t)
+		}
+		return size.measurement(), true, nil
 	case notAtAll:
 		return Measurement{}, false, nil
 	case byQuota:
 		var m Measurement
 		var err error
 		if t.QuotaLimit > 0 {
-			m, err = u.enforced(w, s, t)
+			m, err = u.enforced(w, s, t, p.dir.mnt)
 		} else {
-			m, err = u.quota(w, s, path, p.subvol)
+			m, err = u.quota(w, s, path, p)
 		}
 		if !errors.Is(err, errNoQuota) {
 			return m, err == nil, err
@@ -515,8 +533,8 @@ func (u *Usage) measureTarget(w *worker, s *slot, t Target) (Measurement, bool, 
 // or the room they share has changed (btrfs.Tool.Enforce), within
 // CallTimeout. Where that fails, the measurement says why (NotEnforced)
 // with errNoQuota: the volume is walked, nested subvolumes and all, and
-// its size limit watched.
-func (u *Usage) enforced(w *worker, s *slot, t Target) (Measurement, error) {
+// its size limit watched. mnt is the mount t.Path is on.
+func (u *Usage) enforced(w *worker, s *slot, t Target, mnt uint64) (Measurement, error) {
 	l, err := callOn(w, s, u.cfg.CallTimeout, nil, func(ctx context.Context) (btrfs.Limits, error) {
 		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
 		defer cancel()
@@ -534,7 +552,7 @@ func (u *Usage) enforced(w *worker, s *slot, t Target) (Measurement, error) {
 	switch {
 	case errors.Is(err, btrfs.ErrTooManyNested):
 		// The first MaxNested are limited and counted; the rest are not.
-		size, serr := u.statfs(w, s, t.Path)
+		size, serr := u.sharedStatfs(w, s, t.Path, mnt)
 		if serr != nil {
 			return Measurement{}, serr
 		}
@@ -546,7 +564,7 @@ func (u *Usage) enforced(w *worker, s *slot, t Target) (Measurement, error) {
 	case err != nil:
 		return Measurement{NotEnforced: fmt.Sprintf("its btrfs qgroup limit could not be made: %v", err)}, errNoQuota
 	}
-	size, err := u.statfs(w, s, t.Path)
+	size, err := u.sharedStatfs(w, s, t.Path, mnt)
 	if err != nil {
 		return Measurement{}, err
 	}
@@ -621,33 +639,45 @@ func (u *Usage) logEnforcement(log *zap.Logger, s *slot, notEnforced string) {
 	s.notEnforced = notEnforced
 }
 
-// probed is how a volume is measured, and its subvolume's ID for byQuota.
-type probed struct {
-	how    how
-	subvol uint64
-}
-
-// quota measures the subvolume at path (its ID id) by its qgroup, and the
-// file system by statfs for what it has free, each within CallTimeout.
-func (u *Usage) quota(w *worker, s *slot, path string, id uint64) (Measurement, error) {
+// quota measures the subvolume at path, probed as p, by its qgroup, and
+// the file system by statfs for what it has free, each within
+// CallTimeout.
+func (u *Usage) quota(w *worker, s *slot, path string, p probed) (Measurement, error) {
 	q, err := callOn(w, s, u.cfg.CallTimeout, nil, func(ctx context.Context) (btrfs.Qgroup, error) {
 		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
 		defer cancel()
-		return limitingQgroup(u.cfg.qgroup(ctx, path, id))
+		return limitingQgroup(u.cfg.qgroup(ctx, path, p.subvol))
 	})
 	if err != nil {
 		return Measurement{}, err
 	}
-	size, err := u.statfs(w, s, path)
+	size, err := u.sharedStatfs(w, s, path, p.dir.mnt)
 	if err != nil {
 		return Measurement{}, err
 	}
 	return quotaMeasurement(q, size), nil
 }
 
-// statfs is statfs of path, within CallTimeout.
-func (u *Usage) statfs(w *worker, s *slot, path string) (fsSize, error) {
-	return callOn(w, s, u.cfg.CallTimeout, nil, func(context.Context) (fsSize, error) { return u.cfg.statfs(path) })
+// sharedStatfs is statfs of path, on the mount mnt of a btrfs, read once
+// a pass for all the volumes on that mount: what a measurement by qgroup
+// takes of it (what is free, the inodes) is the file system's, the same
+// from any of its subvolumes (btrfs's statfs leaves qgroups out).
+func (u *Usage) sharedStatfs(w *worker, s *slot, path string, mnt uint64) (fsSize, error) {
+	p := w.p
+	p.mu.Lock()
+	size, ok := p.statfs[mnt]
+	p.mu.Unlock()
+	if ok {
+		return size, nil
+	}
+	size, err := callOn(w, s, u.cfg.CallTimeout, nil, func(context.Context) (fsSize, error) { return u.cfg.statfs(path) })
+	if err != nil {
+		return fsSize{}, err
+	}
+	p.mu.Lock()
+	p.statfs[mnt] = size
+	p.mu.Unlock()
+	return size, nil
 }
 
 // walk walks path on the worker, abandoned when it looks at no entry for

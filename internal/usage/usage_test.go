@@ -73,11 +73,11 @@ func TestProbe(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(bind, unix.MNT_DETACH) })
 	table := &mountTable{maxAge: time.Minute, now: time.Now}
 	for path, want := range map[string]how{plain: byWalk, own: byStatfs, bind: byWalk} {
-		if got, _, err := table.probe(path); err != nil || got != want {
+		if got, err := table.probe(path); err != nil || got.how != want {
 			t.Errorf("probe(%s) = %v, %v; want %v", path, got, err, want)
 		}
 	}
-	if _, _, err := table.probe(filepath.Join(dir, "missing")); err == nil {
+	if _, err := table.probe(filepath.Join(dir, "missing")); err == nil {
 		t.Error("probe of a missing directory did not fail")
 	}
 }
@@ -286,7 +286,7 @@ func TestProbeNeverWalksNetworkStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := &mountTable{maxAge: time.Hour, now: time.Now}
-	if _, _, err := table.probe(plain); err != nil { // reads the table
+	if _, err := table.probe(plain); err != nil { // reads the table
 		t.Fatal(err)
 	}
 	// Make both mounts look like NFS in the cached table.
@@ -298,7 +298,7 @@ func TestProbeNeverWalksNetworkStorage(t *testing.T) {
 		table.byID[st.Mnt_id] = mountInfo{root: "/export/" + filepath.Base(dir), fsType: "nfs4"}
 	}
 	for path, want := range map[string]how{plain: notAtAll, sub: notAtAll, export: byStatfs} {
-		if got, _, err := table.probe(path); err != nil || got != want {
+		if got, err := table.probe(path); err != nil || got.how != want {
 			t.Errorf("probe(%s) on NFS = %v, %v; want %v", path, got, err, want)
 		}
 	}
