@@ -19,13 +19,15 @@
 // subvolume without a limit) is walked, du-style:
 // st_blocks*512 bytes and one inode per entry, a hard-linked file once per
 // walk. How a volume is measured is decided once while it stays as it was
-// (probe). Volumes are due on a grid of Period/6, the first measurements
-// spread over its next six points so that a restart causes no storm of
-// walks; the volumes due at one point are measured in one pass, one after
-// the other, by one worker goroutine that Run watches (pass.go), each at
-// most once per period; a walk reads at most Config.EntriesPerSecond
-// entries a second. At rest Run wakes only for those passes (6 a period),
-// and every NestedPeriod while some volume has a limit the agent enforces.
+// (probe). New volumes are first measured at one of the next six points
+// of a grid of Period/6, at random, so that a restart causes no storm of
+// walks; from their second measurement all volumes are due together, at
+// the points epoch+k*Period. The volumes due at one point are measured in
+// one pass, one after the other, by one worker goroutine that Run watches
+// (pass.go), each at most once per period; the walks of a pass read at
+// most Config.EntriesPerSecond entries a second together. At rest Run
+// wakes once a period for that pass, and every NestedPeriod only while
+// some volume has a limit the agent enforces.
 //
 // A target may carry a size limit that nothing else enforces (a disk
 // emptyDir's sizeLimit): a measurement above it is Exceeded, and the

@@ -2,8 +2,10 @@ package usage
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,9 +16,11 @@ import (
 	"github.com/volume-agent/volume-agent/internal/dsw"
 )
 
-// TestDueOnAGrid: volumes are due at most gridSteps times a period, all
-// at points of one grid; those due together are measured in one pass by
-// one worker, and each is due again one period after that point.
+// TestDueOnAGrid: new volumes are due at most at gridSteps points of one
+// grid within a period; those due together are measured in one pass by
+// one worker, and each is then due at a point epoch+k*Period, a period or
+// more later (all volumes together from their second measurement): the
+// next pass measures them all, and is due again a period later.
 func TestDueOnAGrid(t *testing.T) {
 	tg := &targets{}
 	var list []Target
@@ -50,9 +54,27 @@ func TestDueOnAGrid(t *testing.T) {
 	if n := u.workers.Load() - workers; n != 1 {
 		t.Fatalf("one pass of %d volumes started %d workers; want 1", len(due), n)
 	}
+	next := u.nextPeriod(first.Add(time.Minute))
+	if d := next.Sub(first); d < time.Minute || d >= 2*time.Minute || next.Sub(u.epoch)%time.Minute != 0 {
+		t.Fatalf("next point %v after %v: want a multiple of the period from the epoch, one to two periods later", next, first)
+	}
 	for _, s := range due {
-		if !s.have || !s.due.Equal(first.Add(time.Minute)) {
-			t.Fatalf("volume %s: measured %v, due again at %v; want measured, due a period after %v", s.target.Volume, s.have, s.due, first)
+		if !s.have || !s.due.Equal(next) {
+			t.Fatalf("volume %s: measured %v, due again at %v; want measured, due at %v", s.target.Volume, s.have, s.due, next)
+		}
+	}
+	// Measured in turn at their first points, all are due at that one
+	// point; measured there, all are due a period later.
+	for _, p := range slices.SortedFunc(maps.Keys(points), time.Time.Compare) {
+		u.measure(context.Background(), u.due(p)...)
+	}
+	all := u.due(next)
+	if len(all) != len(list) {
+		t.Fatalf("%d due together at %v; want all %d", len(all), next, len(list))
+	}
+	for _, s := range all {
+		if !s.due.Equal(next.Add(time.Minute)) {
+			t.Fatalf("volume %s due at %v after the common point; want %v", s.target.Volume, s.due, next.Add(time.Minute))
 		}
 	}
 }

@@ -226,11 +226,13 @@ func (u *Usage) Stats() []Stat {
 // not one per pod.
 const minResync = time.Second
 
-// gridSteps is how many times a period the measurements are made: every
-// volume is due at a point of a grid of Period/gridSteps, so that the
-// volumes due at one point are measured in one pass (one wake-up and one
-// worker for them all) rather than one wake-up each, spread over the
-// period.
+// gridSteps is how many points of time a period the first measurements
+// of new volumes are spread over (no storm of walks at start: a grid of
+// Period/gridSteps). From their second, volumes are due at the points
+// epoch+k*Period, all together: at rest a node's volumes are measured in
+// one pass a period, one wake-up, where each pass costs about 50 of the
+// runtime's own (its sysmon thread polls every 20 µs while a goroutine
+// runs, up to 50 times before it slows down), whatever its size.
 const gridSteps = 6
 
 // Run measures the volumes, in passes of those due at one time, until
@@ -251,7 +253,11 @@ func (u *Usage) Run(ctx context.Context) error {
 		default:
 		}
 		now := time.Now()
-		if (dirty && now.Sub(synced) >= minResync) || !now.Before(u.ceil(synced.Add(u.cfg.Period))) {
+		// A pass takes the targets first when they are half a period
+		// old, so that the read of every period needs no wake-up of its
+		// own.
+		if (dirty && now.Sub(synced) >= minResync) || now.Sub(synced) >= u.cfg.Period ||
+			(now.Sub(synced) >= u.cfg.Period/2 && u.untilNext(now) == 0) {
 			u.sync(now)
 			synced, dirty = now, false
 		}
@@ -267,7 +273,7 @@ func (u *Usage) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		wait := min(u.untilNext(now), u.ceil(synced.Add(u.cfg.Period)).Sub(now))
+		wait := min(u.untilNext(now), synced.Add(u.cfg.Period).Sub(now))
 		if dirty {
 			wait = min(wait, synced.Add(minResync).Sub(now))
 		}
@@ -294,6 +300,16 @@ func (u *Usage) floor(t time.Time) time.Time {
 		q--
 	}
 	return u.epoch.Add(q * u.step)
+}
+
+// nextPeriod is the first of the points epoch+k*Period at or after t.
+func (u *Usage) nextPeriod(t time.Time) time.Time {
+	d := t.Sub(u.epoch)
+	q := d / u.cfg.Period
+	if d%u.cfg.Period > 0 {
+		q++
+	}
+	return u.epoch.Add(q * u.cfg.Period)
 }
 
 // ceil is the point of the grid at or after t.
@@ -335,12 +351,14 @@ func (u *Usage) sync(now time.Time) {
 }
 
 // due returns the volumes due at now, in the order of their keys, and
-// makes each due again a period after now's point of the grid.
+// makes each due again at the first point epoch+k*Period a period or more
+// after now's point of the grid: a period later for the volumes measured
+// at such a point, up to two for a volume measured first at another.
 func (u *Usage) due(now time.Time) []*slot {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var out []*slot
-	next := u.floor(now).Add(u.cfg.Period)
+	next := u.nextPeriod(u.floor(now).Add(u.cfg.Period))
 	for _, s := range u.slots {
 		if !s.due.After(now) {
 			s.due = next
