@@ -68,8 +68,13 @@ type call struct {
 }
 
 // errAbandoned is what a call of an abandoned worker returns: the worker
-// is to stop.
-var errAbandoned = errors.New("abandoned")
+// is to stop. No one sees it: an abandoned worker records nothing (the
+// watchdog reported why).
+var errAbandoned error = abandonedError{}
+
+type abandonedError struct{}
+
+func (abandonedError) Error() string { return "call abandoned" }
 
 // errStalled says a walk made no progress for StallTimeout.
 var errStalled = errors.New("the file system did not answer: walk abandoned")

@@ -239,7 +239,10 @@ const gridSteps = 6
 // ctx ends. It reads the targets again when told they changed (Notify),
 // at most once a minResync, and at least once a period. It wakes for
 // nothing else: the search for nested subvolumes every NestedPeriod runs
-// only while some volume has a limit the agent enforces.
+// only while some volume has a limit the agent enforces. When ctx ends it
+// returns at once: a pass's worker then makes no other call and ends
+// when its call returns, which a call stuck in the kernel on hung
+// storage may never do (it holds only its own goroutine).
 func (u *Usage) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
