@@ -2,8 +2,10 @@ package usage
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -64,9 +66,7 @@ func BenchmarkPass110Volumes(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		for _, s := range u.slots {
-			u.measure(context.Background(), s)
-		}
+		u.measure(context.Background(), slices.Collect(maps.Values(u.slots))...)
 	}
 	b.StopTimer()
 	if len(u.Stats()) != 110 {
@@ -139,9 +139,7 @@ func benchPass(b *testing.B, list []Target) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		for _, s := range u.slots {
-			u.measure(context.Background(), s)
-		}
+		u.measure(context.Background(), slices.Collect(maps.Values(u.slots))...)
 	}
 	b.StopTimer()
 	if len(u.Stats()) != len(list) {

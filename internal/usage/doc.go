@@ -18,10 +18,16 @@
 // size limit watched, until a later measurement makes them again. Only a plain directory (or a
 // subvolume without a limit) is walked, du-style:
 // st_blocks*512 bytes and one inode per entry, a hard-linked file once per
-// walk. One goroutine (Run) measures every volume, one after the other,
-// each at most once per period, the first measurements spread over a
-// period so that a restart causes no storm of walks; a walk reads at most
-// Config.EntriesPerSecond entries a second.
+// walk. How a volume is measured is decided once while it stays as it was
+// (probe). New volumes are first measured at one of the next six points
+// of a grid of Period/6, at random, so that a restart causes no storm of
+// walks; from their second measurement all volumes are due together, at
+// the points epoch+k*Period. The volumes due at one point are measured in
+// one pass, one after the other, by one worker goroutine that Run watches
+// (pass.go), each at most once per period; the walks of a pass read at
+// most Config.EntriesPerSecond entries a second together. At rest Run
+// wakes once a period for that pass, and every NestedPeriod only while
+// some volume has a limit the agent enforces.
 //
 // A target may carry a size limit that nothing else enforces (a disk
 // emptyDir's sizeLimit): a measurement above it is Exceeded, and the
@@ -33,7 +39,8 @@
 // through file descriptors, openat and statx with AT_SYMLINK_NOFOLLOW);
 // cross a mount point (told by mount ID); walk network storage; or block
 // on a hung file system (every call that touches storage is bounded, a
-// walk that stops making progress is abandoned, and a volume whose last
-// call has not returned is not asked again). It runs beside set-up and
+// walk that stops making progress is abandoned, the pass going on with
+// the other volumes on a new worker, and a volume whose last call has not
+// returned is not asked again). It runs beside set-up and
 // teardown, never on their path, and changes nothing on disk.
 package usage

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func TestQuota(t *testing.T) {
 
 	u := New(Config{Period: time.Minute})
 	for _, path := range []string{limited, bind} {
-		m, ok, err := u.measureTarget(context.Background(), &slot{}, Target{Path: path})
+		m, ok, err := measureOnce(u, &slot{}, Target{Path: path})
 		if err != nil || !ok {
 			t.Fatalf("measure %s: %v, %v", path, ok, err)
 		}
@@ -100,13 +101,13 @@ func TestQuota(t *testing.T) {
 			t.Fatalf("measured %s: %d bytes used; want 5 MiB within 5 %%", path, m.UsedBytes)
 		}
 	}
-	if m, _, err := u.measureTarget(context.Background(), &slot{}, Target{Path: open}); err != nil || m.Method != MethodWalk {
+	if m, _, err := measureOnce(u, &slot{}, Target{Path: open}); err != nil || m.Method != MethodWalk {
 		t.Fatalf("subvolume without a limit: %+v, %v; want a walk", m, err)
 	}
 	if out, err := exec.Command("btrfs", "quota", "disable", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("btrfs quota disable: %v: %s", err, out)
 	}
-	if m, _, err := u.measureTarget(context.Background(), &slot{}, Target{Path: limited}); err != nil || m.Method != MethodWalk || m.UsedBytes < 5<<20 {
+	if m, _, err := measureOnce(u, &slot{}, Target{Path: limited}); err != nil || m.Method != MethodWalk || m.UsedBytes < 5<<20 {
 		t.Fatalf("quotas off: %+v, %v; want a walk of 5 MiB", m, err)
 	}
 }
@@ -168,7 +169,7 @@ func TestEnforcedMeasurement(t *testing.T) {
 		}
 		s := &slot{}
 		target := Target{Path: vol, SizeLimit: 7 << 20, QuotaLimit: 8 << 20}
-		m, ok, err := u.measureTarget(context.Background(), s, target)
+		m, ok, err := measureOnce(u, s, target)
 		if err != nil || !ok || gotLimit != 8<<20 {
 			t.Fatalf("%s: %+v, %v, %v; enforce told %d", tc.name, m, ok, err, gotLimit)
 		}
@@ -220,5 +221,39 @@ func TestNestedFoundBetweenMeasurements(t *testing.T) {
 	}
 	if err := btrfstest.WriteSynced(filepath.Join(nested, "f"), 6<<20); !errors.Is(err, unix.EDQUOT) {
 		t.Errorf("6 MiB into the nested subvolume of a 4 MiB volume: %v, want EDQUOT", err)
+	}
+}
+
+// TestStatfsSharedInAPass: the subvolumes of one btrfs measured by their
+// qgroups in one pass read its statfs once (what is free is the file
+// system's); each is measured by its own qgroup.
+func TestStatfsSharedInAPass(t *testing.T) {
+	mnt := btrfstest.Mount(t, true)
+	u := New(Config{Period: time.Minute})
+	var statfsCalls atomic.Int32
+	u.cfg.statfs = func(path string) (fsSize, error) {
+		statfsCalls.Add(1)
+		return statfs(path)
+	}
+	var slots []*slot
+	for i := range 3 {
+		dir := filepath.Join(mnt, itoa(i))
+		subvolume(t, dir, "50M")
+		writeFile(t, filepath.Join(dir, "f"), (i+1)<<20)
+		s := &slot{target: Target{Key: dsw.Key{PodUID: "p", Volume: itoa(i)}, Path: dir}}
+		u.slots[s.target.Key] = s
+		slots = append(slots, s)
+	}
+	unix.Sync()
+	u.measure(context.Background(), slots...)
+	if n := statfsCalls.Load(); n != 1 {
+		t.Fatalf("a pass over 3 subvolumes of one btrfs read its statfs %d times; want once", n)
+	}
+	for i, s := range slots {
+		m, ok := u.Usage(s.target.Key)
+		if want := float64(i+1) * (1 << 20); !ok || m.Method != MethodQuota || m.AvailableBytes == 0 ||
+			float64(m.UsedBytes) < want*0.95 || float64(m.UsedBytes) > want*1.05 {
+			t.Fatalf("subvolume %d: %+v, %v; want quota, %v bytes used within 5 %%", i, m, ok, want)
+		}
 	}
 }

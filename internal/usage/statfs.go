@@ -8,6 +8,15 @@ import (
 type fsSize struct {
 	capacity, available, used uint64
 	inodes, inodesFree        uint64
+	// id is the file system's type and ID (f_type, f_fsid): zero when
+	// it gives none.
+	id fsID
+}
+
+// fsID is a file system's type and ID, as statfs says them.
+type fsID struct {
+	typ  int64
+	fsid [2]int32
 }
 
 // sizeOf reads a statfs result as the kubelet does: used is what is not
@@ -23,6 +32,7 @@ func sizeOf(st *unix.Statfs_t) fsSize {
 		used:       (st.Blocks - min(st.Bfree, st.Blocks)) * unit,
 		inodes:     st.Files,
 		inodesFree: st.Ffree,
+		id:         fsIDOf(st),
 	}
 }
 
@@ -39,4 +49,13 @@ func statfs(path string) (fsSize, error) {
 func (s fsSize) measurement() Measurement {
 	return Measurement{CapacityBytes: s.capacity, AvailableBytes: s.available, UsedBytes: s.used,
 		Inodes: s.inodes, InodesFree: s.inodesFree, InodesUsed: s.inodes - min(s.inodesFree, s.inodes), Method: MethodStatfs}
+}
+
+// fsIDOf is the fsID of a statfs result; zero when the file system gives
+// no ID (f_fsid 0): it cannot be told from another then.
+func fsIDOf(st *unix.Statfs_t) fsID {
+	if st.Fsid.Val == [2]int32{} {
+		return fsID{}
+	}
+	return fsID{typ: st.Type, fsid: st.Fsid.Val}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/btrfs"
 	"github.com/volume-agent/volume-agent/internal/dsw"
-	"github.com/volume-agent/volume-agent/internal/mount"
 )
 
 // Defaults of Config.
@@ -83,8 +83,9 @@ type Config struct {
 	enforce func(ctx context.Context, path string, limit int64) (btrfs.Limits, error)
 	// nested replaces btrfs.Nested (tests).
 	nested func(path string) (uint64, []uint64, error)
-	// sleep paces walks; tests replace it.
+	// sleep and now pace walks; tests replace them.
 	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
 }
 
 // Usage measures the volumes' usage and keeps the latest measurements.
@@ -96,6 +97,13 @@ type Usage struct {
 	mounts  *mountTable
 	changes dsw.Watchers
 	notify  chan struct{}
+	// epoch and step make the grid the volumes are due on (gridSteps).
+	epoch time.Time
+	step  time.Duration
+
+	// Counters that tests read: how often Run's timer woke it, workers
+	// were started, and volumes' directories checked against their probe.
+	wakes, workers, dirChecks atomic.Int64
 
 	mu    sync.Mutex
 	slots map[dsw.Key]*slot // guarded by mu
@@ -121,6 +129,9 @@ type slot struct {
 	nested []uint64
 	// exceeded: the latest measurement was above the size limit.
 	exceeded bool
+	// probe is how the volume is measured, once probed; nil until then,
+	// and after a failure (probe).
+	probe *probed
 }
 
 // New returns a Usage; it starts nothing.
@@ -159,10 +170,14 @@ func New(cfg Config) *Usage {
 	if cfg.sleep == nil {
 		cfg.sleep = sleep
 	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
 	return &Usage{cfg: cfg, walks: walks, log: cfg.Logger.Named("usage"), notify: make(chan struct{}, 1),
+		epoch: time.Now(), step: max(cfg.Period/gridSteps, 1),
 		mounts: &mountTable{maxAge: cfg.Period, now: time.Now}, slots: map[dsw.Key]*slot{}}
 }
 
@@ -211,9 +226,23 @@ func (u *Usage) Stats() []Stat {
 // not one per pod.
 const minResync = time.Second
 
-// Run measures the volumes, one at a time, until ctx ends. It reads the
-// targets again when told they changed (Notify), at most once a
-// minResync, and at least once a period.
+// gridSteps is how many points of time a period the first measurements
+// of new volumes are spread over (no storm of walks at start: a grid of
+// Period/gridSteps). From their second, volumes are due at the points
+// epoch+k*Period, all together: at rest a node's volumes are measured in
+// one pass a period, one wake-up, where each pass costs about 50 of the
+// runtime's own (its sysmon thread polls every 20 µs while a goroutine
+// runs, up to 50 times before it slows down), whatever its size.
+const gridSteps = 6
+
+// Run measures the volumes, in passes of those due at one time, until
+// ctx ends. It reads the targets again when told they changed (Notify),
+// at most once a minResync, and at least once a period. It wakes for
+// nothing else: the search for nested subvolumes every NestedPeriod runs
+// only while some volume has a limit the agent enforces. When ctx ends it
+// returns at once: a pass's worker then makes no other call and ends
+// when its call returns, which a call stuck in the kernel on hung
+// storage may never do (it holds only its own goroutine).
 func (u *Usage) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -227,26 +256,33 @@ func (u *Usage) Run(ctx context.Context) error {
 		default:
 		}
 		now := time.Now()
-		if (dirty && now.Sub(synced) >= minResync) || now.Sub(synced) >= u.cfg.Period {
+		// A pass takes the targets first when they are half a period
+		// old, so that the read of every period needs no wake-up of its
+		// own.
+		if (dirty && now.Sub(synced) >= minResync) || now.Sub(synced) >= u.cfg.Period ||
+			(now.Sub(synced) >= u.cfg.Period/2 && u.untilNext(now) == 0) {
 			u.sync(now)
 			synced, dirty = now, false
 		}
-		if now.Sub(checked) >= u.cfg.NestedPeriod {
+		watching := u.watching()
+		if watching && now.Sub(checked) >= u.cfg.NestedPeriod {
 			u.checkNested(ctx, now)
 			checked = now
 		}
-		if s, ok := u.next(now); ok {
-			u.measure(ctx, s)
+		if due := u.due(now); len(due) > 0 {
+			u.measure(ctx, due...)
 			if ctx.Err() != nil {
 				return nil
 			}
 			continue
 		}
-		wait := u.untilNext(now)
+		wait := min(u.untilNext(now), synced.Add(u.cfg.Period).Sub(now))
 		if dirty {
 			wait = min(wait, synced.Add(minResync).Sub(now))
 		}
-		wait = min(wait, checked.Add(u.cfg.NestedPeriod).Sub(now))
+		if watching {
+			wait = min(wait, checked.Add(u.cfg.NestedPeriod).Sub(now))
+		}
 		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
@@ -254,24 +290,60 @@ func (u *Usage) Run(ctx context.Context) error {
 		case <-u.notify:
 			dirty = true
 		case <-timer.C:
+			u.wakes.Add(1)
 		}
 	}
 }
 
-// sync takes the targets: a new volume is first measured at a random time
-// within a period (no storm at start), a volume gone is forgotten.
+// floor is the point of the grid at or before t.
+func (u *Usage) floor(t time.Time) time.Time {
+	d := t.Sub(u.epoch)
+	q := d / u.step
+	if d%u.step < 0 {
+		q--
+	}
+	return u.epoch.Add(q * u.step)
+}
+
+// nextPeriod is the first of the points epoch+k*Period at or after t.
+func (u *Usage) nextPeriod(t time.Time) time.Time {
+	d := t.Sub(u.epoch)
+	q := d / u.cfg.Period
+	if d%u.cfg.Period > 0 {
+		q++
+	}
+	return u.epoch.Add(q * u.cfg.Period)
+}
+
+// ceil is the point of the grid at or after t.
+func (u *Usage) ceil(t time.Time) time.Time {
+	f := u.floor(t)
+	if f.Before(t) {
+		f = f.Add(u.step)
+	}
+	return f
+}
+
+// sync takes the targets: a new volume is first measured at one of the
+// next gridSteps points of the grid, at random (no storm at start, and
+// within a period), a volume gone is forgotten. A volume whose path
+// changed is probed again.
 func (u *Usage) sync(now time.Time) {
 	targets := u.cfg.Targets.UsageTargets()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	seen := make(map[dsw.Key]bool, len(targets))
+	first := u.ceil(now)
 	for _, t := range targets {
 		seen[t.Key] = true
 		if s, ok := u.slots[t.Key]; ok {
+			if s.target.Path != t.Path {
+				s.probe = nil
+			}
 			s.target = t
 			continue
 		}
-		u.slots[t.Key] = &slot{target: t, due: now.Add(jitter(u.cfg.Period))}
+		u.slots[t.Key] = &slot{target: t, due: first.Add(u.step * time.Duration(rand.N(gridSteps)))} //nolint:gosec // G404: spreading work in time needs no secure randomness
 	}
 	for k := range u.slots {
 		if !seen[k] {
@@ -281,28 +353,25 @@ func (u *Usage) sync(now time.Time) {
 	}
 }
 
-// jitter is a random duration in [0, d).
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d) //nolint:gosec // G404: spreading work in time needs no secure randomness
-}
-
-// next returns the volume due first, if it is due at now.
-func (u *Usage) next(now time.Time) (*slot, bool) {
+// due returns the volumes due at now, in the order of their keys, and
+// makes each due again at the first point epoch+k*Period a period or more
+// after now's point of the grid: a period later for the volumes measured
+// at such a point, up to two for a volume measured first at another.
+func (u *Usage) due(now time.Time) []*slot {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var first *slot
+	var out []*slot
+	next := u.nextPeriod(u.floor(now).Add(u.cfg.Period))
 	for _, s := range u.slots {
-		if first == nil || s.due.Before(first.due) {
-			first = s
+		if !s.due.After(now) {
+			s.due = next
+			out = append(out, s)
 		}
 	}
-	if first == nil || first.due.After(now) {
-		return nil, false
-	}
-	return first, true
+	slices.SortFunc(out, func(a, b *slot) int {
+		return cmp.Or(cmp.Compare(a.target.Key.PodUID, b.target.Key.PodUID), cmp.Compare(a.target.Key.Volume, b.target.Key.Volume))
+	})
+	return out
 }
 
 // untilNext returns how long until the next volume is due (a period when
@@ -317,23 +386,65 @@ func (u *Usage) untilNext(now time.Time) time.Duration {
 	return max(d, 0)
 }
 
-// measure measures one volume and schedules its next measurement: a
-// period later, and a tenth of a period at random.
-func (u *Usage) measure(ctx context.Context, s *slot) {
+// watching reports whether some volume is to be searched for nested
+// subvolumes every NestedPeriod (checkNested).
+func (u *Usage) watching() bool {
 	u.mu.Lock()
-	t, busy := s.target, s.busy
-	s.due = time.Now().Add(u.cfg.Period + jitter(u.cfg.Period/10))
-	u.mu.Unlock()
-	if busy != nil {
-		select {
-		case <-busy:
-		default:
-			return // the last call has not returned: the file system still hangs
+	defer u.mu.Unlock()
+	for _, s := range u.slots {
+		if watched(s) {
+			return true
 		}
 	}
-	m, ok, err := u.measureTarget(ctx, s, t)
-	if ctx.Err() != nil {
-		return
+	return false
+}
+
+// watched reports whether checkNested searches s: a volume whose limit
+// its latest measurement enforced, and one with a limit not measured yet
+// (its first measurement is up to a Period away). u.mu must be held.
+func watched(s *slot) bool {
+	return s.nested != nil || (!s.have && s.target.QuotaLimit > 0)
+}
+
+// measure measures the volumes in one pass, but those whose last call
+// has not returned (the file system still hangs): they are not asked
+// again until it does.
+func (u *Usage) measure(ctx context.Context, slots ...*slot) {
+	jobs := make([]job, 0, len(slots))
+	u.mu.Lock()
+	for _, s := range slots {
+		if idle(s) {
+			jobs = append(jobs, u.measureJob(s, s.target))
+		}
+	}
+	u.mu.Unlock()
+	u.runPass(ctx, jobs)
+}
+
+// measureJob is the job of measuring target t of slot s: a call
+// abandoned is recorded as a failed measurement.
+func (u *Usage) measureJob(s *slot, t Target) job {
+	return job{
+		s: s,
+		run: func(w *worker) {
+			m, ok, err := u.measureTarget(w, s, t)
+			if w.isAbandoned() || w.p.ctx.Err() != nil {
+				return
+			}
+			u.report(s, t, m, ok, err)
+		},
+		abandoned: func(err error) {
+			u.forget(s)
+			u.record(s, t, Measurement{}, false, err)
+		},
+	}
+}
+
+// report records a measurement and tells the Reporter of a size limit
+// passed, or a limit found not enforced.
+func (u *Usage) report(s *slot, t Target, m Measurement, ok bool, err error) {
+	if err != nil {
+		u.forget(s)
 	}
 	u.mu.Lock()
 	wasEnforced := s.notEnforced == ""
@@ -386,34 +497,40 @@ func (u *Usage) record(s *slot, t Target, m Measurement, ok bool, err error) (bo
 	return false, Stat{}
 }
 
-// measureTarget measures the volume at path. ok is false, with no error,
-// for a volume not measured by choice (walks are off, or it is a
-// directory on network storage). A subvolume whose qgroup has no limit
-// (or quotas are off) is walked: btrfs qgroup show runs again each
-// period, a fork a period for such a volume, cheaper than any walk.
-func (u *Usage) measureTarget(ctx context.Context, s *slot, t Target) (Measurement, bool, error) {
+// measureTarget measures the volume t of slot s on the worker w. ok is
+// false, with no error, for a volume not measured by choice (walks are
+// off, or it is a directory on network storage). A subvolume whose
+// qgroup has no limit (or quotas are off) is walked: btrfs qgroup show
+// runs again each period, a fork a period for such a volume, cheaper
+// than any walk.
+func (u *Usage) measureTarget(w *worker, s *slot, t Target) (Measurement, bool, error) {
 	path := t.Path
 	var notEnforced string
-	p, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (probed, error) {
-		h, id, err := u.mounts.probe(path)
-		return probed{h, id}, err
-	})
+	p, cached, err := u.probe(w, s, path)
 	if err != nil {
 		return Measurement{}, false, err
 	}
 	switch p.how {
 	case byStatfs:
-		size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(path) })
-		return size.measurement(), err == nil, err
+		size, err := callOn(w, s, u.cfg.CallTimeout, nil, func(context.Context) (fsSize, error) { return u.cfg.statfs(path) })
+		if err != nil {
+			return Measurement{}, false, err
+		}
+		if !u.sameFS(s, size.id) && cached {
+			// Another file system than the one probed: probe again.
+			u.forget(s)
+			return u.measureTarget(w, s, t)
+		}
+		return size.measurement(), true, nil
 	case notAtAll:
 		return Measurement{}, false, nil
 	case byQuota:
 		var m Measurement
 		var err error
 		if t.QuotaLimit > 0 {
-			m, err = u.enforced(ctx, s, t)
+			m, err = u.enforced(w, s, t, p.dir.mnt)
 		} else {
-			m, err = u.quota(ctx, s, path, p.subvol)
+			m, err = u.quota(w, s, path, p)
 		}
 		if !errors.Is(err, errNoQuota) {
 			return m, err == nil, err
@@ -424,7 +541,7 @@ func (u *Usage) measureTarget(ctx context.Context, s *slot, t Target) (Measureme
 	if !u.walks {
 		return Measurement{NotEnforced: notEnforced}, notEnforced != "", nil
 	}
-	r, err := u.walk(ctx, s, path)
+	r, err := u.walk(w, s, path)
 	if err != nil {
 		return Measurement{}, false, err
 	}
@@ -437,13 +554,16 @@ func (u *Usage) measureTarget(ctx context.Context, s *slot, t Target) (Measureme
 // or the room they share has changed (btrfs.Tool.Enforce), within
 // CallTimeout. Where that fails, the measurement says why (NotEnforced)
 // with errNoQuota: the volume is walked, nested subvolumes and all, and
-// its size limit watched.
-func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, error) {
-	l, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (btrfs.Limits, error) {
+// its size limit watched. mnt is the mount t.Path is on.
+func (u *Usage) enforced(w *worker, s *slot, t Target, mnt uint64) (Measurement, error) {
+	l, err := callOn(w, s, u.cfg.CallTimeout, nil, func(ctx context.Context) (btrfs.Limits, error) {
 		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
 		defer cancel()
 		return u.cfg.enforce(ctx, t.quotaPath(), t.QuotaLimit)
 	})
+	if errors.Is(err, errAbandoned) {
+		return Measurement{}, err
+	}
 	u.mu.Lock()
 	s.nested = nil
 	if err == nil || errors.Is(err, btrfs.ErrTooManyNested) {
@@ -453,7 +573,7 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 	switch {
 	case errors.Is(err, btrfs.ErrTooManyNested):
 		// The first MaxNested are limited and counted; the rest are not.
-		size, serr := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(t.Path) })
+		size, serr := u.sharedStatfs(w, s, t.Path, mnt)
 		if serr != nil {
 			return Measurement{}, serr
 		}
@@ -465,7 +585,7 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 	case err != nil:
 		return Measurement{NotEnforced: fmt.Sprintf("its btrfs qgroup limit could not be made: %v", err)}, errNoQuota
 	}
-	size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(t.Path) })
+	size, err := u.sharedStatfs(w, s, t.Path, mnt)
 	if err != nil {
 		return Measurement{}, err
 	}
@@ -474,48 +594,44 @@ func (u *Usage) enforced(ctx context.Context, s *slot, t Target) (Measurement, e
 
 // checkNested searches each volume whose limit the agent enforces (or is
 // to enforce: not measured yet) for subvolumes inside it (btrfs.Nested: a
-// tree search per subvolume, no fork, no walk), and makes a volume that
-// holds any due at once: a nested subvolume counts against the volume
-// from the measurement that limits it, and the room the volume's
-// subvolumes share is given out again at each, so the time a pod has to
-// write past its limit is about one NestedPeriod, not one Period. A
-// volume without nested subvolumes costs one tree search a NestedPeriod;
-// one with them, one btrfs qgroup show. A volume whose last call has not
-// returned is skipped, as measure skips it.
+// tree search per subvolume, no fork, no walk), in one pass, and makes a
+// volume that holds any due at once: a nested subvolume counts against
+// the volume from the measurement that limits it, and the room the
+// volume's subvolumes share is given out again at each, so the time a pod
+// has to write past its limit is about one NestedPeriod, not one Period.
+// A volume without nested subvolumes costs one tree search a
+// NestedPeriod; one with them, one btrfs qgroup show. A volume whose last
+// call has not returned is skipped, as measure skips it.
 func (u *Usage) checkNested(ctx context.Context, now time.Time) {
-	type watched struct {
-		s      *slot
-		path   string
-		nested []uint64
-	}
-	var list []watched
+	var jobs []job
 	u.mu.Lock()
 	for _, s := range u.slots {
-		// Watched: a volume whose limit its latest measurement enforced,
-		// and one with a limit not measured yet (its first measurement is
-		// up to a Period away).
-		if (s.nested != nil || (!s.have && s.target.QuotaLimit > 0)) && idle(s) {
-			list = append(list, watched{s, s.target.quotaPath(), s.nested})
+		if watched(s) && idle(s) {
+			jobs = append(jobs, u.nestedJob(s, s.target.quotaPath(), s.nested, now))
 		}
 	}
 	u.mu.Unlock()
-	for _, w := range list {
-		found, err := boundedCall(ctx, u, w.s, u.cfg.CallTimeout, func() ([]uint64, error) {
-			_, nested, err := u.cfg.nested(w.path)
+	u.runPass(ctx, jobs)
+}
+
+// nestedJob is the job of searching the volume of s, whose subvolume is
+// at path and had nested subvolumes known before, for nested ones: the
+// volume is due at now when it holds any.
+func (u *Usage) nestedJob(s *slot, path string, known []uint64, now time.Time) job {
+	return job{s: s, run: func(w *worker) {
+		found, err := callOn(w, s, u.cfg.CallTimeout, nil, func(context.Context) ([]uint64, error) {
+			_, nested, err := u.cfg.nested(path)
 			return nested, err
 		})
 		if err != nil && !errors.Is(err, btrfs.ErrTooManyNested) {
-			continue // the measurement says what is wrong
+			return // the measurement says what is wrong
 		}
-		if len(found) > 0 || len(w.nested) > 0 {
+		if len(found) > 0 || len(known) > 0 {
 			u.mu.Lock()
-			w.s.due = now
+			s.due = now
 			u.mu.Unlock()
 		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
+	}}
 }
 
 // idle reports whether no call on s's storage is still waiting. u.mu
@@ -544,83 +660,55 @@ func (u *Usage) logEnforcement(log *zap.Logger, s *slot, notEnforced string) {
 	s.notEnforced = notEnforced
 }
 
-// probed is how a volume is measured, and its subvolume's ID for byQuota.
-type probed struct {
-	how    how
-	subvol uint64
-}
-
-// quota measures the subvolume at path by its qgroup, and the file system
-// by statfs for what it has free, each within CallTimeout.
-func (u *Usage) quota(ctx context.Context, s *slot, path string, id uint64) (Measurement, error) {
-	q, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (btrfs.Qgroup, error) {
+// quota measures the subvolume at path, probed as p, by its qgroup, and
+// the file system by statfs for what it has free, each within
+// CallTimeout.
+func (u *Usage) quota(w *worker, s *slot, path string, p probed) (Measurement, error) {
+	q, err := callOn(w, s, u.cfg.CallTimeout, nil, func(ctx context.Context) (btrfs.Qgroup, error) {
 		ctx, cancel := context.WithTimeout(ctx, u.cfg.CallTimeout)
 		defer cancel()
-		return limitingQgroup(u.cfg.qgroup(ctx, path, id))
+		return limitingQgroup(u.cfg.qgroup(ctx, path, p.subvol))
 	})
 	if err != nil {
 		return Measurement{}, err
 	}
-	size, err := boundedCall(ctx, u, s, u.cfg.CallTimeout, func() (fsSize, error) { return u.cfg.statfs(path) })
+	size, err := u.sharedStatfs(w, s, path, p.dir.mnt)
 	if err != nil {
 		return Measurement{}, err
 	}
 	return quotaMeasurement(q, size), nil
 }
 
-// errStalled says a walk made no progress for StallTimeout.
-var errStalled = errors.New("the file system did not answer: walk abandoned")
-
-// walk walks path on its own goroutine, abandoned when it looks at no
-// entry for StallTimeout: a hung file system cannot hold the walker, and a
-// large tree can take as long as it needs.
-func (u *Usage) walk(ctx context.Context, s *slot, path string) (walkResult, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	w := &walker{ctx: ctx, stat: u.cfg.stat, pace: &pacer{rate: float64(u.cfg.EntriesPerSecond), start: time.Now(), now: time.Now, sleep: u.cfg.sleep}}
-	watchdog := make(chan struct{})
-	go func() {
-		defer close(watchdog)
-		tick := time.NewTicker(u.cfg.StallTimeout)
-		defer tick.Stop()
-		last := w.progress.Load()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				n := w.progress.Load()
-				if n == last {
-					cancel(errStalled)
-					return
-				}
-				last = n
-			}
-		}
-	}()
-	defer func() { cancel(nil); <-watchdog }()
-	r, err := boundedCall(ctx, u, s, 0, func() (walkResult, error) { return w.walk(path) })
-	if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
-		return walkResult{}, fmt.Errorf("%w after %v without progress", errStalled, u.cfg.StallTimeout)
+// sharedStatfs is statfs of path, on the mount mnt of a btrfs, read once
+// a pass for all the volumes on that mount: what a measurement by qgroup
+// takes of it (what is free, the inodes) is the file system's, the same
+// from any of its subvolumes (btrfs's statfs leaves qgroups out).
+func (u *Usage) sharedStatfs(w *worker, s *slot, path string, mnt uint64) (fsSize, error) {
+	p := w.p
+	p.mu.Lock()
+	size, ok := p.statfs[mnt]
+	p.mu.Unlock()
+	if ok {
+		return size, nil
 	}
-	return r, err
+	size, err := callOn(w, s, u.cfg.CallTimeout, nil, func(context.Context) (fsSize, error) { return u.cfg.statfs(path) })
+	if err != nil {
+		return fsSize{}, err
+	}
+	p.mu.Lock()
+	p.statfs[mnt] = size
+	p.mu.Unlock()
+	return size, nil
 }
 
-// boundedCall runs fn, which touches the storage of slot s, within
-// timeout (none when 0) through mount.Bounded. Should fn not return in
-// time, s stays busy until it does.
-func boundedCall[T any](ctx context.Context, u *Usage, s *slot, timeout time.Duration, fn func() (T, error)) (T, error) {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	done := make(chan struct{})
-	u.mu.Lock()
-	s.busy = done
-	u.mu.Unlock()
-	return mount.Bounded(ctx, func() (T, error) {
-		defer close(done)
-		return fn()
+// walk walks path on the worker, abandoned when it looks at no entry for
+// StallTimeout: a hung file system cannot hold the other volumes, and a
+// large tree can take as long as it needs. The walks of a pass keep to
+// EntriesPerSecond together.
+func (u *Usage) walk(w *worker, s *slot, path string) (walkResult, error) {
+	wk := &walker{stat: u.cfg.stat, pace: w.p.pacer()}
+	return callOn(w, s, u.cfg.StallTimeout, &wk.progress, func(ctx context.Context) (walkResult, error) {
+		wk.ctx = ctx
+		return wk.walk(path)
 	})
 }

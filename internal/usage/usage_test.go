@@ -36,7 +36,7 @@ func TestStatfsOfTmpfs(t *testing.T) {
 	mountTmpfs(t, vol, "size=8m")
 	writeFile(t, filepath.Join(vol, "f"), 1<<20)
 	u := New(Config{Period: time.Minute})
-	m, ok, err := u.measureTarget(context.Background(), &slot{}, Target{Path: vol})
+	m, ok, err := measureOnce(u, &slot{}, Target{Path: vol})
 	if err != nil || !ok {
 		t.Fatalf("measure: %v, %v", ok, err)
 	}
@@ -73,11 +73,11 @@ func TestProbe(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(bind, unix.MNT_DETACH) })
 	table := &mountTable{maxAge: time.Minute, now: time.Now}
 	for path, want := range map[string]how{plain: byWalk, own: byStatfs, bind: byWalk} {
-		if got, _, err := table.probe(path); err != nil || got != want {
+		if got, err := table.probe(path); err != nil || got.how != want {
 			t.Errorf("probe(%s) = %v, %v; want %v", path, got, err, want)
 		}
 	}
-	if _, _, err := table.probe(filepath.Join(dir, "missing")); err == nil {
+	if _, err := table.probe(filepath.Join(dir, "missing")); err == nil {
 		t.Error("probe of a missing directory did not fail")
 	}
 }
@@ -140,7 +140,7 @@ func TestRunMeasuresEveryVolume(t *testing.T) {
 
 func TestWalksOff(t *testing.T) {
 	u := New(Config{Period: 0})
-	_, ok, err := u.measureTarget(context.Background(), &slot{}, Target{Path: t.TempDir()})
+	_, ok, err := measureOnce(u, &slot{}, Target{Path: t.TempDir()})
 	if ok || err != nil {
 		t.Fatalf("with walks off a plain directory was measured: %v, %v", ok, err)
 	}
@@ -286,7 +286,7 @@ func TestProbeNeverWalksNetworkStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := &mountTable{maxAge: time.Hour, now: time.Now}
-	if _, _, err := table.probe(plain); err != nil { // reads the table
+	if _, err := table.probe(plain); err != nil { // reads the table
 		t.Fatal(err)
 	}
 	// Make both mounts look like NFS in the cached table.
@@ -298,7 +298,7 @@ func TestProbeNeverWalksNetworkStorage(t *testing.T) {
 		table.byID[st.Mnt_id] = mountInfo{root: "/export/" + filepath.Base(dir), fsType: "nfs4"}
 	}
 	for path, want := range map[string]how{plain: notAtAll, sub: notAtAll, export: byStatfs} {
-		if got, _, err := table.probe(path); err != nil || got != want {
+		if got, err := table.probe(path); err != nil || got.how != want {
 			t.Errorf("probe(%s) on NFS = %v, %v; want %v", path, got, err, want)
 		}
 	}

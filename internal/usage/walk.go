@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -145,23 +146,37 @@ func (w *walker) entry(dirfd int, parent, name string, depth int) error {
 	return w.dir(fd, filepath.Join(parent, name), depth+1)
 }
 
-// pacer keeps a walk to rate entries a second.
+// walkSlack is how far ahead of its pace a pass's walks may get before
+// they sleep: at the default pace, 1,000 entries. A small tree is walked
+// without a sleep (a sleep is a wake-up), a large one still keeps to the
+// pace over any time longer than that.
+const walkSlack = 50 * time.Millisecond
+
+// pacer keeps the walks of a pass to rate entries a second, together: a
+// pass of many small walks is paced as one large walk is. A walk
+// abandoned may still call it while the pass's next one does.
 type pacer struct {
 	rate  float64 // entries a second; 0: no limit
 	start time.Time
-	n     int
+	slack time.Duration // sleep only when ahead by that much
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
+
+	mu sync.Mutex
+	n  int // guarded by mu: the entries counted since start
 }
 
-// wait records n more entries and sleeps until they are within the rate.
+// wait records n more entries and, when they are ahead of the rate by
+// slack or more, sleeps until they are within it.
 func (p *pacer) wait(ctx context.Context, n int) error {
-	p.n += n
 	if p.rate <= 0 || n == 0 {
 		return nil
 	}
+	p.mu.Lock()
+	p.n += n
 	due := p.start.Add(time.Duration(float64(p.n) / p.rate * float64(time.Second)))
-	if d := due.Sub(p.now()); d > 0 {
+	p.mu.Unlock()
+	if d := due.Sub(p.now()); d > 0 && d >= p.slack {
 		return p.sleep(ctx, d)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volume-agent/volume-agent/internal/dsw"
 )
 
 func needRoot(t *testing.T) {
@@ -165,7 +167,7 @@ func TestWalkIsAbandonedOnHungFileSystem(t *testing.T) {
 	u := New(Config{Period: time.Minute, StallTimeout: 50 * time.Millisecond, stat: hung})
 	s := &slot{target: Target{Key: dsw0, Path: dir}}
 	start := time.Now()
-	_, _, err := u.measureTarget(context.Background(), s, Target{Path: dir})
+	_, _, err := measureOnce(u, s, Target{Path: dir})
 	if err == nil || !errorsIs(err, errStalled) {
 		t.Fatalf("walk of a hung file system: %v; want it abandoned", err)
 	}
@@ -185,5 +187,45 @@ func TestWalkIsAbandonedOnHungFileSystem(t *testing.T) {
 	u.measure(context.Background(), s)
 	if _, ok := u.Usage(dsw0); !ok {
 		t.Fatal("the volume was not measured once its file system answered")
+	}
+}
+
+// TestPassKeepsToBudget: the walks of a pass keep to EntriesPerSecond
+// together, and sleep only when ahead by walkSlack: 20 small trees of 10
+// entries below their root at 500 a second take about 0.4 s in a few
+// sleeps, where each
+// tree alone would sleep none; one small tree at the default pace makes
+// no sleep (no wake-up).
+func TestPassKeepsToBudget(t *testing.T) {
+	start := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		trees, rate, maxSleeps int
+		took                   time.Duration
+	}{
+		{trees: 20, rate: 500, took: 400 * time.Millisecond, maxSleeps: int(400*time.Millisecond/walkSlack) + 1},
+		{trees: 1, rate: DefaultEntriesPerSecond, took: 0, maxSleeps: 0},
+	} {
+		clk := &fakeClock{t: start}
+		var sleeps int
+		u := New(Config{Period: time.Minute, EntriesPerSecond: tc.rate})
+		u.cfg.now = clk.now
+		u.cfg.sleep = func(ctx context.Context, d time.Duration) error { sleeps++; return clk.sleep(ctx, d) }
+		var slots []*slot
+		for i := range tc.trees {
+			dir := t.TempDir()
+			for j := range 10 {
+				writeFile(t, filepath.Join(dir, itoa(j)), 1)
+			}
+			s := &slot{target: Target{Key: dsw.Key{PodUID: "p", Volume: itoa(i)}, Path: dir}}
+			u.slots[s.target.Key] = s
+			slots = append(slots, s)
+		}
+		u.measure(context.Background(), slots...)
+		if len(u.Stats()) != tc.trees {
+			t.Fatalf("%d trees measured, want %d", len(u.Stats()), tc.trees)
+		}
+		if took := clk.t.Sub(start); took < tc.took-walkSlack || took > tc.took || sleeps > tc.maxSleeps {
+			t.Errorf("%d trees at %d entries a second: %v in %d sleeps; want about %v in at most %d", tc.trees, tc.rate, took, sleeps, tc.took, tc.maxSleeps)
+		}
 	}
 }
