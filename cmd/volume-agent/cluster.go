@@ -31,7 +31,7 @@ type cluster struct {
 
 // newCluster connects to the API server when --kubeconfig is given or the
 // agent runs in a pod; it returns nil otherwise.
-func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) (*cluster, error) {
+func newCluster(o options, log *zap.Logger, notify func(), notifyPod func(types.UID), provs *provisioners) (*cluster, error) {
 	cfg, err := restConfig(o)
 	if cfg == nil || err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners) 
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client for token requests: %w", err)
 		}
-		c.tokens = tokens.New(tokens.Config{Client: tokenClient, Logger: log, OnChange: notify})
+		c.tokens = tokens.New(tokens.Config{Client: tokenClient, Logger: log, OnChange: notifyPod})
 	}
 	if len(o.provisioners) == 0 {
 		return c, nil
@@ -207,3 +207,7 @@ func (c *cluster) runners() map[string]runner {
 }
 
 var errNothingToServe = errors.New("nothing to serve: give --manifests DIR and/or --kubeconfig FILE (see --help)")
+
+// notifyPod asks the populator for a pass that computes pod uid's token
+// volumes again: the token manager names the pod whose token is due.
+func (a *agent) notifyPod(uid types.UID) { a.populator.NotifyPod(uid) }

@@ -182,6 +182,9 @@ func TestForgetPod(t *testing.T) {
 	if got := h.changes.Load() - changes; got != 1 {
 		t.Errorf("OnChange called %d times at the refresh point, want once (the forgotten pod's timers are stopped)", got)
 	}
+	if got := h.changed.Load(); got != kept.UID {
+		t.Errorf("OnChange named pod %v at the refresh point, want %s, whose token is due", got, kept.UID)
+	}
 	if _, err := h.m.Token(context.Background(), kept, api, nil); err != nil || len(h.calls()) != 4 {
 		t.Errorf("the kept pod's token was not refreshed: %v, %d requests", err, len(h.calls()))
 	}

@@ -51,11 +51,11 @@ const (
 type Config struct {
 	Client kubernetes.Interface
 	Logger *zap.Logger
-	// OnChange is called when Version changes, that is when a token is
-	// due for refresh, so that Version is read again (must not block). It
-	// is not called when a token is minted or reused: that leaves Version
-	// as it was.
-	OnChange func()
+	// OnChange is called with the pod's UID when Version changes, that is
+	// when a token of the pod is due for refresh, so that Version is read
+	// again (must not block). It is not called when a token is minted or
+	// reused: that leaves Version as it was.
+	OnChange func(pod types.UID)
 	// Clock defaults to the real clock.
 	Clock clock.WithDelayedExecution
 	// Jitter returns a number in [0, 1): how much of the largest jitter to
@@ -114,7 +114,7 @@ func New(cfg Config) *Manager {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.OnChange == nil {
-		cfg.OnChange = func() {}
+		cfg.OnChange = func(types.UID) {}
 	}
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
@@ -145,7 +145,7 @@ func (m *Manager) Version(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) st
 	e, rolled := m.currentLocked(keyFor(pod, src))
 	m.mu.Unlock()
 	if rolled {
-		m.cfg.OnChange()
+		m.cfg.OnChange(pod.UID)
 	}
 	return version(e)
 }
@@ -161,7 +161,7 @@ func (m *Manager) Token(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccount
 	token := e.token
 	m.mu.Unlock()
 	if rolled {
-		m.cfg.OnChange()
+		m.cfg.OnChange(pod.UID)
 	}
 	if token != nil {
 		return token, nil
@@ -275,7 +275,7 @@ func (m *Manager) expire(k key, e *entry) {
 	}
 	m.mu.Unlock()
 	if current {
-		m.cfg.OnChange()
+		m.cfg.OnChange(k.pod)
 	}
 }
 

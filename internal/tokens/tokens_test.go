@@ -36,6 +36,7 @@ type harness struct {
 	clock   *clocktesting.FakeClock
 	logs    *observer.ObservedLogs
 	changes atomic.Int32
+	changed atomic.Value // the UID of the last OnChange call
 
 	mu       sync.Mutex
 	requests []tokenRequest // guarded by mu
@@ -55,7 +56,10 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), logs: logs}
 	client := fake.NewClientset()
 	client.PrependReactor("create", "serviceaccounts", h.createToken)
-	h.m = New(Config{Client: client, Logger: zap.New(core), OnChange: func() { h.changes.Add(1) }, Clock: h.clock,
+	h.m = New(Config{Client: client, Logger: zap.New(core), OnChange: func(uid types.UID) {
+		h.changed.Store(uid)
+		h.changes.Add(1)
+	}, Clock: h.clock,
 		Jitter: func() float64 { return 0 }})
 	return h
 }
