@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -135,6 +136,12 @@ func restConfig(o options) (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = o.apiQPS, o.apiBurst
 	cfg.UserAgent = "volume-agent/" + o.nodeName
+	// Every client made from this config is typed and reads and writes
+	// built-in types only (pods, nodes, ConfigMaps, Secrets, claims, PVs,
+	// StorageClasses, events, TokenRequests): protobuf, as the kubelet
+	// speaks, costs both sides less than JSON. JSON stays accepted.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return cfg, nil
 }
 
