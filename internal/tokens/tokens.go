@@ -122,15 +122,16 @@ func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, log: cfg.Logger.Named("tokens"), tokens: map[key]*entry{}}
 }
 
-// Run waits for ctx to end, then stops every refresh timer.
+// Run waits for ctx to end, then stops every refresh timer. The cached
+// tokens stay, so that Version does not change while the agent stops.
 func (m *Manager) Run(ctx context.Context) error {
 	<-ctx.Done()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	for k, e := range m.tokens {
+	for _, e := range m.tokens {
 		e.stop()
-		delete(m.tokens, k)
+		e.refresh = nil
 	}
 	return nil
 }
@@ -158,7 +159,10 @@ func (m *Manager) Token(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccount
 	k := keyFor(pod, src)
 	m.mu.Lock()
 	e, rolled := m.currentLocked(k)
-	token := e.token
+	var token []byte
+	if !e.dueAt(m.now()) { // only once Run has returned is a due entry current
+		token = e.token
+	}
 	m.mu.Unlock()
 	if rolled {
 		m.cfg.OnChange(pod.UID)
@@ -180,10 +184,16 @@ func (m *Manager) Token(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccount
 // currentLocked returns the entry of k, beginning a new epoch when there is
 // none or its token is due; rolled reports that an epoch ended, so that
 // Version changed for volumes set up in it.
+//
+// Once Run has returned, epochs neither begin nor end: Version stays as it
+// was while the agent stops, so that nothing is refreshed then.
 func (m *Manager) currentLocked(k key) (e *entry, rolled bool) {
 	e, ok := m.tokens[k]
-	if ok && !e.dueAt(m.now()) {
+	switch {
+	case ok && (m.closed || !e.dueAt(m.now())):
 		return e, false
+	case m.closed:
+		return &entry{}, false // not cached: Token mints or reuses, nothing is timed
 	}
 	return m.beginLocked(k), ok
 }
@@ -196,9 +206,7 @@ func (m *Manager) beginLocked(k key) *entry {
 	}
 	m.epochs++
 	e := &entry{epoch: m.epochs}
-	if !m.closed {
-		m.tokens[k] = e
-	}
+	m.tokens[k] = e
 	return e
 }
 
@@ -268,7 +276,7 @@ func (m *Manager) request(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccou
 // of a pod that is gone is simply dropped. An entry that replaced e stays.
 func (m *Manager) expire(k key, e *entry) {
 	m.mu.Lock()
-	current := m.tokens[k] == e
+	current := !m.closed && m.tokens[k] == e
 	if current {
 		e.refresh = nil // it fired: nothing to stop (and a fake clock would deadlock)
 		m.beginLocked(k)

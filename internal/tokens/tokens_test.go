@@ -388,9 +388,12 @@ func TestRunStopsTimers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.m.Run(ctx) }()
+	src := &v1.ServiceAccountTokenProjection{}
 	for i := range 3 {
-		h.token(testPod(fmt.Sprint("app", i), fmt.Sprint("uid-", i), ""), &v1.ServiceAccountTokenProjection{})
+		h.token(testPod(fmt.Sprint("app", i), fmt.Sprint("uid-", i), ""), src)
 	}
+	kept := testPod("app0", "uid-0", "")
+	version, token := h.m.Version(kept, src), h.token(kept, src)
 	if !h.clock.HasWaiters() {
 		t.Fatal("no refresh timers after minting tokens")
 	}
@@ -406,10 +409,17 @@ func TestRunStopsTimers(t *testing.T) {
 	if h.clock.HasWaiters() {
 		t.Error("refresh timers still set after Run returned")
 	}
+	// While the agent stops, nothing is refreshed: Version stays.
+	if v, got := h.m.Version(kept, src), h.token(kept, src); v != version || got != token || len(h.calls()) != 3 {
+		t.Errorf("after Run returned: Version %q, token %q after %d requests; want %q, the cached %q, 3", v, got, len(h.calls()), version, token)
+	}
 	changes := h.changes.Load()
 	h.clock.Step(25 * time.Hour)
-	if h.changes.Load() != changes {
-		t.Error("OnChange called after Run returned")
+	if v := h.m.Version(kept, src); h.changes.Load() != changes || v != version {
+		t.Errorf("after Run returned, past the refresh point: %d OnChange calls, Version %q; want none, %q", h.changes.Load()-changes, v, version)
+	}
+	if got := h.token(kept, src); got == token {
+		t.Error("after Run returned, past the refresh point, Token returned the due token")
 	}
 	// A token minted during shutdown is returned but not cached: no timer.
 	h.token(testPod("late", "uid-late", ""), &v1.ServiceAccountTokenProjection{})
