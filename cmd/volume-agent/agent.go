@@ -103,7 +103,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 		return err
 	}
 	a.provs = provs
-	cluster, err := newCluster(o, log, notify, provs, status.Worlds{Desired: a.desired, Actual: a.actual}.Ready)
+	cluster, err := newCluster(o, log, notify, a.notifyPod, provs, status.Worlds{Desired: a.desired, Actual: a.actual}.Ready)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func runAgent(ctx context.Context, o options, log *zap.Logger) error {
 	registry := plugins.Default(plugins.Config{Mounter: mounter, Root: layout.Root(root), NodeName: o.nodeName, Logger: log.Named("plugins"), Tokens: cluster.tokenSource(), HostRoot: o.hostRoot,
 		HostPathCheckers: checkers, NoSwap: probeNoSwap(mounter, log), LocalRoot: provs.localRoot})
 	a.populator = populator.New(populator.Config{Sources: a.sources, Desired: a.desired, Actual: a.actual, PodDirs: a.actual, Plugins: registry, Logger: log,
-		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder()})
+		OnPodGone: cluster.forgetPod, Recorder: cluster.problemRecorder(), VolatileByPod: true})
 	worlds := status.Worlds{Desired: a.desired, Actual: a.actual, Usage: a.usage}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

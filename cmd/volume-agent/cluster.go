@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -30,9 +31,10 @@ type cluster struct {
 }
 
 // newCluster connects to the API server when --kubeconfig is given or the
-// agent runs in a pod; it returns nil otherwise. ready says whether a pod
-// is ready, for its one SuccessfulMountVolume event.
-func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners, ready func(types.UID) bool) (*cluster, error) {
+// agent runs in a pod; it returns nil otherwise. notifyPod names a pod whose
+// token volumes must be computed again; ready says whether a pod is ready,
+// for its one SuccessfulMountVolume event.
+func newCluster(o options, log *zap.Logger, notify func(), notifyPod func(types.UID), provs *provisioners, ready func(types.UID) bool) (*cluster, error) {
 	cfg, err := restConfig(o)
 	if cfg == nil || err != nil {
 		return nil, err
@@ -76,7 +78,7 @@ func newCluster(o options, log *zap.Logger, notify func(), provs *provisioners, 
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client for token requests: %w", err)
 		}
-		c.tokens = tokens.New(tokens.Config{Client: tokenClient, Logger: log, OnChange: notify})
+		c.tokens = tokens.New(tokens.Config{Client: tokenClient, Logger: log, OnChange: notifyPod})
 	}
 	if len(o.provisioners) == 0 {
 		return c, nil
@@ -143,6 +145,12 @@ func restConfig(o options) (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = o.apiQPS, o.apiBurst
 	cfg.UserAgent = "volume-agent/" + o.nodeName
+	// Every client made from this config is typed and reads and writes
+	// built-in types only (pods, nodes, ConfigMaps, Secrets, claims, PVs,
+	// StorageClasses, events, TokenRequests): protobuf, as the kubelet
+	// speaks, costs both sides less than JSON. JSON stays accepted.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return cfg, nil
 }
 
@@ -219,3 +227,7 @@ func (c *cluster) runners() map[string]runner {
 }
 
 var errNothingToServe = errors.New("nothing to serve: give --manifests DIR and/or --kubeconfig FILE (see --help)")
+
+// notifyPod asks the populator for a pass that computes pod uid's token
+// volumes again: the token manager names the pod whose token is due.
+func (a *agent) notifyPod(uid types.UID) { a.populator.NotifyPod(uid) }

@@ -45,6 +45,9 @@ type podInputs struct {
 	objects volume.Objects // src.Objects(), once per pass
 	pod     *v1.Pod
 	node    *v1.Node
+	// volatile is set when the pod's volatile volumes may have changed
+	// since the last pass: they are computed again.
+	volatile bool
 }
 
 func (c *cachedPod) sameInputs(in podInputs) bool {
@@ -93,7 +96,7 @@ func (p *Populator) volumesOf(in podInputs) []cachedVolume {
 }
 
 // refreshVolumes computes again the volumes of prev that read an object
-// that changed since, and the volatile ones; it reports whether any came
+// that changed since, and the volatile ones when in.volatile; it reports whether any came
 // out different. A volume whose objects changed counts as different even
 // when what the desired state shows of it is the same: its new Spec (a
 // PersistentVolume's new source, say) is for the next SetUp.
@@ -101,7 +104,7 @@ func (p *Populator) refreshVolumes(in podInputs, prev []cachedVolume) ([]cachedV
 	var out []cachedVolume // a copy, made at the first difference
 	for i, c := range prev {
 		same := readsUnchanged(c.reads, in.objects)
-		if same && !c.volatile {
+		if same && (!c.volatile || !in.volatile) {
 			continue
 		}
 		next := p.computeVolume(in, &in.pod.Spec.Volumes[i], podProblem(in.pod))
@@ -150,7 +153,8 @@ func podProblem(pod *v1.Pod) string {
 
 // volatile reports whether a volume's content version depends on state no
 // source holds: a service account token, minted and refreshed by the
-// agent itself. Such a volume is computed at every pass.
+// agent itself. Such a volume is computed at every pass, or with
+// Config.VolatileByPod at the passes after NotifyPod named its pod.
 func volatile(v *v1.Volume) bool {
 	if v.Projected == nil {
 		return false

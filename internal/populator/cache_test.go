@@ -301,3 +301,78 @@ func versions(pods []dsw.Pod) string {
 	}
 	return b.String()
 }
+
+// podTokens is a token source whose versions are per pod, counting the
+// Version calls of each.
+type podTokens struct {
+	mu       sync.Mutex
+	versions map[types.UID]string // guarded by mu
+	calls    map[types.UID]int    // guarded by mu
+}
+
+func (f *podTokens) Token(context.Context, *v1.Pod, *v1.ServiceAccountTokenProjection, []byte) ([]byte, error) {
+	return []byte("token"), nil
+}
+
+func (f *podTokens) Version(pod *v1.Pod, _ *v1.ServiceAccountTokenProjection) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[pod.UID]++
+	return f.versions[pod.UID]
+}
+
+func (f *podTokens) set(uid types.UID, v string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.versions[uid] = v
+}
+
+// takeCalls returns the Version calls per pod since the last call.
+func (f *podTokens) takeCalls() map[types.UID]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	calls := f.calls
+	f.calls = map[types.UID]int{}
+	return calls
+}
+
+// TestTokenVolumesOfNamedPodsOnly: with VolatileByPod, a pass computes
+// again the token volumes of the pods NotifyPod named, not every pod's; a
+// full pass computes them all (the safety net) and sees a version that
+// changed unannounced.
+func TestTokenVolumesOfNamedPodsOnly(t *testing.T) {
+	tokens := &podTokens{versions: map[types.UID]string{"u1": "token:1", "u2": "token:1"}, calls: map[types.UID]int{}}
+	tokenVol := v1.Volume{Name: "api", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+		{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}},
+	}}}}
+	src := newSource("api", true, testPod("u1", "one", tokenVol), testPod("u2", "two", tokenVol))
+	desired := dsw.New(nil)
+	p := New(Config{Sources: []source.Source{src}, Desired: desired, Logger: zaptest.NewLogger(t), Resync: time.Hour, VolatileByPod: true,
+		Plugins: plugins.Default(plugins.Config{Mounter: &mount.Fake{}, NodeName: "node-1", Tokens: tokens})})
+	h := &harness{p: p, desired: desired}
+	p.Populate()
+	if calls := tokens.takeCalls(); calls["u1"] == 0 || calls["u2"] == 0 {
+		t.Fatalf("first pass read the versions %v, want both pods'", calls)
+	}
+	p.Populate()
+	if calls := tokens.takeCalls(); len(calls) != 0 {
+		t.Errorf("a pass nothing named read the token versions %v, want none", calls)
+	}
+	tokens.set("u1", "token:2")
+	tokens.set("u2", "token:2")
+	p.NotifyPod("u1")
+	p.Populate()
+	if calls := tokens.takeCalls(); calls["u1"] == 0 || calls["u2"] != 0 {
+		t.Errorf("a pass after NotifyPod(u1) read the versions %v, want u1's only", calls)
+	}
+	if v := h.volume(t, "u1", "api"); !strings.HasSuffix(v.Version, "/token:2") {
+		t.Errorf("u1's version = %q, want the new token's", v.Version)
+	}
+	if v := h.volume(t, "u2", "api"); !strings.HasSuffix(v.Version, "/token:1") {
+		t.Errorf("u2's version = %q, want the old one until its pod is named or a full pass", v.Version)
+	}
+	p.PopulateAll()
+	if v := h.volume(t, "u2", "api"); !strings.HasSuffix(v.Version, "/token:2") {
+		t.Errorf("u2's version after a full pass = %q, want the new token's", v.Version)
+	}
+}

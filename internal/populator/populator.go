@@ -71,6 +71,12 @@ type Config struct {
 	Settle time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// VolatileByPod says that a volatile volume's version (a service
+	// account token's) changes only when NotifyPod names its pod: a pass
+	// then computes again the volatile volumes of the pods named since the
+	// last pass, not of every pod. Full passes still compute every volume,
+	// the safety net. Off, every pass computes every volatile volume.
+	VolatileByPod bool
 }
 
 // Recorder reports volume failures on their pod.
@@ -90,6 +96,10 @@ type Populator struct {
 	// cache holds what the passes derived from each pod they put in the
 	// desired state (see cachedPod).
 	cache map[types.UID]*cachedPod // guarded by mu
+
+	// named holds the pods NotifyPod named since the last pass began.
+	namedMu sync.Mutex
+	named   map[types.UID]bool // guarded by namedMu
 }
 
 // New returns a populator; it starts nothing.
@@ -111,6 +121,27 @@ func New(cfg Config) *Populator {
 
 // Notify asks for a pass soon. It never blocks.
 func (p *Populator) Notify() { p.wake.Notify() }
+
+// NotifyPod asks for a pass soon that computes again the volatile volumes
+// of pod uid (see Config.VolatileByPod). It never blocks.
+func (p *Populator) NotifyPod(uid types.UID) {
+	p.namedMu.Lock()
+	if p.named == nil {
+		p.named = map[types.UID]bool{}
+	}
+	p.named[uid] = true
+	p.namedMu.Unlock()
+	p.wake.Notify()
+}
+
+// takeNamed returns the pods NotifyPod named since the last call.
+func (p *Populator) takeNamed() map[types.UID]bool {
+	p.namedMu.Lock()
+	defer p.namedMu.Unlock()
+	named := p.named
+	p.named = nil
+	return named
+}
 
 // Stuck returns an error when a pass has been pending for longer than limit.
 func (p *Populator) Stuck(limit time.Duration) error { return p.wake.Stuck(limit) }
@@ -165,12 +196,13 @@ func (p *Populator) populate(full bool) time.Time {
 	synced := map[string]bool{}
 	statuses := make([]source.Status, 0, len(p.cfg.Sources))
 	allSynced := true
+	named := p.takeNamed()
 	for _, src := range p.cfg.Sources {
 		st := src.Status()
 		statuses = append(statuses, st)
 		synced[src.Name()] = st.Synced
 		allSynced = allSynced && st.Synced
-		p.addSource(src, round, full)
+		p.addSource(src, round, full, named)
 	}
 	p.removeGone(round, synced, full)
 	due := p.decideRemovals(statuses, p.cfg.Now())
@@ -182,8 +214,9 @@ func (p *Populator) populate(full bool) time.Time {
 }
 
 // addSource brings the pods src lists up to date; full computes them all
-// again, whatever is cached.
-func (p *Populator) addSource(src source.Source, round int64, full bool) {
+// again, whatever is cached. named are the pods whose volatile volumes may
+// have changed (when Config.VolatileByPod).
+func (p *Populator) addSource(src source.Source, round int64, full bool, named map[types.UID]bool) {
 	in := podInputs{src: src, objects: src.Objects(), node: src.Node()}
 	for _, pod := range src.Pods() {
 		if source.Terminated(pod) {
@@ -198,6 +231,7 @@ func (p *Populator) addSource(src source.Source, round int64, full bool) {
 			prev = nil
 		}
 		in.pod = pod
+		in.volatile = !p.cfg.VolatileByPod || named[pod.UID]
 		p.cache[pod.UID] = p.syncPod(in, prev, round)
 	}
 }

@@ -13,23 +13,21 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// reuse caches current, the token found in the volume, when it can be
-// reused (see reusable); it reports whether it did. current is then the
-// payload already in the volume, and the atomic writer rewrites nothing.
-func (m *Manager) reuse(k key, pod *v1.Pod, current []byte) bool {
+// reuse reports whether current, the token found in the volume, can be
+// reused (see reusable), and when it was issued and is due. current is then
+// the payload already in the volume, and the atomic writer rewrites nothing.
+func (m *Manager) reuse(k key, pod *v1.Pod, current []byte) (issued, due time.Time, ok bool) {
 	if len(current) == 0 {
-		return false
+		return time.Time{}, time.Time{}, false
 	}
 	log := m.log.With(podField(pod), zap.String("serviceAccount", k.account))
 	issued, due, err := m.reusable(k, pod.Namespace, current)
 	if err != nil {
 		log.Debug("token in volume not reused", zap.Error(err))
-		return false
+		return time.Time{}, time.Time{}, false
 	}
-	m.store(k, current, issued, due)
 	log.Debug("token in volume reused", zap.Time("refresh", due))
-	m.cfg.OnChange()
-	return true
+	return issued, due, true
 }
 
 // reusable checks that token's claims show it was issued for k to a pod in

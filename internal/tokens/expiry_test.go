@@ -55,15 +55,41 @@ func TestWallClockExpiryWithoutTimer(t *testing.T) {
 		t.Fatal("the test's clock fired the refresh timer; it must not")
 	}
 	due := h.m.Version(pod, src)
-	if due == version || due == "token:none" {
-		t.Fatalf("Version past the refresh point by the wall clock = %q, want a new one (not %q, not token:none)", due, version)
+	if due == version {
+		t.Fatalf("Version past the refresh point by the wall clock = %q, want a new one", due)
+	}
+	if h.changes.Load() != changes+1 {
+		t.Errorf("OnChange called %d times when Version found the token due, want once", h.changes.Load()-changes)
 	}
 	second := h.token(pod, src)
 	if second == first || len(h.calls()) != 2 {
 		t.Fatalf("Token past the refresh point by the wall clock = %q after %d requests, want a new token", second, len(h.calls()))
 	}
-	if v := h.m.Version(pod, src); v == due || v == version {
-		t.Errorf("Version after the new token = %q, want it to differ from %q and %q", v, version, due)
+	if v := h.m.Version(pod, src); v != due {
+		t.Errorf("Version after the new token = %q, want %q, the Version its refresh was planned at", v, due)
+	}
+}
+
+// TestTokenPastTheRefreshPointChangesVersion: a Token call that finds the
+// cached token due before any Version did (a set-up planned before the
+// refresh point) mints a new one and changes the Version, so that the
+// other volumes holding the old token are refreshed too.
+func TestTokenPastTheRefreshPointChangesVersion(t *testing.T) {
+	h := newHarness(t)
+	suspended := &suspendedClock{FakeClock: h.clock}
+	h.m.cfg.Clock = suspended
+	pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{}
+	first := h.token(pod, src)
+	version := h.m.Version(pod, src)
+	suspended.sleep(48 * time.Minute)
+	if second := h.token(pod, src); second == first {
+		t.Fatal("Token past the refresh point returned the old token")
+	}
+	if h.changes.Load() != 1 {
+		t.Errorf("OnChange called %d times, want once", h.changes.Load())
+	}
+	if v := h.m.Version(pod, src); v == version {
+		t.Errorf("Version = %q after the token was replaced, as before: other volumes would keep the old token", v)
 	}
 }
 
@@ -113,8 +139,11 @@ func TestJitter(t *testing.T) {
 	for i := range 50 {
 		now := clk.Now()
 		k := keyFor(testPod("app", string(rune('a'+i)), ""), src)
-		m.store(k, []byte("t"), now, m.dueTime(now, 600*time.Second))
-		due := m.tokens[k].due
+		m.mu.Lock()
+		e := m.beginLocked(k)
+		m.mu.Unlock()
+		m.fill(k, e, []byte("t"), now, m.dueTime(now, 600*time.Second))
+		due := e.due
 		if d := due.Sub(now); d < 432*time.Second || d > 480*time.Second {
 			t.Fatalf("refresh %v after issue, want between 432s (90%% of 480s) and 480s", d)
 		}
@@ -134,19 +163,27 @@ func TestForgetPod(t *testing.T) {
 	h.token(gone, api)
 	h.token(kept, api)
 	changes := h.changes.Load()
+	goneVersions := []string{h.m.Version(gone, vault), h.m.Version(gone, api)}
+	keptVersion := h.m.Version(kept, api)
 
 	h.m.ForgetPod(gone.UID)
-	for _, src := range []*v1.ServiceAccountTokenProjection{vault, api} {
-		if v := h.m.Version(gone, src); v != "token:none" {
-			t.Errorf("Version of a forgotten pod's token = %q, want token:none", v)
+	for i, src := range []*v1.ServiceAccountTokenProjection{vault, api} {
+		if v := h.m.Version(gone, src); v == goneVersions[i] {
+			t.Errorf("Version of a forgotten pod's token = %q, as before", v)
 		}
 	}
-	if v := h.m.Version(kept, api); v == "token:none" {
+	if v := h.m.Version(kept, api); v != keptVersion {
+		t.Error("ForgetPod changed another pod's Version")
+	}
+	if n := len(h.calls()); n != 3 || h.token(kept, api) != "TOKEN-3-default" {
 		t.Error("ForgetPod dropped another pod's token")
 	}
 	h.clock.Step(48 * time.Minute)
 	if got := h.changes.Load() - changes; got != 1 {
 		t.Errorf("OnChange called %d times at the refresh point, want once (the forgotten pod's timers are stopped)", got)
+	}
+	if got := h.changed.Load(); got != kept.UID {
+		t.Errorf("OnChange named pod %v at the refresh point, want %s, whose token is due", got, kept.UID)
 	}
 	if _, err := h.m.Token(context.Background(), kept, api, nil); err != nil || len(h.calls()) != 4 {
 		t.Errorf("the kept pod's token was not refreshed: %v, %d requests", err, len(h.calls()))

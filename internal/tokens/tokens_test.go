@@ -36,6 +36,7 @@ type harness struct {
 	clock   *clocktesting.FakeClock
 	logs    *observer.ObservedLogs
 	changes atomic.Int32
+	changed atomic.Value // the UID of the last OnChange call
 
 	mu       sync.Mutex
 	requests []tokenRequest // guarded by mu
@@ -55,7 +56,10 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), logs: logs}
 	client := fake.NewClientset()
 	client.PrependReactor("create", "serviceaccounts", h.createToken)
-	h.m = New(Config{Client: client, Logger: zap.New(core), OnChange: func() { h.changes.Add(1) }, Clock: h.clock,
+	h.m = New(Config{Client: client, Logger: zap.New(core), OnChange: func(uid types.UID) {
+		h.changed.Store(uid)
+		h.changes.Add(1)
+	}, Clock: h.clock,
 		Jitter: func() float64 { return 0 }})
 	return h
 }
@@ -159,39 +163,93 @@ func TestTokenIsCached(t *testing.T) {
 	h := newHarness(t)
 	pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{}
 	first := h.token(pod, src)
-	if h.changes.Load() != 1 {
-		t.Errorf("OnChange called %d times after minting, want 1", h.changes.Load())
-	}
 	if second := h.token(pod, src); second != first {
 		t.Errorf("second Token = %q, want the cached %q", second, first)
 	}
 	if n := len(h.calls()); n != 1 {
 		t.Errorf("%d token requests for two Token calls, want 1", n)
 	}
-	if h.changes.Load() != 1 {
-		t.Errorf("OnChange called %d times after a cached Token, want still 1", h.changes.Load())
+	if h.changes.Load() != 0 {
+		t.Errorf("OnChange called %d times after minting and a cached Token, want never: Version did not change", h.changes.Load())
 	}
 }
 
-func TestVersionChangesWithTheToken(t *testing.T) {
+// TestMintingLeavesTheVersion: the token a set-up mints belongs to the
+// Version the set-up was planned at, so no refresh follows the set-up. The
+// Version changes when the token is due, and the token minted then belongs
+// to the new Version.
+func TestMintingLeavesTheVersion(t *testing.T) {
 	h := newHarness(t)
 	pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{}
-	if v := h.m.Version(pod, src); v != "token:none" {
-		t.Fatalf("Version before any token = %q, want token:none", v)
+	planned := h.m.Version(pod, src)
+	if v := h.m.Version(pod, src); v != planned {
+		t.Fatalf("Version before any token changed from %q to %q between two calls", planned, v)
+	}
+	first := h.token(pod, src)
+	if v := h.m.Version(pod, src); v != planned {
+		t.Fatalf("Version after the set-up's minting = %q, want %q, the Version it was planned at (a refresh would follow)", v, planned)
 	}
 	h.token(pod, src)
-	v1st := h.m.Version(pod, src)
-	if v1st == "token:none" {
-		t.Fatal("Version did not change when a token was minted")
+	if v := h.m.Version(pod, src); v != planned {
+		t.Errorf("Version changed from %q to %q without a new token", planned, v)
 	}
-	h.token(pod, src)
-	if v := h.m.Version(pod, src); v != v1st {
-		t.Errorf("Version changed from %q to %q without a new token", v1st, v)
+	h.clock.Step(48 * time.Minute)
+	due := h.m.Version(pod, src)
+	if due == planned || h.changes.Load() != 1 {
+		t.Fatalf("Version at the refresh point = %q after %d OnChange calls, want a new one (not %q) after one", due, h.changes.Load(), planned)
 	}
-	h.clock.Step(time.Hour)
+	if got := h.token(pod, src); got == first || len(h.calls()) != 2 {
+		t.Fatalf("Token at the refresh point = %q after %d requests, want a new token from a second request", got, len(h.calls()))
+	}
+	if v := h.m.Version(pod, src); v != due {
+		t.Errorf("Version after the refresh's minting = %q, want %q, the Version the refresh was planned at", v, due)
+	}
+}
+
+// TestForgottenPodGetsANewVersion: a pod forgotten and listed again gets a
+// Version its volumes were not set up at, so that they are refreshed and
+// their tokens found, cached and timed for refresh again.
+func TestForgottenPodGetsANewVersion(t *testing.T) {
+	h := newHarness(t)
+	pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{}
+	before := h.m.Version(pod, src)
 	h.token(pod, src)
-	if v := h.m.Version(pod, src); v == v1st || v == "token:none" {
-		t.Errorf("Version after refresh = %q, want different from %q and token:none", v, v1st)
+	h.m.ForgetPod(pod.UID)
+	if v := h.m.Version(pod, src); v == before {
+		t.Errorf("Version after ForgetPod = %q, the Version the volume was set up at: the volume would not be refreshed", v)
+	}
+}
+
+// TestOneTokenPerVersion: two set-ups that ask at once in one epoch (two
+// volumes of a pod with the same token source) both get the token stored
+// first, so that the volumes of one Version hold one token; a token that
+// arrives after its pod was forgotten is written but not cached.
+func TestOneTokenPerVersion(t *testing.T) {
+	h := newHarness(t)
+	pod, src := testPod("app", "uid-1", ""), &v1.ServiceAccountTokenProjection{}
+	k := keyFor(pod, src)
+	h.m.mu.Lock()
+	e, _ := h.m.currentLocked(k)
+	h.m.mu.Unlock()
+	now := h.clock.Now()
+	if got := h.m.fill(k, e, []byte("first"), now, now.Add(time.Hour)); string(got) != "first" {
+		t.Fatalf("fill = %q, want first", got)
+	}
+	if got := h.m.fill(k, e, []byte("second"), now, now.Add(time.Hour)); string(got) != "first" {
+		t.Errorf("second fill of one epoch = %q, want the epoch's token, first", got)
+	}
+	if got := h.token(pod, src); got != "first" {
+		t.Errorf("Token = %q, want first", got)
+	}
+	h.m.ForgetPod(pod.UID)
+	if got := h.m.fill(k, e, []byte("late"), now, now.Add(time.Hour)); string(got) != "late" {
+		t.Errorf("fill after ForgetPod = %q, want late", got)
+	}
+	h.m.mu.Lock()
+	_, cached := h.m.tokens[k]
+	h.m.mu.Unlock()
+	if cached {
+		t.Error("a token that arrived after its pod was forgotten is cached")
 	}
 }
 
@@ -271,6 +329,7 @@ func TestRequestError(t *testing.T) {
 	h.fail = denied
 	h.mu.Unlock()
 	pod, src := testPod("app", "uid-1", "builder"), &v1.ServiceAccountTokenProjection{}
+	planned := h.m.Version(pod, src)
 	tok, err := h.m.Token(context.Background(), pod, src, nil)
 	if err == nil || tok != nil {
 		t.Fatalf("Token = %q, %v; want no token and an error", tok, err)
@@ -278,8 +337,8 @@ func TestRequestError(t *testing.T) {
 	if !errors.Is(err, denied) || !strings.Contains(err.Error(), "service account ns/builder") {
 		t.Errorf("error %q does not wrap the API error or name the service account", err)
 	}
-	if v := h.m.Version(pod, src); v != "token:none" {
-		t.Errorf("Version after a failed request = %q, want token:none", v)
+	if v := h.m.Version(pod, src); v != planned {
+		t.Errorf("Version after a failed request = %q, want %q as before: the set-up is retried, not refreshed", v, planned)
 	}
 	h.mu.Lock()
 	h.fail = nil
@@ -329,9 +388,12 @@ func TestRunStopsTimers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.m.Run(ctx) }()
+	src := &v1.ServiceAccountTokenProjection{}
 	for i := range 3 {
-		h.token(testPod(fmt.Sprint("app", i), fmt.Sprint("uid-", i), ""), &v1.ServiceAccountTokenProjection{})
+		h.token(testPod(fmt.Sprint("app", i), fmt.Sprint("uid-", i), ""), src)
 	}
+	kept := testPod("app0", "uid-0", "")
+	version, token := h.m.Version(kept, src), h.token(kept, src)
 	if !h.clock.HasWaiters() {
 		t.Fatal("no refresh timers after minting tokens")
 	}
@@ -347,10 +409,17 @@ func TestRunStopsTimers(t *testing.T) {
 	if h.clock.HasWaiters() {
 		t.Error("refresh timers still set after Run returned")
 	}
+	// While the agent stops, nothing is refreshed: Version stays.
+	if v, got := h.m.Version(kept, src), h.token(kept, src); v != version || got != token || len(h.calls()) != 3 {
+		t.Errorf("after Run returned: Version %q, token %q after %d requests; want %q, the cached %q, 3", v, got, len(h.calls()), version, token)
+	}
 	changes := h.changes.Load()
 	h.clock.Step(25 * time.Hour)
-	if h.changes.Load() != changes {
-		t.Error("OnChange called after Run returned")
+	if v := h.m.Version(kept, src); h.changes.Load() != changes || v != version {
+		t.Errorf("after Run returned, past the refresh point: %d OnChange calls, Version %q; want none, %q", h.changes.Load()-changes, v, version)
+	}
+	if got := h.token(kept, src); got == token {
+		t.Error("after Run returned, past the refresh point, Token returned the due token")
 	}
 	// A token minted during shutdown is returned but not cached: no timer.
 	h.token(testPod("late", "uid-late", ""), &v1.ServiceAccountTokenProjection{})

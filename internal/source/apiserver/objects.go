@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -27,8 +28,14 @@ type objects struct {
 	log       *zap.Logger
 	onChange  func()
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// refs counts the pods referring to each object; entries holds a
+	// watch for each of them once the source runs.
+	refs    map[ref]int      // guarded by mu
 	entries map[ref]*watched // guarded by mu; nil until the first watch
+	// behind is set when refs changed before the source ran: the next
+	// update then makes entries match refs in full.
+	behind bool // guarded by mu
 }
 
 // watched is the watch of one object. An immutable object is kept in
@@ -62,27 +69,63 @@ func newObjectInformer(lw cache.ListerWatcher, example runtime.Object, h cache.R
 // GetStore returns the object's store (empty, or the one object).
 func (i *objectInformer) GetStore() cache.Store { return i.store }
 
-// watch makes the set of watched objects exactly refs.
-func (o *objects) watch(refs map[ref]bool) {
-	ctx := o.runner.context()
-	if ctx == nil {
-		return // not running yet; the first pod event after start calls again
+// update counts one pod's new references (added) and dropped ones
+// (removed): an object's watch starts with its first reference and stops
+// with its last.
+func (o *objects) update(added, removed []ref) {
+	if len(added)+len(removed) == 0 {
+		return
 	}
+	ctx := o.runner.context()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.entries == nil {
-		o.entries = map[ref]*watched{}
+	if o.refs == nil {
+		o.refs, o.entries = map[ref]int{}, map[ref]*watched{}
 	}
+	for _, r := range added {
+		o.refs[r]++
+	}
+	for _, r := range removed {
+		if o.refs[r]--; o.refs[r] <= 0 {
+			delete(o.refs, r)
+		}
+	}
+	switch {
+	case ctx == nil:
+		o.behind = true // not running yet; the first update after start catches up
+	case o.behind:
+		o.behind = false
+		o.syncLocked(ctx)
+	default:
+		for _, r := range slices.Concat(removed, added) {
+			o.watchOneLocked(ctx, r)
+		}
+	}
+}
+
+// syncLocked makes the watched objects exactly those refs counts.
+func (o *objects) syncLocked(ctx context.Context) {
 	for r, w := range o.entries {
-		if !refs[r] {
+		if o.refs[r] == 0 {
 			w.stop()
 			delete(o.entries, r)
 		}
 	}
-	for r := range refs {
-		if _, ok := o.entries[r]; !ok {
-			o.entries[r] = o.startLocked(ctx, r)
-		}
+	for r := range o.refs {
+		o.watchOneLocked(ctx, r)
+	}
+}
+
+// watchOneLocked starts the watch of r when a pod refers to it and it has
+// none, and stops it when no pod does.
+func (o *objects) watchOneLocked(ctx context.Context, r ref) {
+	w, watching := o.entries[r]
+	switch wanted := o.refs[r] > 0; {
+	case wanted && !watching:
+		o.entries[r] = o.startLocked(ctx, r)
+	case !wanted && watching:
+		w.stop()
+		delete(o.entries, r)
 	}
 }
 

@@ -1,10 +1,11 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,6 +57,7 @@ type Source struct {
 	pvcs       *lazyInformer
 	configMaps *objects
 	secrets    *objects
+	references *referenceTracker // of configMaps and secrets
 	runner     *runner
 }
 
@@ -104,7 +106,8 @@ func New(cfg Config) (*Source, error) {
 	if _, err := s.node.AddEventHandler(notifyHandler(cfg.OnChange)); err != nil {
 		return nil, err
 	}
-	if _, err := s.pods.AddEventHandler(notifyHandler(s.podsChanged)); err != nil {
+	s.references = &referenceTracker{configMaps: s.configMaps, secrets: s.secrets}
+	if _, err := s.pods.AddEventHandler(podHandler(s.podChanged)); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -137,6 +140,16 @@ func notifyHandler(fn func()) cache.ResourceEventHandlerFuncs {
 	}
 }
 
+// podHandler calls fn with the pod of every add, update and delete (for a
+// delete, possibly a tombstone).
+func podHandler(fn func(any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { fn(obj) },
+		UpdateFunc: func(_, obj any) { fn(obj) },
+		DeleteFunc: func(obj any) { fn(obj) },
+	}
+}
+
 // Name implements source.Source.
 func (s *Source) Name() string { return Name }
 
@@ -155,15 +168,23 @@ func (s *Source) Run(ctx context.Context) error {
 	return nil
 }
 
-// podsChanged re-derives which ConfigMaps and Secrets to watch.
-func (s *Source) podsChanged() {
-	cms, secrets := references(s.Pods())
-	s.configMaps.watch(cms)
-	s.secrets.watch(secrets)
+// podChanged brings the watched ConfigMaps and Secrets up to date with the
+// one pod an event is about, as the store now holds it (the store is level:
+// whatever the event said, the store's object is the latest).
+func (s *Source) podChanged(obj any) {
+	if key, ok := podEventKey(obj); ok {
+		var refs podRefs
+		if item, exists, err := s.pods.GetStore().GetByKey(key); err == nil && exists {
+			if p, ok := item.(*v1.Pod); ok && p.Spec.NodeName == s.cfg.NodeName {
+				refs = referencesOf(p)
+			}
+		}
+		s.references.set(key, refs)
+	}
 	s.cfg.OnChange()
 }
 
-// Pods returns the pods bound to this node, sorted by namespace/name.
+// Pods returns the pods bound to this node, sorted by namespace and name.
 func (s *Source) Pods() []*v1.Pod {
 	items := s.pods.GetStore().List()
 	pods := make([]*v1.Pod, 0, len(items))
@@ -172,8 +193,8 @@ func (s *Source) Pods() []*v1.Pod {
 			pods = append(pods, p)
 		}
 	}
-	sort.Slice(pods, func(i, j int) bool {
-		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+	slices.SortFunc(pods, func(a, b *v1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return pods
 }
