@@ -12,13 +12,15 @@
 // burst of set-ups does about a quarter of the collections, and a soft
 // memory limit of BusyMemoryLimit keeps the Go heap from growing past what
 // GOGC 100 would allow for any heap below half that limit. The trim puts
-// both back, then collects: the memory at rest does not change. A GOGC or
-// GOMEMLIMIT the operator set is left alone.
+// both back, then collects: the memory at rest does not change. When the
+// operator set GOGC or GOMEMLIMIT in the environment, the collector is left
+// as they set it, busy or not.
 package memtrim
 
 import (
 	"cmp"
 	"math"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -75,7 +77,8 @@ type Config struct {
 	Free func()
 	// BusyGCPercent and BusyMemoryLimit are GOGC and the soft memory
 	// limit while busy (DefaultBusyGCPercent, DefaultBusyMemoryLimit); a
-	// negative BusyGCPercent leaves the collector as it is.
+	// negative BusyGCPercent leaves the collector as it is, and so does
+	// GOGC or GOMEMLIMIT set in the environment.
 	BusyGCPercent   int
 	BusyMemoryLimit int64
 	// SetGCPercent and SetMemoryLimit are debug's; tests replace them.
@@ -103,9 +106,18 @@ func New(cfg Config) *Trimmer {
 	if cfg.SetMemoryLimit == nil {
 		cfg.SetMemoryLimit = debug.SetMemoryLimit
 	}
+	if operatorSetGC() {
+		cfg.BusyGCPercent = -1
+	}
 	busy := busyGC{percent: cmp.Or(cfg.BusyGCPercent, DefaultBusyGCPercent), limit: cmp.Or(cfg.BusyMemoryLimit, DefaultBusyMemoryLimit),
 		setGCPercent: cfg.SetGCPercent, setMemoryLimit: cfg.SetMemoryLimit}
 	return &Trimmer{quiet: cfg.Quiet, now: cfg.Now, after: cfg.After, free: cfg.Free, busy: busy}
+}
+
+// operatorSetGC reports whether the environment sets GOGC or GOMEMLIMIT:
+// the operator chose how the collector runs, and the agent keeps to it.
+func operatorSetGC() bool {
+	return os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != ""
 }
 
 // Touch records work: the trim waits until Quiet has passed since the

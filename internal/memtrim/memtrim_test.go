@@ -191,3 +191,27 @@ func TestOperatorSettingsKept(t *testing.T) {
 		})
 	}
 }
+
+// TestEnvironmentSettingsKept: GOGC or GOMEMLIMIT in the environment is
+// the operator's choice: the busy settings never replace it.
+func TestEnvironmentSettingsKept(t *testing.T) {
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv("GOGC", "")
+			t.Setenv("GOMEMLIMIT", "")
+			t.Setenv(env, map[string]string{"GOGC": "50", "GOMEMLIMIT": "200MiB"}[env])
+			clk := &manual{now: time.Unix(1000, 0)}
+			gc := &collector{percent: 50, limit: math.MaxInt64}
+			tr := New(Config{Quiet: time.Second, Now: clk.Now, After: clk.After, Free: func() {},
+				SetGCPercent: gc.setGCPercent, SetMemoryLimit: gc.setMemoryLimit})
+			tr.Touch()
+			if gc.percent != 50 || gc.limit != math.MaxInt64 {
+				t.Errorf("while busy with %s set: GOGC %d, limit %d; want both as they were", env, gc.percent, gc.limit)
+			}
+			clk.step(time.Second)
+			if gc.percent != 50 || gc.limit != math.MaxInt64 {
+				t.Errorf("after the trim: GOGC %d, limit %d; want both as they were", gc.percent, gc.limit)
+			}
+		})
+	}
+}
