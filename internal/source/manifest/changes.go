@@ -41,7 +41,8 @@ import (
 //
 // A full rescan (a listing of the whole directory) waits until the whole
 // directory is quiet, as does every name while the scanner can only rescan
-// (see scanner.whole): a listing taken in another name's gap would find it
+// (see scanner.whole), a name renamed into place and the recheck of
+// held-back files too: a listing taken in another name's gap would find it
 // gone.
 //
 // A manifest renamed to another manifest name in the directory is a move:

@@ -56,7 +56,7 @@ func (r *rig) mv(from, to string) {
 	if isManifestName(from) {
 		away = []string{from}
 	}
-	snap, _ := r.sc.readRenamed([]string{to}, away)
+	snap, _, _ := r.sc.readRenamed([]string{to}, away)
 	r.record(snap)
 }
 
@@ -64,7 +64,18 @@ func (r *rig) mv(from, to string) {
 // files again, as the recheck timer does.
 func (r *rig) settle() {
 	r.clock = r.clock.Add(settleDelay + time.Millisecond)
-	r.record(r.sc.reread(r.sc.held))
+	snap, _, _ := r.sc.readRenamed(r.sc.held, nil)
+	r.record(snap)
+}
+
+// reread reads names once they are due, as the quiet timer makes Run do.
+func (r *rig) reread(names []string) {
+	r.t.Helper()
+	snap, list := r.sc.reread(names)
+	if list {
+		r.t.Fatal("the directory is gone")
+	}
+	r.record(snap)
 }
 
 // last returns the current snapshot.
@@ -123,7 +134,7 @@ func TestTwoFileMoveInEitherOrder(t *testing.T) {
 			if err := os.Remove(filepath.Join(r.dir, "z.yaml")); err != nil {
 				t.Fatal(err)
 			}
-			r.record(r.sc.reread([]string{"z.yaml"}))
+			r.reread([]string{"z.yaml"})
 			if got := podNames(r.last().pods); !slices.Equal(got, []string{"default/db", "default/web"}) {
 				t.Errorf("pods %v once z.yaml is deleted, want db and web: db belongs to a.yaml now", got)
 			}
@@ -159,10 +170,10 @@ func TestDraftCannotTakeOverFromAHalfWrittenFile(t *testing.T) {
 	r := newRig(t, map[string]string{"b.yaml": full})
 	r.renameIn("a-draft.yaml", pod("web", "draft"))
 	writeFresh(t, r.dir, "b.yaml", pod("db", "v1")) // half written
-	r.record(r.sc.reread([]string{"b.yaml"}))
+	r.reread([]string{"b.yaml"})
 	r.clock = r.clock.Add(settleDelay / 2)
 	writeFresh(t, r.dir, "b.yaml", full) // and complete
-	r.record(r.sc.reread([]string{"b.yaml"}))
+	r.reread([]string{"b.yaml"})
 	r.settle()
 	for i, snap := range r.snaps {
 		if img := imageOf(snap, "web"); img != "in-force" {
@@ -200,7 +211,7 @@ func TestMovedPodThatDropsAVolumeSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFresh(t, r.dir, "b.yaml", pod("db", "v1")+"---\n"+pod("web", "v2"))
-	r.record(r.sc.reread([]string{"a.yaml", "b.yaml"}))
+	r.reread([]string{"a.yaml", "b.yaml"})
 	if img := imageOf(r.last(), "web"); img != "v1" {
 		t.Errorf("web image %q, want the version with its volume until b.yaml settles", img)
 	}

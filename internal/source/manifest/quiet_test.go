@@ -575,3 +575,81 @@ func TestResyncWaitsForTheQuietPeriod(t *testing.T) {
 		t.Errorf("pods %v: a resync read the name in its gap", podNames(h.src.Pods()))
 	}
 }
+
+// While the scanner can only list the whole directory (here: a replaced
+// directory's file is orphaned), reading a file renamed into place at once
+// would be a listing taken in the gap of another name, which would find it
+// gone and remove its pods. So it waits for the directory to be quiet, as
+// does the recheck that drops the orphan. The quiet period never ends here
+// and web.yaml's gap (vim's backup rename) is held open for the whole
+// test: on a loaded machine too, nothing may read the directory meanwhile.
+func TestRenamedInWhileOrphansWaitsForTheQuietDirectory(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "m")
+	fill(t, dir, "web", "db")
+	h, rec := recording(t, dir, func(s *Source) { s.debounce = debounce{delay: time.Hour, max: time.Hour} })
+
+	// The directory replaced by one that lacks db.yaml: db is orphaned.
+	fill(t, filepath.Join(root, "m.new"))
+	writeFile(t, filepath.Join(root, "m.new"), "web.yaml", pod("web", "v2"))
+	if err := os.Rename(dir, filepath.Join(root, "m.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(root, "m.new"), dir); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("the new directory read", func() bool { return h.image("web") == "v2" })
+
+	// web.yaml's gap, then a file renamed into place, handled in the gap.
+	if err := os.Rename(filepath.Join(dir, "web.yaml"), filepath.Join(dir, "web.yaml~")); err != nil {
+		t.Fatal(err)
+	}
+	h.renameIn(t.TempDir(), "api.yaml", pod("api", "v1"))
+	h.eventually("api.yaml's rename handled", func() bool { return h.logged("files", "api.yaml") })
+	rec.alwaysHad(t, "default/web")
+	// The orphan's recheck, due settleDelay after the new directory was
+	// read, comes in the gap too.
+	h.eventually("the orphan's recheck", func() bool { return h.logged("why", "recheck") })
+	rec.alwaysHad(t, "default/web")
+	if err := os.Rename(filepath.Join(dir, "web.yaml~"), filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A file renamed into place while the scanner can only list the whole
+// directory is read by the listing, once the directory is quiet.
+func TestRenamedInWhileOrphansIsReadOnceQuiet(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "m")
+	fill(t, dir, "web", "db")
+	h, rec := recording(t, dir)
+	fill(t, filepath.Join(root, "m.new"), "web")
+	if err := os.Rename(dir, filepath.Join(root, "m.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(root, "m.new"), dir); err != nil {
+		t.Fatal(err)
+	}
+	h.renameIn(t.TempDir(), "api.yaml", pod("api", "v1"))
+	h.eventually("api.yaml read", func() bool { return slices.Contains(podNames(h.src.Pods()), "default/api") })
+	h.eventually("db, not in the new directory, gone once it settles", h.havePods("default/api", "default/web"))
+	rec.alwaysHad(t, "default/web")
+}
+
+// logged reports whether a log entry has field key with value, or with a
+// list of values that holds it.
+func (h *harness) logged(key, value string) bool {
+	for _, e := range h.logs.FilterFieldKey(key).All() {
+		switch v := e.ContextMap()[key].(type) {
+		case string:
+			if v == value {
+				return true
+			}
+		case []any:
+			if slices.Contains(v, any(value)) {
+				return true
+			}
+		}
+	}
+	return false
+}

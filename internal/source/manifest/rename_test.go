@@ -182,12 +182,38 @@ func TestRenamedFileGoneWhenReadWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	snap, gone := sc.readRenamed([]string{"web.yaml"}, []string{"db.yaml"})
+	snap, gone, list := sc.readRenamed([]string{"web.yaml"}, []string{"db.yaml"})
+	if list {
+		t.Error("the directory, still there, to be listed")
+	}
 	if !slices.Equal(gone, []string{"web.yaml"}) {
 		t.Errorf("names left to the quiet period %v, want web.yaml", gone)
 	}
 	if got := podNames(snap.pods); !slices.Equal(got, []string{"default/web"}) {
 		t.Errorf("pods %v, want web kept and db, renamed from, gone", got)
+	}
+}
+
+// A name renamed from that is gone with the directory is not forgotten, and
+// the directory is not listed at once (the listing must wait for it to be
+// quiet, see changes): the caller is told to list it.
+func TestRenamedFromGoneWithTheDirectoryWaits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	fill(t, dir, "web", "db")
+	sc := newScanner(dir, "node-1", zap.NewNop())
+	sc.scan()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	snap, gone, list := sc.readRenamed([]string{"api.yaml"}, []string{"db.yaml"})
+	if !list || len(gone) != 1 {
+		t.Errorf("list %v, gone %v: want the directory listed and api.yaml left to the quiet period", list, gone)
+	}
+	if got := podNames(snap.pods); !slices.Equal(got, []string{"default/db", "default/web"}) {
+		t.Errorf("pods %v, want both kept", got)
+	}
+	if snap, list := sc.reread([]string{"web.yaml"}); !list || len(snap.pods) != 2 {
+		t.Errorf("reread: list %v, pods %v: want the directory listed and both pods kept", list, podNames(snap.pods))
 	}
 }
 
@@ -203,4 +229,29 @@ func TestManifestWrittenThroughAnotherNameIsRead(t *testing.T) {
 	h := start(t, dir)
 	h.write(".web.yaml.orig", pod("web", "v2"))
 	h.expect("edit through the other name", func() bool { return h.image("web") == "v2" })
+}
+
+// The recheck of a held-back file comes when it is due, not when the
+// directory is quiet: a file gone then is in a gap (vim's backup rename
+// here, held open as the quiet period never ends) and waits for its quiet
+// period; forgetting it would remove its pods.
+func TestHeldFileGoneAtItsRecheckWaits(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "pods.yaml", pod("web", "v1")+"---\n"+pod("db", "v1"))
+	h, rec := recording(t, dir, func(s *Source) { s.debounce = debounce{delay: time.Hour, max: time.Hour} })
+	h.renameIn(dir, "pods.yaml", pod("web", "v2"))
+	h.expect("the new content, db held back", func() bool { return h.image("web") == "v2" })
+	if err := os.Rename(filepath.Join(dir, "pods.yaml"), filepath.Join(dir, "pods.yaml~")); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the recheck", func() bool {
+		n := 0
+		for _, e := range h.logs.FilterMessage("manifest directory scanned").All() {
+			if files, ok := e.ContextMap()["files"].([]any); ok && slices.Contains(files, any("pods.yaml")) {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	rec.alwaysHad(t, "default/web")
 }

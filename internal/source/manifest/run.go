@@ -47,12 +47,14 @@ func (s *Source) Run(ctx context.Context) error {
 	return s.loop(ctx, w, fl)
 }
 
-// loop is the event loop: a manifest renamed into place is read at once;
-// the names other events name wait for their quiet period (see changes),
-// which the quiet timer ends; a change on the path is followed, and a new
-// directory read, at once; the recheck timer looks at held-back files
-// again; the resync timer follows the path and rescans the directory once
-// it is quiet.
+// loop is the event loop: a manifest renamed into place is read at once,
+// unless that means listing the directory; the names other events name
+// wait for their quiet period (see changes), which the quiet timer ends; a
+// change on the path is followed, and a new directory read, at once (see
+// scanner.refresh: the old directory's files are orphaned, none removed);
+// the recheck timer looks at held-back files and orphans again; the resync
+// timer follows the path and rescans the directory once it is quiet. No
+// listing of a directory already listed is taken before it is quiet.
 func (s *Source) loop(ctx context.Context, w *watcher, fl *follower) error {
 	quiet := time.NewTimer(time.Hour)
 	quiet.Stop()
@@ -77,16 +79,17 @@ func (s *Source) loop(ctx context.Context, w *watcher, fl *follower) error {
 				s.rescan()
 			}
 			if in, away := c.takeNow(); len(in)+len(away) > 0 {
-				c.wait(s.readRenamed(in, away), now)
+				s.readRenamed(c, in, away, now)
 			}
 		case <-quiet.C:
-			if names, full := c.takeLater(time.Now(), s.debounce, s.scanner.whole()); full {
+			now := time.Now()
+			if names, full := c.takeLater(now, s.debounce, s.scanner.whole()); full {
 				s.rescan()
 			} else if len(names) > 0 {
-				s.reread(names)
+				s.reread(c, names, now)
 			}
 		case <-recheck.C:
-			s.reread(s.scanner.held)
+			s.recheck(c, time.Now())
 		case <-resync.C:
 			if s.follow(fl) {
 				s.rescan()
@@ -159,21 +162,57 @@ func (s *Source) rescan() {
 }
 
 // readRenamed reads the files renamed into place and the names they were
-// renamed from, publishes the result, and returns the names to read again
-// once the directory is quiet.
-func (s *Source) readRenamed(in, away []string) []string {
+// renamed from at now, publishes the result, and makes the names gone
+// since wait for the quiet period. When reading them means listing the
+// whole directory (see scanner.whole), or a name renamed from is gone with
+// the directory, the listing waits for the directory to be quiet instead:
+// taken now it could fall in another name's gap and remove its pods.
+func (s *Source) readRenamed(c *changes, in, away []string, now time.Time) {
+	if s.scanner.whole() {
+		s.waitQuiet(c, "renamed in", in, now)
+		return
+	}
 	start := time.Now()
-	snap, gone := s.scanner.readRenamed(in, away)
+	snap, gone, list := s.scanner.readRenamed(in, away)
 	s.publish(snap)
 	s.logger.Debug("manifest directory scanned", zap.Strings("files", in), zap.Strings("from", away), zap.Duration("took", time.Since(start)))
-	return gone
+	c.wait(gone, now)
+	if list {
+		s.waitQuiet(c, "directory gone", away, now)
+	}
 }
 
-// reread reads the named files again and publishes the result.
-func (s *Source) reread(names []string) {
+// reread reads the named files again, which are due (see changes), and
+// publishes the result; when they are gone with the directory, the
+// directory is listed once quiet.
+func (s *Source) reread(c *changes, names []string, now time.Time) {
 	start := time.Now()
-	s.publish(s.scanner.reread(names))
+	snap, list := s.scanner.reread(names)
+	s.publish(snap)
 	s.logger.Debug("manifest directory scanned", zap.Strings("files", names), zap.Duration("took", time.Since(start)))
+	if list {
+		s.waitQuiet(c, "directory gone", names, now)
+	}
+}
+
+// recheck looks at the held-back files (see settle.go) and the orphans
+// (see refresh) again when they are due: nothing waits for the quiet
+// period to be due, so it is read like a file renamed into place: a held
+// file gone waits for its quiet period, and a listing (an orphan can only
+// go by one) for the directory's.
+func (s *Source) recheck(c *changes, now time.Time) {
+	s.scanner.recheck = time.Time{} // the next merge sets it again
+	if s.scanner.whole() {
+		s.waitQuiet(c, "recheck", s.scanner.held, now)
+		return
+	}
+	s.readRenamed(c, s.scanner.held, nil, now)
+}
+
+// waitQuiet makes the whole directory be listed once it is quiet.
+func (s *Source) waitQuiet(c *changes, why string, names []string, now time.Time) {
+	c.rescan(now)
+	s.logger.Debug("manifest directory to be scanned once quiet", zap.String("why", why), zap.Strings("files", names))
 }
 
 // jitter returns d ±10%.

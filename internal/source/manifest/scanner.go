@@ -131,35 +131,42 @@ func (sc *scanner) scan() *snapshot {
 // reread reads the named files again, reparses those whose bytes changed
 // and returns the resulting snapshot; a name that is gone is forgotten.
 // The other files keep what was last read: their own events bring them in.
-func (sc *scanner) reread(names []string) *snapshot {
-	if sc.whole() || !sc.forget(sc.update(names)) {
-		return sc.scan()
+// While the scanner is whole, it lists the directory: the names are due
+// only once the directory is quiet (see changes). When a name is gone with
+// the directory, it forgets nothing and returns list: the directory must
+// be listed, once quiet.
+func (sc *scanner) reread(names []string) (snap *snapshot, list bool) {
+	if sc.whole() {
+		return sc.scan(), false
 	}
-	return sc.result()
+	list = !sc.forget(sc.update(names))
+	return sc.result(), list
 }
 
 // whole reports whether reading a name means listing the whole directory
 // (see reread): until a listing succeeds, while the directory cannot be
 // read, and while a replaced directory's files are orphaned. A listing
 // taken in the gap of another name would find it gone, so then every name
-// waits for the whole directory to be quiet (see changes).
+// waits for the whole directory to be quiet (see changes), and nothing is
+// read at once.
 func (sc *scanner) whole() bool {
 	return !sc.listed || sc.dirErr != nil || sc.orphans > 0
 }
 
 // readRenamed is reread for the files renamed into place (in) and the
-// manifest names they were renamed from (away); see changes. A name of in
-// that is gone has changed again since its rename, in a way that must wait
-// for the directory to be quiet: it is not forgotten but returned.
-func (sc *scanner) readRenamed(in, away []string) (snap *snapshot, gone []string) {
+// manifest names they were renamed from (away), read at once (see changes).
+// A name of in that is gone has changed again since its rename, in a way
+// that must wait for the quiet period: it is not forgotten but returned. A
+// name of away gone with the directory is not forgotten either: list says
+// that the directory must be listed, once quiet. While the scanner is
+// whole, reading them means listing it, so it reads nothing and says so.
+func (sc *scanner) readRenamed(in, away []string) (snap *snapshot, gone []string, list bool) {
 	if sc.whole() {
-		return sc.scan(), nil
+		return sc.result(), nil, true
 	}
 	gone = sc.update(in)
-	if !sc.forget(sc.update(away)) {
-		return sc.scan(), gone
-	}
-	return sc.result(), gone
+	list = !sc.forget(sc.update(away))
+	return sc.result(), gone, list
 }
 
 // update reads the named files again and returns the names that are gone.

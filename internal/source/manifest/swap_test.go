@@ -17,9 +17,9 @@ type recorder struct {
 	errors []string
 }
 
-// recording starts a source on dir that records every pod list it
-// publishes.
-func recording(t *testing.T, dir string) (*harness, *recorder) {
+// recording starts a source on dir, tweaked before it runs, that records
+// every pod list it publishes.
+func recording(t *testing.T, dir string, tweak ...func(*Source)) (*harness, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	var h *harness
@@ -33,6 +33,9 @@ func recording(t *testing.T, dir string) (*harness, *recorder) {
 			next()
 		}
 	})
+	for _, f := range tweak {
+		f(h.src)
+	}
 	h.run()
 	return h, rec
 }
