@@ -3,6 +3,8 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -89,4 +91,28 @@ func TestReconstructOfNothingReadsNoMountTable(t *testing.T) {
 	writeFile(t, h.devicePath("p", "dev"), "")
 	h.start(t)
 	waitFor(t, "the actual state rebuilt", h.r.Recovered)
+}
+
+// TestStoppedDuringReconstructIsNoFailure: a SIGTERM while the mount table
+// is read at start ends Run without an error (the agent exits 0), changes
+// nothing and does not claim to have recovered.
+func TestStoppedDuringReconstructIsNoFailure(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := newHarness(t, func(c *Config) {
+		c.MountedReadOnly = func(ctx context.Context, _ []string) (map[string]bool, error) {
+			cancel() // the stop arrives while the table is read
+			<-ctx.Done()
+			return nil, fmt.Errorf("gave up waiting for storage: %w", ctx.Err())
+		}
+	})
+	mkdirAll(t, h.volumeDir("p", "v"))
+	if err := h.r.Run(ctx); err != nil {
+		t.Fatalf("Run stopped during the reconstruction = %v; want nil", err)
+	}
+	if h.r.Recovered() {
+		t.Error("recovered without having read the mount table")
+	}
+	if _, err := os.Stat(h.volumeDir("p", "v")); err != nil {
+		t.Errorf("the volume found on disk: %v; want it left as it was", err)
+	}
 }

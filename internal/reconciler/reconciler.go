@@ -193,6 +193,12 @@ func (r *Reconciler) Recovered() bool { return r.recovered.Load() }
 // nil; it starts no operation once ctx has ended.
 func (r *Reconciler) Run(ctx context.Context) error {
 	if err := r.reconstruct(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Stopped while reading what is on disk: nothing was
+			// started or changed, and the next start reads it all
+			// again. A stop asked for is no failure.
+			return nil
+		}
 		return err
 	}
 	r.recovered.Store(true)
