@@ -12,6 +12,7 @@ import (
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
+	"github.com/volume-agent/volume-agent/internal/memtrim"
 )
 
 // runIdle runs a server whose connections idle for idle at most, and
@@ -96,9 +97,10 @@ func TestIdleConnectionsClosedByTheServer(t *testing.T) {
 	resp.Body.Close()
 }
 
-// TestDefaultIdleTimeout: the idle connections of a burst go after 5 s.
+// TestDefaultIdleTimeout: the idle connections of a burst go after half a
+// second, before the heap trim the burst armed.
 func TestDefaultIdleTimeout(t *testing.T) {
-	if DefaultLimits.IdleTimeout != 5*time.Second {
-		t.Fatalf("DefaultLimits.IdleTimeout = %v, want 5s", DefaultLimits.IdleTimeout)
+	if DefaultLimits.IdleTimeout != 500*time.Millisecond || DefaultLimits.IdleTimeout >= memtrim.DefaultQuiet {
+		t.Fatalf("DefaultLimits.IdleTimeout = %v, want 500ms, shorter than memtrim's quiet period", DefaultLimits.IdleTimeout)
 	}
 }

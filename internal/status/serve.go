@@ -42,10 +42,15 @@ var DefaultLimits = Limits{
 	// alive: its next request comes within the burst, milliseconds
 	// later. An idle connection holds a goroutine and 8 KiB of buffers
 	// (110 of them after a burst, about 2 MiB with their stacks): after
-	// 5 s without a request they go, and a client's next request opens
-	// a new connection (Go's and curl's clients retry a GET on an idle
-	// connection the server closed).
-	IdleTimeout:    5 * time.Second,
+	// half a second without a request they go, and a client's next
+	// request opens a new connection (Go's and curl's clients retry a GET
+	// on an idle connection the server closed). Half a second, so that
+	// the closes come before the heap trim a burst arms (memtrim's quiet
+	// second), which the last close puts off: one trim frees both,
+	// within 2 s of the burst's end. With 5 s the closes and a second
+	// trim woke the agent 4 to 6 s after every burst; with 1 s the trim
+	// often fired first and a second one followed.
+	IdleTimeout:    500 * time.Millisecond,
 	MaxHeaderBytes: 16 << 10,
 	MaxBodyBytes:   4 << 10,
 }
