@@ -115,18 +115,21 @@ func (r *Recorder) Run(ctx context.Context) error {
 // nothing. Two volumes that finish at once both see the pod ready, and
 // only the first sends it.
 func (r *Recorder) SetUpSucceeded(spec *volume.Spec) {
-	if !r.wants(spec) || (r.cfg.Ready != nil && !r.cfg.Ready(spec.Pod.UID)) || !r.announce(spec.Pod.UID) {
+	if !r.wants(spec) || !r.announce(spec.Pod.UID) {
 		return
 	}
 	r.event(spec.Pod, v1.EventTypeNormal, ReasonSuccessfulMount, "MountVolume.SetUp succeeded for every volume of the pod: "+volumeNames(spec.Pod))
 }
 
-// announce reports whether pod uid's SuccessfulMountVolume is still to be
-// sent, and records that it is.
+// announce reports whether pod uid is ready and its SuccessfulMountVolume
+// still to be sent, and records that it is. Readiness is asked under the
+// lock ForgetPod takes: a pod removed from the desired state (then
+// forgotten) while its last set-up finishes is either not ready here or
+// forgotten after it is recorded, so no record outlives its pod.
 func (r *Recorder) announce(uid types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.announced[uid] {
+	if r.announced[uid] || (r.cfg.Ready != nil && !r.cfg.Ready(uid)) {
 		return false
 	}
 	if r.announced == nil {
