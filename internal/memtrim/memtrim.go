@@ -22,6 +22,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 )
@@ -34,8 +35,11 @@ const DefaultQuiet = time.Second
 // of 110 pods is a few MiB. The limit applies to all the memory the Go
 // runtime holds (not the tmpfs pages of volumes, charged to the agent's
 // cgroup too): 64 MiB is a quarter of the DaemonSet's 256 MiB limit, and
-// binds before GOGC 400 only once the heap passes about 12 MiB live, and
-// before GOGC 100 only past about 30 MiB live.
+// binds before GOGC 400 only once the heap passes about 12 MiB live. It is
+// raised to twice the live heap when that is more, so that it never binds
+// before GOGC 100 would: on a node whose live heap passes 32 MiB (many
+// large ConfigMaps and Secrets), a 64 MiB limit would make the collector
+// run back to back for the whole busy period.
 const (
 	DefaultBusyGCPercent   = 400
 	DefaultBusyMemoryLimit = 64 << 20
@@ -65,6 +69,7 @@ type busyGC struct {
 	limit          int64
 	setGCPercent   func(int) int
 	setMemoryLimit func(int64) int64
+	liveHeap       func() uint64
 }
 
 // Config configures a Trimmer; zero values take the defaults.
@@ -84,6 +89,9 @@ type Config struct {
 	// SetGCPercent and SetMemoryLimit are debug's; tests replace them.
 	SetGCPercent   func(int) int
 	SetMemoryLimit func(int64) int64
+	// LiveHeap returns the bytes the last collection found live
+	// (runtime/metrics' /gc/heap/live:bytes); tests replace it.
+	LiveHeap func() uint64
 }
 
 // New returns a Trimmer that does nothing until the first Touch.
@@ -109,9 +117,22 @@ func New(cfg Config) *Trimmer {
 	if operatorSetGC() {
 		cfg.BusyGCPercent = -1
 	}
+	if cfg.LiveHeap == nil {
+		cfg.LiveHeap = liveHeap
+	}
 	busy := busyGC{percent: cmp.Or(cfg.BusyGCPercent, DefaultBusyGCPercent), limit: cmp.Or(cfg.BusyMemoryLimit, DefaultBusyMemoryLimit),
-		setGCPercent: cfg.SetGCPercent, setMemoryLimit: cfg.SetMemoryLimit}
+		setGCPercent: cfg.SetGCPercent, setMemoryLimit: cfg.SetMemoryLimit, liveHeap: cfg.LiveHeap}
 	return &Trimmer{quiet: cfg.Quiet, now: cfg.Now, after: cfg.After, free: cfg.Free, busy: busy}
+}
+
+// liveHeap reads the live heap the last collection found.
+func liveHeap() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return sample[0].Value.Uint64()
 }
 
 // operatorSetGC reports whether the environment sets GOGC or GOMEMLIMIT:
@@ -148,7 +169,11 @@ func (b busyGC) start() func() {
 	}
 	limit := b.setMemoryLimit(-1) // reads it
 	if limit == math.MaxInt64 {   // none set
-		b.setMemoryLimit(b.limit)
+		busyLimit := b.limit
+		if live := b.liveHeap(); live < math.MaxInt64/2 && int64(2*live) > busyLimit {
+			busyLimit = int64(2 * live)
+		}
+		b.setMemoryLimit(busyLimit)
 	}
 	return func() {
 		b.setMemoryLimit(limit)

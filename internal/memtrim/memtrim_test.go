@@ -215,3 +215,27 @@ func TestEnvironmentSettingsKept(t *testing.T) {
 		})
 	}
 }
+
+// TestBusyLimitNeverBelowTwiceTheLiveHeap: with more than 32 MiB live, the
+// busy limit is twice the live heap, never less than GOGC 100 would allow
+// (the collector would otherwise run back to back while busy); with less,
+// it is the default.
+func TestBusyLimitNeverBelowTwiceTheLiveHeap(t *testing.T) {
+	for _, tt := range []struct {
+		live uint64
+		want int64
+	}{{8 << 20, DefaultBusyMemoryLimit}, {100 << 20, 200 << 20}} {
+		clk := &manual{now: time.Unix(1000, 0)}
+		gc := &collector{percent: 100, limit: math.MaxInt64}
+		tr := New(Config{Quiet: time.Second, Now: clk.Now, After: clk.After, Free: func() {},
+			SetGCPercent: gc.setGCPercent, SetMemoryLimit: gc.setMemoryLimit, LiveHeap: func() uint64 { return tt.live }})
+		tr.Touch()
+		if gc.limit != tt.want {
+			t.Errorf("live heap %d MiB: busy limit %d MiB, want %d MiB", tt.live>>20, gc.limit>>20, tt.want>>20)
+		}
+		clk.step(time.Second)
+		if gc.limit != math.MaxInt64 {
+			t.Errorf("live heap %d MiB: limit after the trim %d, want none", tt.live>>20, gc.limit)
+		}
+	}
+}
