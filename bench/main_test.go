@@ -73,18 +73,7 @@ func TestTinyRun(t *testing.T) {
 // TestTinyUsageRun runs the usage scenario at a tiny size: every burst and
 // the count of walks during them are reported.
 func TestTinyUsageRun(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the benchmarks need root: the agent mounts tmpfs")
-	}
-	o, err := parseFlags([]string{"-size", "tiny", "-modes", "manifest", "-scenario", "usage",
-		"-agent-args", "--volume-stats-period=1s", "-out", filepath.Join(t.TempDir(), "bench.json")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := run(o, io.Discard, t.Logf)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	rep := runTiny(t, "-modes", "manifest", "-scenario", "usage", "-agent-args", "--volume-stats-period=1s")
 	bursts, walked := 0, false
 	for _, f := range rep.Figures {
 		switch {
@@ -107,18 +96,7 @@ func TestTinyUsageRun(t *testing.T) {
 // agent's CPU per pod, the decay after each burst (12 intervals), the
 // file-system floor and the agent's CPU beyond it.
 func TestTinyBurstsRun(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the benchmarks need root: the agent mounts tmpfs")
-	}
-	o, err := parseFlags([]string{"-size", "tiny", "-modes", "manifest", "-scenario", "bursts", "-rounds", "2",
-		"-out", filepath.Join(t.TempDir(), "bench.json")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := run(o, io.Discard, t.Logf)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	rep := runTiny(t, "-modes", "manifest", "-scenario", "bursts", "-rounds", "2")
 	counts := map[string]int{}
 	for _, f := range rep.Figures {
 		switch {
@@ -191,18 +169,7 @@ func TestPrivateManifestDir(t *testing.T) {
 // tiny size: after each burst the decay, and the API server's requests by
 // kind, among them the benchmark's own creates of the burst's pods.
 func TestTinyClusterBurstsRun(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the benchmarks need root: the agent mounts tmpfs")
-	}
-	o, err := parseFlags([]string{"-size", "tiny", "-modes", "cluster", "-scenario", "bursts", "-rounds", "1",
-		"-out", filepath.Join(t.TempDir(), "bench.json")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := run(o, io.Discard, t.Logf)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	rep := runTiny(t, "-modes", "cluster", "-scenario", "bursts", "-rounds", "1")
 	var decays, requests int
 	for _, f := range rep.Figures {
 		switch {
@@ -241,4 +208,23 @@ func TestParseFlagsRefuses(t *testing.T) {
 			t.Errorf("%v: %v", args, err)
 		}
 	}
+}
+
+// runTiny runs the benchmark at a tiny size with args, as root (it skips
+// otherwise), its JSON written to a temporary directory, and returns the
+// report.
+func runTiny(t *testing.T, args ...string) *report {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the benchmarks need root: the agent mounts tmpfs")
+	}
+	o, err := parseFlags(append([]string{"-size", "tiny", "-out", filepath.Join(t.TempDir(), "bench.json")}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(o, io.Discard, t.Logf)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return rep
 }
