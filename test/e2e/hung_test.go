@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/volume-agent/volume-agent/internal/plugins/emptydir"
 )
 
 // Hung storage blocks only its own volume: other pods still mount, /healthz
@@ -248,4 +250,37 @@ func kernelStacks(pid int) string {
 		}
 	}
 	return b.String()
+}
+
+// TestLimiterAsksNothingOfAHungMount: whether the emptyDir Limiter may have
+// made a volume's directory is asked before its teardown, when a hung mount
+// may sit on that directory. The question is answered from the kernel's
+// cached attributes alone (statx with AT_STATX_DONT_SYNC), so it sends the
+// hung file system no request and returns; a plain lstat of the same
+// directory, the control, does reach the server and blocks.
+func TestLimiterAsksNothingOfAHungMount(t *testing.T) {
+	mnt := t.TempDir()
+	fs := mountHangFS(t, mnt)
+	fs.hang()
+
+	answered := make(chan bool, 1)
+	go func() { answered <- emptydir.Btrfs{}.MayHaveMade(mnt) }()
+	select {
+	case made := <-answered:
+		if made {
+			t.Errorf("MayHaveMade(%s) = true for a FUSE mount point; want false (not a btrfs subvolume)", mnt)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("MayHaveMade(%s) still waiting on the hung file system after 30s", mnt)
+	}
+	if n := fs.blockedBy(os.Getpid()); n > 0 {
+		t.Fatalf("MayHaveMade sent %d requests to the hung file system; want none", n)
+	}
+
+	// The control: without AT_STATX_DONT_SYNC the same question waits on
+	// the server (it stays blocked until the test's cleanup answers it).
+	go func() { _, _ = os.Lstat(mnt) }()
+	waitFor(t, 30*time.Second, "lstat of the hung mount point to reach the server", func() (bool, string) {
+		return fs.blockedBy(os.Getpid()) > 0, ""
+	})
 }
