@@ -31,6 +31,7 @@ FUZZ_TARGETS = \
 	./internal/plugins/contentdir:FuzzItemPaths \
 	./internal/source/manifest:FuzzParseFile \
 	./internal/source/manifest:FuzzSecretNotInProblems \
+	./internal/source/manifest:FuzzOneConversion \
 	./internal/plugins/hostpath:FuzzHostPathSetUp \
 	./internal/procpool:FuzzServe \
 	./internal/plugins/nfs:FuzzValidate \

@@ -141,7 +141,7 @@ func (p *parser) parseObject(d *document, data, js []byte, h header, at where) (
 	if err := checkKind(h); err != nil {
 		return nil, []problem{d.problemOf(at, err)}
 	}
-	obj, _, err := p.decoder.Decode(data, nil, nil)
+	obj, err := p.decode(d, data, js)
 	// A YAML flow mapping reaches the decoder as JSON, whose repeated keys
 	// the conversion dropped: only the text can tell.
 	flow := !d.json && utilyaml.IsJSONBuffer(d.data)
@@ -161,6 +161,32 @@ func (p *parser) parseObject(d *document, data, js []byte, h header, at where) (
 		return nil, []problem{d.problemOf(at, err)}
 	}
 	return []object{o}, nil
+}
+
+// decode decodes the object of data, its text, strictly. YAML text is
+// decoded from js, the JSON toJSON converted it to, with the errors the
+// decoder gives for the text itself: it would convert the text again
+// twice, as it is (to js, byte for byte) and strictly, whose error is
+// d.repeated. So, as the decoder does, a fatal error comes alone, and
+// strict errors come after the repeated keys.
+func (p *parser) decode(d *document, data, js []byte) (runtime.Object, error) {
+	if utilyaml.IsJSONBuffer(data) {
+		return decodeOne(p.decoder, data)
+	}
+	obj, err := decodeOne(p.decoder, js)
+	if d.repeated == nil || (err != nil && !runtime.IsStrictDecodingError(err)) {
+		return obj, err
+	}
+	errs := []error{d.repeated}
+	if strict, ok := runtime.AsStrictDecodingError(err); ok {
+		errs = append(errs, strict.Errors()...)
+	}
+	return obj, runtime.NewStrictDecodingError(errs)
+}
+
+func decodeOne(dec runtime.Decoder, data []byte) (runtime.Object, error) {
+	obj, _, err := dec.Decode(data, nil, nil)
+	return obj, err
 }
 
 // fieldProblems finds, with their lines, the fields of the object at at

@@ -10,6 +10,9 @@ type document struct {
 	line int // first line in the file, 1-based
 	data []byte
 	json bool // a JSON file
+	// repeated is the strict YAML conversion's error when the lax one
+	// succeeded: a mapping key given more than once (toJSON).
+	repeated error
 	// loc locates fields in data; built on first use, when a problem
 	// needs a line.
 	loc *locator

@@ -168,6 +168,7 @@ func (sc *scanner) merge(names []string) []object {
 		todo = waiting
 	}
 	sc.held, sc.recheck = slices.Sorted(maps.Keys(m.held)), m.recheck
+	sc.claims = m.c
 	return sc.inForceNow(names, m.c)
 }
 

@@ -46,6 +46,7 @@ func (sc *scanner) refresh(entries []entry, first, replaced bool) {
 			continue
 		}
 		delete(sc.files, name)
+		sc.fullNext = true
 		sc.logger.Info("manifest file removed", zap.String("file", name))
 	}
 }

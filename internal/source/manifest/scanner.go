@@ -92,6 +92,20 @@ type scanner struct {
 	held []string
 	// inForce is what the last merge put in force, by key.
 	inForce map[key]*object
+	// claims are the last merge's claims (see merge).
+	claims *claims
+	// last is what the last result left when the fast path may build on
+	// it, nil otherwise (see fastResult); dirty are the files read since
+	// that result with new bytes, or not read; fullNext says that the next
+	// result must merge everything: the directory was listed, or a file
+	// forgotten.
+	last     *snapshot
+	dirty    map[string]bool
+	fullNext bool
+	// fullOnly turns the fast path off, and fastResults counts the
+	// results it made (for tests).
+	fullOnly    bool
+	fastResults int
 }
 
 func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
@@ -101,6 +115,7 @@ func newScanner(dir, nodeName string, logger *zap.Logger) *scanner {
 		parser:   newParser(nodeName),
 		logger:   logger,
 		files:    map[string]*fileState{},
+		dirty:    map[string]bool{},
 		now:      time.Now,
 	}
 }
@@ -115,6 +130,7 @@ type entry struct {
 // scan rereads the directory and every file in it, reparses the files whose
 // bytes changed and returns the resulting snapshot.
 func (sc *scanner) scan() *snapshot {
+	sc.fullNext = true
 	entries, id, err := sc.list()
 	sc.dirErr = err
 	if err == nil {
@@ -189,19 +205,37 @@ func (sc *scanner) forget(names []string) bool {
 	for _, name := range names {
 		if _, ok := sc.files[name]; ok {
 			delete(sc.files, name)
+			sc.fullNext = true
 			sc.logger.Info("manifest file removed", zap.String("file", name))
 		}
 	}
 	return true
 }
 
-// result merges what the files hold, logs what changed, and returns the snapshot.
+// result merges what the files hold, logs what changed, and returns the
+// snapshot: by the fast path when it can tell (see fastResult), else by
+// merging every file.
 func (sc *scanner) result() *snapshot {
+	snap := sc.fastResult()
+	if snap == nil {
+		snap = sc.fullResult()
+	}
+	clear(sc.dirty)
+	sc.fullNext = false
+	return snap
+}
+
+// fullResult merges every file, logs what changed, and returns the snapshot.
+func (sc *scanner) fullResult() *snapshot {
 	names := slices.Sorted(maps.Keys(sc.files)) // sorted once for the three
 	objs := sc.merge(names)
 	sc.recheckOrphans()
 	sc.logChanges(names, sc.dirErr)
-	return newSnapshot(objs, sc.nodeName, sc.status(names, sc.dirErr))
+	snap := newSnapshot(objs, sc.nodeName, sc.status(names, sc.dirErr))
+	if sc.clean(names, objs, snap.status) {
+		sc.last = snap
+	}
+	return snap
 }
 
 // list returns the candidate manifest files in the directory, and which
@@ -285,9 +319,11 @@ func (sc *scanner) load(e entry, first bool) bool {
 	f.link = e.link || (st != nil && st.Nlink > 1) // a hard link: another name
 	if err != nil {
 		f.read, f.parsed, f.problems = false, nil, []problem{{msg: err.Error()}}
+		sc.dirty[name] = true
 		return true
 	}
 	if sum := sha256.Sum256(raw); !f.read || sum != f.sum {
+		sc.dirty[name] = true
 		changed := sc.now()
 		if modTime := time.Unix(st.Mtim.Unix()); f.initial && !f.accepted && !f.read && modTime.Before(changed) {
 			changed = modTime // written before start: maybe just before

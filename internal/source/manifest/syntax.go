@@ -13,6 +13,13 @@ import (
 
 // toJSON converts a document to JSON. Its errors never quote the document:
 // they say where the syntax error is and, for YAML, the parser's reason.
+//
+// YAML is converted once, strictly, which is all a valid document needs:
+// the decoder then reads this JSON (parser.decode) instead of converting
+// the text twice more, once as it is and once strictly for repeated keys.
+// A strict conversion that fails is done again as it is, as the decoder
+// did: its error, if any, is the syntax error; else the strict error is a
+// key given more than once, kept in d.repeated for the decoder's errors.
 func toJSON(d *document) ([]byte, error) {
 	if len(bytes.TrimSpace(d.data)) == 0 {
 		return []byte("null"), nil
@@ -24,10 +31,15 @@ func toJSON(d *document) ([]byte, error) {
 	case d.json:
 		return nil, jsonSyntaxError(d, err)
 	}
-	js, err := yaml.YAMLToJSON(d.data)
+	js, strictErr := yaml.YAMLToJSONStrict(d.data)
+	if strictErr == nil {
+		return js, nil
+	}
+	js, err = yaml.YAMLToJSON(d.data)
 	if err != nil {
 		return nil, yamlSyntaxError(d, err)
 	}
+	d.repeated = strictErr
 	return js, nil
 }
 

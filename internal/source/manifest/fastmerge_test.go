@@ -1,0 +1,399 @@
+package manifest
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// spec is one object of a generated manifest: a ConfigMap with data keys,
+// or a pod with emptyDir volumes, an image and maybe an explicit UID.
+type spec struct {
+	pod   bool
+	name  string
+	keys  map[string]string // ConfigMap data
+	vols  []string          // pod volumes
+	image string
+	uid   string
+}
+
+func (s spec) yaml() string {
+	if !s.pod {
+		var b strings.Builder
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata:\n", s.name)
+		for _, k := range slices.Sorted(maps.Keys(s.keys)) {
+			fmt.Fprintf(&b, "  %s: %s\n", k, s.keys[k])
+		}
+		if len(s.keys) == 0 {
+			b.WriteString("  {}\n")
+		}
+		return b.String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n", s.name)
+	if s.uid != "" {
+		fmt.Fprintf(&b, "  uid: %s\n", s.uid)
+	}
+	fmt.Fprintf(&b, "spec:\n  containers:\n  - {name: app, image: %s}\n", s.image)
+	if len(s.vols) > 0 {
+		b.WriteString("  volumes:\n")
+		for _, v := range s.vols {
+			fmt.Fprintf(&b, "  - {name: %s, emptyDir: {}}\n", v)
+		}
+	}
+	return b.String()
+}
+
+func (s spec) clone() spec {
+	s.keys = maps.Clone(s.keys)
+	s.vols = slices.Clone(s.vols)
+	return s
+}
+
+// twin drives two scanners of one directory on one clock: one with the
+// fast path, one that always merges every file.
+type twin struct {
+	t          *testing.T
+	rnd        *rand.Rand
+	dir        string
+	clock      time.Time
+	fast, full *scanner
+	// files is what the generator last wrote to each file (nil: broken).
+	files map[string][]spec
+}
+
+func newTwin(t *testing.T, seed uint64) *twin {
+	w := &twin{t: t, rnd: rand.New(rand.NewPCG(seed, 1)), dir: t.TempDir(), clock: time.Now(), files: map[string][]spec{}}
+	w.fast = newScanner(w.dir, "node-1", zap.NewNop())
+	w.full = newScanner(w.dir, "node-1", zap.NewNop())
+	w.full.fullOnly = true
+	for _, sc := range []*scanner{w.fast, w.full} {
+		sc.now = func() time.Time { return w.clock }
+	}
+	return w
+}
+
+// both runs op on each scanner and checks that they give the same.
+func (w *twin) both(what string, op func(sc *scanner) *snapshot) {
+	w.t.Helper()
+	a, b := op(w.fast), op(w.full)
+	w.same(what, a, b)
+}
+
+func (w *twin) same(what string, a, b *snapshot) {
+	w.t.Helper()
+	if !reflect.DeepEqual(a.status, b.status) {
+		w.t.Fatalf("%s: status %+v, merging every file %+v", what, a.status, b.status)
+	}
+	if !maps.Equal(a.versions, b.versions) {
+		w.t.Fatalf("%s: versions %v, merging every file %v", what, a.versions, b.versions)
+	}
+	if !reflect.DeepEqual(a.objects, b.objects) {
+		w.t.Fatalf("%s: objects differ from merging every file's", what)
+	}
+	if !reflect.DeepEqual(podNames(a.pods), podNames(b.pods)) || !reflect.DeepEqual(a.pods, b.pods) {
+		w.t.Fatalf("%s: pods %v, merging every file %v", what, podNames(a.pods), podNames(b.pods))
+	}
+	if !slices.Equal(w.fast.held, w.full.held) || !w.fast.recheck.Equal(w.full.recheck) {
+		w.t.Fatalf("%s: held %v until %v, merging every file %v until %v",
+			what, w.fast.held, w.fast.recheck, w.full.held, w.full.recheck)
+	}
+	if len(w.fast.inForce) != len(w.full.inForce) {
+		w.t.Fatalf("%s: %d objects in force, merging every file %d", what, len(w.fast.inForce), len(w.full.inForce))
+	}
+	for k, o := range w.full.inForce {
+		if f := w.fast.inForce[k]; f == nil || f.version != o.version || f.at != o.at {
+			w.t.Fatalf("%s: %s in force differs", what, k)
+		}
+	}
+}
+
+var twinFiles = []string{"a.yaml", "b.yaml", "c.yml", "d.yaml", "e.json.yaml", "f.yaml"}
+
+func (w *twin) pick(list []string) string { return list[w.rnd.IntN(len(list))] }
+
+// freshObject returns an object that no file defines now, or an object
+// some file does (a duplicate or a move) one time in ten.
+func (w *twin) freshObject() spec {
+	defined := map[string]bool{}
+	for _, specs := range w.files {
+		for _, s := range specs {
+			defined[s.name] = true
+		}
+	}
+	for range 20 {
+		s := w.randomObject()
+		if !defined[s.name] || w.rnd.IntN(10) == 0 {
+			return s
+		}
+	}
+	return w.randomObject()
+}
+
+func (w *twin) randomObject() spec {
+	if w.rnd.IntN(2) == 0 {
+		s := spec{name: fmt.Sprintf("cm%d", w.rnd.IntN(12)), keys: map[string]string{}}
+		for _, k := range []string{"a", "b", "c"} {
+			if w.rnd.IntN(2) == 0 {
+				s.keys[k] = fmt.Sprintf("v%d", w.rnd.IntN(3))
+			}
+		}
+		return s
+	}
+	s := spec{pod: true, name: fmt.Sprintf("p%d", w.rnd.IntN(8)), image: fmt.Sprintf("img%d", w.rnd.IntN(3))}
+	for _, v := range []string{"v0", "v1", "v2"} {
+		if w.rnd.IntN(2) == 0 {
+			s.vols = append(s.vols, v)
+		}
+	}
+	if w.rnd.IntN(5) == 0 {
+		s.uid = fmt.Sprintf("uid-%d", w.rnd.IntN(3)) // shared UIDs: conflicts
+	}
+	return s
+}
+
+// grow edits one object of specs without dropping anything, or adds one.
+func (w *twin) grow(specs []spec) []spec {
+	out := make([]spec, len(specs))
+	for i, s := range specs {
+		out[i] = s.clone()
+	}
+	if len(out) == 0 || w.rnd.IntN(3) == 0 {
+		return append(out, w.freshObject())
+	}
+	s := &out[w.rnd.IntN(len(out))]
+	switch {
+	case !s.pod:
+		s.keys[w.pick([]string{"a", "b", "c", "d"})] = fmt.Sprintf("v%d", w.rnd.IntN(3))
+	case w.rnd.IntN(2) == 0:
+		s.image = fmt.Sprintf("img%d", w.rnd.IntN(3))
+	default:
+		if v := w.pick([]string{"v0", "v1", "v2", "v3"}); !slices.Contains(s.vols, v) {
+			s.vols = append(s.vols, v)
+		}
+	}
+	return out
+}
+
+// shrink drops a part of an object of specs, or an object.
+func (w *twin) shrink(specs []spec) []spec {
+	out := slices.Clone(specs)
+	if len(out) == 0 {
+		return out
+	}
+	i := w.rnd.IntN(len(out))
+	s := out[i].clone()
+	switch {
+	case w.rnd.IntN(3) == 0:
+		return slices.Delete(out, i, i+1)
+	case !s.pod && len(s.keys) > 0:
+		delete(s.keys, w.pick(slices.Sorted(maps.Keys(s.keys))))
+	case s.pod && len(s.vols) > 0:
+		s.vols = s.vols[1:]
+	}
+	out[i] = s
+	return out
+}
+
+func (w *twin) write(name string, specs []spec) {
+	var docs []string
+	for _, s := range specs {
+		docs = append(docs, s.yaml())
+	}
+	writeFresh(w.t, w.dir, name, strings.Join(docs, "---\n"))
+	w.files[name] = specs
+}
+
+// rejected returns a file whose content has a problem or a conflict, if
+// any, so that batches fix such files as often as they make them.
+func (w *twin) rejected() string {
+	for _, name := range slices.Sorted(maps.Keys(w.fast.files)) {
+		if f := w.fast.files[name]; len(f.allProblems()) > 0 {
+			return name
+		}
+	}
+	return ""
+}
+
+// step makes one random batch and reads it with both scanners.
+func (w *twin) step(i int) {
+	w.t.Helper()
+	w.clock = w.clock.Add(time.Duration(w.rnd.IntN(300)) * time.Millisecond)
+	name := w.pick(twinFiles)
+	if bad := w.rejected(); bad != "" && w.rnd.IntN(3) == 0 {
+		os.Remove(filepath.Join(w.dir, bad)) //nolint:errcheck // there
+		delete(w.files, bad)
+		w.both(fmt.Sprintf("batch %d: delete rejected %s", i, bad), func(sc *scanner) *snapshot { s, _ := sc.reread([]string{bad}); return s })
+		return
+	}
+	var what string
+	switch n := w.rnd.IntN(100); {
+	case n < 50:
+		what = "edit or add " + name
+		w.write(name, w.grow(w.files[name]))
+		if w.rnd.IntN(3) == 0 { // a second file in the same batch
+			other := w.pick(twinFiles)
+			if w.rnd.IntN(3) == 0 && other != name { // the same new object in both
+				w.write(other, append(slices.Clone(w.files[other]), w.files[name][len(w.files[name])-1]))
+			} else {
+				w.write(other, w.grow(w.files[other]))
+			}
+			what += " and " + other
+			w.both(what, func(sc *scanner) *snapshot { s, _ := sc.reread([]string{name, other}); return s })
+			return
+		}
+	case n < 62:
+		what = "drop from " + name
+		w.write(name, w.shrink(w.files[name]))
+	case n < 66:
+		what = "random content in " + name
+		var specs []spec
+		for range w.rnd.IntN(4) {
+			specs = append(specs, w.randomObject())
+		}
+		w.write(name, specs)
+	case n < 72:
+		what = "delete " + name
+		os.Remove(filepath.Join(w.dir, name)) //nolint:errcheck // may not exist
+		delete(w.files, name)
+	case n < 76:
+		what = "break " + name
+		writeFresh(w.t, w.dir, name, w.pick([]string{"", "kind: [\n", "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec: {containrs: []}\n"}))
+		w.files[name] = nil
+	case n < 83:
+		to := w.pick(twinFiles)
+		what = "rename " + name + " to " + to
+		if _, ok := w.files[name]; !ok || to == name {
+			break
+		}
+		if err := os.Rename(filepath.Join(w.dir, name), filepath.Join(w.dir, to)); err != nil {
+			w.t.Fatal(err)
+		}
+		w.files[to] = w.files[name]
+		delete(w.files, name)
+		w.both(what, func(sc *scanner) *snapshot { s, _, _ := sc.readRenamed([]string{to}, []string{name}); return s })
+		return
+	case n < 95:
+		what = "settle"
+		w.clock = w.clock.Add(settleDelay + time.Millisecond)
+		a, _, _ := w.fast.readRenamed(w.fast.held, nil)
+		b, _, _ := w.full.readRenamed(w.full.held, nil)
+		w.same(what, a, b)
+		return
+	case n < 97:
+		what = "full scan"
+		w.both(what, (*scanner).scan)
+		return
+	default:
+		what = "nothing new in " + name
+	}
+	w.both(fmt.Sprintf("batch %d: %s", i, what), func(sc *scanner) *snapshot { s, _ := sc.reread([]string{name}); return s })
+}
+
+// TestFastMergeIsTheFullMerge: random batches of edits, additions,
+// deletions, moves between files (an object written to another file),
+// drops of parts and of objects, broken and empty files, renames, full
+// scans and settle rechecks, read by a scanner with the fast path and by
+// one that merges every file each time, give the same snapshot (objects,
+// versions, pods, status with its problems), the same held files and
+// recheck, and the same objects in force after every batch. The fast path
+// must have made a good share of the results, so that the test does not
+// pass by never taking it.
+func TestFastMergeIsTheFullMerge(t *testing.T) {
+	const seeds, batches = 5, 250
+	total := 0
+	for seed := range uint64(seeds) {
+		w := newTwin(t, seed)
+		w.write("a.yaml", []spec{{name: "cm0", keys: map[string]string{"a": "v0"}}, {pod: true, name: "p0", image: "img0", vols: []string{"v0"}}})
+		w.write("b.yaml", []spec{{pod: true, name: "p1", image: "img0"}})
+		w.both("start", (*scanner).scan)
+		for i := range batches {
+			w.step(i)
+		}
+		if w.full.fastResults != 0 {
+			t.Fatalf("seed %d: the scanner forced to the full merge took the fast path %d times", seed, w.full.fastResults)
+		}
+		total += w.fast.fastResults
+	}
+	if total < seeds*batches/8 {
+		t.Errorf("the fast path made %d results of %d batches: too few to compare", total, seeds*batches)
+	}
+	t.Logf("the fast path made %d results of %d batches", total, seeds*batches)
+}
+
+// TestFastMergeTakesEditsAndAdditions: in a synced directory, a file
+// added with new objects and an edit that drops nothing take the fast
+// path; an edit that drops a volume, a new file defining an object another
+// file holds, and a deletion take the full merge.
+func TestFastMergeTakesEditsAndAdditions(t *testing.T) {
+	w := newTwin(t, 1)
+	w.write("a.yaml", []spec{{pod: true, name: "p0", image: "img0", vols: []string{"v0"}}})
+	w.both("start", (*scanner).scan)
+	w.clock = w.clock.Add(2 * settleDelay)
+	w.both("settled", func(sc *scanner) *snapshot { s, _, _ := sc.readRenamed(sc.held, nil); return s })
+	reread := func(name string) func(sc *scanner) *snapshot {
+		return func(sc *scanner) *snapshot { s, _ := sc.reread([]string{name}); return s }
+	}
+	steps := []struct {
+		what  string
+		do    func()
+		name  string
+		taken bool
+	}{
+		{"new file, new pod", func() { w.write("b.yaml", []spec{{pod: true, name: "p1", image: "img0"}}) }, "b.yaml", true},
+		{"edit adding a volume", func() {
+			w.write("a.yaml", []spec{{pod: true, name: "p0", image: "img1", vols: []string{"v0", "v1"}}})
+		}, "a.yaml", true},
+		{"edit dropping a volume", func() {
+			w.write("a.yaml", []spec{{pod: true, name: "p0", image: "img1", vols: []string{"v1"}}})
+		}, "a.yaml", false},
+		{"settled", func() { w.clock = w.clock.Add(2 * settleDelay) }, "a.yaml", false},
+		{"new file with a pod b.yaml holds", func() { w.write("c.yaml", []spec{{pod: true, name: "p1", image: "img2"}}) }, "c.yaml", false},
+		{"the duplicate deleted", func() { os.Remove(filepath.Join(w.dir, "c.yaml")) }, "c.yaml", false}, //nolint:errcheck // there
+		{"a ConfigMap added", func() { w.write("c.yaml", []spec{{name: "cm0", keys: map[string]string{"a": "v1"}}}) }, "c.yaml", true},
+		{"a new pod with the UID of another file's pod", func() {
+			w.write("b.yaml", []spec{{pod: true, name: "p1", image: "img0", uid: "u1"}})
+			w.both("p1 with uid u1", reread("b.yaml"))
+			w.write("d.yaml", []spec{{pod: true, name: "p2", image: "img0", uid: "u1"}})
+		}, "d.yaml", false},
+		{"the new pod's UID fixed", func() { w.write("d.yaml", []spec{{pod: true, name: "p2", image: "img0", uid: "u2"}}) }, "d.yaml", false},
+		{"an edit in a clean directory again", func() { w.write("d.yaml", []spec{{pod: true, name: "p2", image: "img1", uid: "u2"}}) }, "d.yaml", true},
+	}
+	for _, s := range steps {
+		before := w.fast.fastResults
+		s.do()
+		w.both(s.what, reread(s.name))
+		if taken := w.fast.fastResults > before; taken != s.taken {
+			t.Errorf("%s: fast path taken %v, want %v", s.what, taken, s.taken)
+		}
+	}
+	if pods := podNames(w.fast.last.pods); !slices.Equal(pods, []string{"default/p0", "default/p1", "default/p2"}) {
+		t.Errorf("pods %v", pods)
+	}
+
+	// Two files of one batch that define the same new object: the full
+	// merge decides which one wins.
+	before := w.fast.fastResults
+	w.write("e.yaml", []spec{{name: "cm9"}})
+	w.write("f.yaml", []spec{{name: "cm9"}})
+	var snap *snapshot
+	w.both("the same new object in two files", func(sc *scanner) *snapshot {
+		s, _ := sc.reread([]string{"e.yaml", "f.yaml"})
+		if sc == w.fast {
+			snap = s
+		}
+		return s
+	})
+	if w.fast.fastResults != before || len(snap.status.Errors) != 1 {
+		t.Errorf("two new files defining cm9: fast path taken %v, errors %q", w.fast.fastResults != before, snap.status.Errors)
+	}
+}
