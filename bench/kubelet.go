@@ -74,6 +74,37 @@ var kubeletMixes = []kubeletMix{
 	{Name: "configMap + secret + emptyDir + hostPath + kube-api-access (projected token)", hostPath: true, token: true},
 }
 
+// mixNames are the short names of kubeletMixes, as -mixes takes them.
+func mixNames() []string {
+	var names []string
+	for _, m := range kubeletMixes {
+		names = append(names, m.short())
+	}
+	return names
+}
+
+// parseMixes returns the mixes -mixes names (short names, comma-separated),
+// in kubeletMixes' order; every mix when list is empty.
+func parseMixes(list string) ([]kubeletMix, error) {
+	if list == "" {
+		return kubeletMixes, nil
+	}
+	want := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		if !slices.Contains(mixNames(), name) {
+			return nil, fmt.Errorf("-mixes: unknown mix %q: want some of %s", name, strings.Join(mixNames(), ", "))
+		}
+		want[name] = true
+	}
+	var mixes []kubeletMix
+	for _, m := range kubeletMixes {
+		if want[m.short()] {
+			mixes = append(mixes, m)
+		}
+	}
+	return mixes, nil
+}
+
 // kubeletRound is one burst of one mix: what the agent and the kubelet
 // took, and the CPU every component used meanwhile.
 type kubeletRound struct {
@@ -139,7 +170,7 @@ func kubeletScenario(r *runner, o options, rep *report, cfg agentConfig) {
 	k := startSideBySide(r, o, rep, cfg)
 	for round := range o.rounds {
 		// Alternate the order of the mixes from round to round.
-		mixes := slices.Clone(kubeletMixes)
+		mixes := slices.Clone(o.mixes)
 		if round%2 == 1 {
 			slices.Reverse(mixes)
 		}

@@ -48,15 +48,16 @@ type options struct {
 	agent          string // a built agent; built from this module when empty
 	logDir         string // where agent logs go (kept), or "" for a temporary directory
 	logLevel       string
-	rootParent     string   // where agents' root directories are made
-	agentArgs      []string // more flags for every agent (-agent-args)
-	scenario       string   // "suite" (every figure), "usage", "bursts", "kubelet" or "kubelet-edit"
-	rounds         int      // bursts of the bursts scenario, or of each mix in the kubelet scenario
-	pods           int      // pods of each burst in the kubelet scenario
-	withoutKubelet bool     // the kubelet scenario's control: no node, the agent alone
-	agentIdentity  string   // the kubelet scenario's agent credentials: node or admin
-	syscalls       bool     // -scenario bursts: one more burst, traced with strace
-	alternate      bool     // -scenario kubelet: the kubelet's burst, then the agent's, not at once
+	rootParent     string       // where agents' root directories are made
+	agentArgs      []string     // more flags for every agent (-agent-args)
+	scenario       string       // "suite" (every figure), "usage", "bursts", "kubelet" or "kubelet-edit"
+	rounds         int          // bursts of the bursts scenario, or of each mix in the kubelet scenario
+	pods           int          // pods of each burst in the kubelet scenario
+	withoutKubelet bool         // the kubelet scenario's control: no node, the agent alone
+	agentIdentity  string       // the kubelet scenario's agent credentials: node or admin
+	syscalls       bool         // -scenario bursts: one more burst, traced with strace
+	alternate      bool         // -scenario kubelet: the kubelet's burst, then the agent's, not at once
+	mixes          []kubeletMix // -scenario kubelet: the volume mixes to run, in order
 }
 
 func main() {
@@ -98,6 +99,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.withoutKubelet, "without-kubelet", false, "-scenario kubelet with no node: the same bursts, the agent alone (a control)")
 	fs.BoolVar(&o.alternate, "alternate", false, "-scenario kubelet: each round of each mix is two bursts, the kubelet's (its node's pods) then the agent's (pods of a node of its own, bench-agent, which no kubelet serves), each while the other is idle, in the other order on even rounds; without it both set up the same pods at once")
 	fs.BoolVar(&o.syscalls, "syscalls", false, "-scenario bursts: after the rounds, one more burst with strace attached to every thread of the agent, for its set-ups and again for its teardowns: system calls per pod by call, failing ones by error and by path; the table goes beside -out (NAME.syscalls.txt, raw traces NAME.MODE-STEP.strace). ptrace slows every call: that burst's latency and CPU mean nothing")
+	mixes := fs.String("mixes", "", "-scenario kubelet: comma-separated mixes to run, of "+strings.Join(mixNames(), ", ")+" (default: all)")
 	agentArgs := fs.String("agent-args", "", "more flags for every agent, space-separated (e.g. --volume-stats-period=1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -130,6 +132,14 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.agentIdentity != "node" && o.agentIdentity != "admin" {
 		return o, fmt.Errorf("-agent-identity %q: want node or admin", o.agentIdentity)
+	}
+	ms, err := parseMixes(*mixes)
+	if err != nil {
+		return o, err
+	}
+	o.mixes = ms
+	if *mixes != "" && o.scenario != "kubelet" {
+		return o, errors.New("-mixes chooses the mixes of -scenario kubelet: add -scenario kubelet")
 	}
 	if o.rounds < 0 || o.pods < 1 {
 		return o, errors.New("-rounds and -pods must be at least 1")

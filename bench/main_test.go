@@ -198,6 +198,8 @@ func TestParseFlagsRefuses(t *testing.T) {
 		{"-alternate"},
 		{"-scenario", "bursts", "-alternate"},
 		{"-scenario", "kubelet", "-alternate", "-without-kubelet"},
+		{"-scenario", "kubelet", "-mixes", "cm-secret-emptydir,hostpath"},
+		{"-scenario", "bursts", "-mixes", "cm-secret-emptydir"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v: accepted", args)
@@ -207,6 +209,22 @@ func TestParseFlagsRefuses(t *testing.T) {
 		if _, err := parseFlags(args); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// TestParseFlagsMixes: -mixes keeps the named mixes, in the table's order
+// whatever the order named; none named is every mix.
+func TestParseFlagsMixes(t *testing.T) {
+	o, err := parseFlags([]string{"-scenario", "kubelet", "-mixes", "cm-secret-emptydir,cm-secret-emptydir-hostpath"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.mixes) != 2 || !o.mixes[0].hostPath || o.mixes[0].token || o.mixes[1].hostPath || o.mixes[1].token {
+		t.Errorf("-mixes cm-secret-emptydir,cm-secret-emptydir-hostpath = %+v", o.mixes)
+	}
+	o, err = parseFlags([]string{"-scenario", "kubelet"})
+	if err != nil || len(o.mixes) != len(kubeletMixes) {
+		t.Errorf("no -mixes: %d mixes, error %v; want all %d", len(o.mixes), err, len(kubeletMixes))
 	}
 }
 
