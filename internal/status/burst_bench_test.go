@@ -171,14 +171,18 @@ func (bb *burstBench) waitForPoll(uid types.UID) {
 	}
 }
 
-// waitingFor is how many requests wait for the next change of pod uid.
+// waitingFor is how many requests wait for the next change of pod uid:
+// registered, with no change they have not taken yet.
 func (s *Server) waitingFor(uid string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if w := s.waiters[uid]; w != nil {
-		return w.n
+	n := 0
+	for p := s.waiters[uid]; p != nil; p = p.next {
+		if len(p.changed) == 0 {
+			n++
+		}
 	}
-	return 0
+	return n
 }
 
 func (bb *burstBench) close() {

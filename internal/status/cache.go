@@ -156,7 +156,7 @@ func writeIndented(b *bytes.Buffer, entry []byte) {
 
 // writeEntry answers entry: what writeJSON writes for its pod.
 func writeEntry(w http.ResponseWriter, code int, entry cachedPod) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonType
 	w.WriteHeader(code)
 	_, _ = w.Write(entry.json)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/volume-agent/volume-agent/internal/asw"
 	"github.com/volume-agent/volume-agent/internal/dsw"
@@ -25,7 +26,9 @@ func TestWakeThatCannotMakeReadyComputesNothing(t *testing.T) {
 		t.Helper()
 		rec := httptest.NewRecorder()
 		r := httptest.NewRequestWithContext(gone, http.MethodGet, "/v1/pods/u1?wait=1m", nil)
-		if !f.srv.answerWhenReady(rec, r, "u1", nil) {
+		p := f.srv.watch("u1", time.Minute)
+		defer f.srv.unwatch(p)
+		if !f.srv.answerWhenReady(rec, r, p) {
 			t.Fatal("answerWhenReady waits again with its client gone")
 		}
 		return rec
