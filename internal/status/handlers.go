@@ -131,7 +131,7 @@ func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 // ready (Worlds.Ready, the same decision as the status's) computes no
 // status: only the answer does.
 func (s *Server) answerWhenReady(w http.ResponseWriter, r *http.Request, p *poll) bool {
-	if s.mayBeReady(p.uid) && s.answerIfReady(w, p.uid) {
+	if s.mayBeReady(p) && s.answerIfReady(w, p.uid) {
 		return true
 	}
 	select {
@@ -150,10 +150,10 @@ func (s *Server) answerWhenReady(w http.ResponseWriter, r *http.Request, p *poll
 	}
 }
 
-// mayBeReady is Worlds.Ready when the server has worlds (true otherwise:
-// the status then decides alone).
-func (s *Server) mayBeReady(uid string) bool {
-	return s.cache == nil || s.cfg.Worlds.Ready(types.UID(uid))
+// mayBeReady is Worlds.Ready for the pod of p, in p's buffers, when the
+// server has worlds (true otherwise: the status then decides alone).
+func (s *Server) mayBeReady(p *poll) bool {
+	return s.cache == nil || p.readiness.ready(s.cfg.Worlds, types.UID(p.uid))
 }
 
 // answerIfReady answers 200 with the status of pod uid if that status says

@@ -143,6 +143,9 @@ type poll struct {
 	changed  chan struct{} // holds one token: the pod changed since the request last took it
 	deadline *time.Timer   // the end of the wait; nil until first used
 	next     *poll         // guarded by Server.mu; the next request waiting for the same pod
+	// readiness is the request's: its looks copy the pod's volumes into
+	// the same buffers.
+	readiness readiness
 }
 
 // pollPool keeps the polls of requests that answered. At most
@@ -241,6 +244,7 @@ func (s *Server) unwatch(p *poll) {
 	default:
 	}
 	p.uid, p.next = "", nil
+	p.readiness.forget()
 	pollPool.Put(p)
 }
 
