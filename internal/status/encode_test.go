@@ -44,9 +44,7 @@ func fill(rng *rand.Rand, v reflect.Value) {
 			fill(rng, v.Elem())
 		}
 	case reflect.Slice:
-		switch n := rng.IntN(4); {
-		case n == 0: // nil
-		default:
+		if n := rng.IntN(4); n > 0 { // 0: nil
 			v.Set(reflect.MakeSlice(v.Type(), n-1, n-1))
 			for i := range n - 1 {
 				fill(rng, v.Index(i))
