@@ -2,7 +2,6 @@ package status
 
 import (
 	"encoding/json"
-	"errors"
 	"strconv"
 	"time"
 )
@@ -210,8 +209,10 @@ func (e *encoder) time(name string, t time.Time, depth int) {
 	e.fail(err)
 }
 
+// fail keeps the first error: encoding/json's own, which the caller
+// treats as json.MarshalIndent's.
 func (e *encoder) fail(err error) {
-	if err != nil && e.err == nil {
-		e.err = errors.Join(errors.New("encode a pod's status"), err)
+	if e.err == nil {
+		e.err = err
 	}
 }
