@@ -283,6 +283,14 @@ func (w *World) PodVolumes(uid types.UID) ([]Volume, uint64) {
 	return out, gen
 }
 
+// AppendPodVolumes appends the volumes of pod uid to dst, sorted by name:
+// PodVolumes into a buffer of the caller's, for a caller that looks often.
+func (w *World) AppendPodVolumes(dst []Volume, uid types.UID) []Volume {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append(dst, w.pods[uid].volumesOrNil()...)
+}
+
 // Generation returns a number that changes whenever a volume of the pod is
 // added or removed or changes plugin, mode or access (not when its state
 // or version changes), for callers that cache what they derived from the

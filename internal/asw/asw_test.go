@@ -387,3 +387,19 @@ func TestHasVolume(t *testing.T) {
 		t.Error("pv-a torn down everywhere, still reported")
 	}
 }
+
+// TestAppendPodVolumesIsPodVolumes: AppendPodVolumes appends what
+// PodVolumes returns after what dst held; an unknown pod appends nothing.
+func TestAppendPodVolumesIsPodVolumes(t *testing.T) {
+	w := New(nil)
+	w.Set(Volume{PodUID: "u1", Name: "b", State: Mounted})
+	w.Set(Volume{PodUID: "u1", Name: "a", State: Uncertain})
+	kept := Volume{Name: "kept"}
+	want, _ := w.PodVolumes("u1")
+	if got := w.AppendPodVolumes([]Volume{kept}, "u1"); !reflect.DeepEqual(got, append([]Volume{kept}, want...)) {
+		t.Fatalf("AppendPodVolumes = %v; want kept, then %v", got, want)
+	}
+	if got := w.AppendPodVolumes([]Volume{kept}, "unknown"); len(got) != 1 {
+		t.Fatalf("AppendPodVolumes of an unknown pod = %v; want dst alone", got)
+	}
+}

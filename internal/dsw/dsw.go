@@ -216,6 +216,20 @@ func (w *World) Pod(uid types.UID) (Pod, bool) {
 	return clonePod(e.pod), true
 }
 
+// AppendPodVolumes appends the volumes of pod uid to dst, sorted by name
+// (copies, as Pod's), and reports whether the pod is desired: Pod's
+// volumes into a buffer of the caller's, for a caller that looks often
+// (a request waiting for the pod looks at each of its changes).
+func (w *World) AppendPodVolumes(dst []Volume, uid types.UID) ([]Volume, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.pods[uid]
+	if !ok {
+		return dst, false
+	}
+	return append(dst, e.pod.Volumes...), true
+}
+
 // clonePod copies p's volume list; the Specs stay shared (they are read-only).
 func clonePod(p Pod) Pod {
 	p.Volumes = slices.Clone(p.Volumes)

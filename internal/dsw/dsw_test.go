@@ -273,3 +273,24 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendPodVolumesIsPodsVolumes: AppendPodVolumes appends what Pod
+// returns, sorted by name, after what dst held, and copies: changing them
+// changes nothing in the world; an unknown pod appends nothing.
+func TestAppendPodVolumesIsPodsVolumes(t *testing.T) {
+	w := New(nil)
+	w.SetPod(Pod{UID: "u1", Volumes: []Volume{{Name: "b", Plugin: "p"}, {Name: "a", Plugin: "p"}}})
+	kept := Volume{Name: "kept"}
+	got, ok := w.AppendPodVolumes([]Volume{kept}, "u1")
+	p, _ := w.Pod("u1")
+	if !ok || !reflect.DeepEqual(got, append([]Volume{kept}, p.Volumes...)) || got[1].Name != "a" {
+		t.Fatalf("AppendPodVolumes = %v, %v; want kept, then %v", got, ok, p.Volumes)
+	}
+	got[1].Plugin = "changed"
+	if again, _ := w.AppendPodVolumes(nil, "u1"); again[0].Plugin != "p" {
+		t.Fatal("changing the appended volumes changed the world")
+	}
+	if got, ok := w.AppendPodVolumes([]Volume{kept}, "unknown"); ok || len(got) != 1 {
+		t.Fatalf("AppendPodVolumes of an unknown pod = %v, %v; want dst alone, false", got, ok)
+	}
+}

@@ -2,7 +2,6 @@ package status
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"sync"
 
@@ -25,10 +24,14 @@ type podCache struct {
 
 	mu      sync.Mutex              // held while an answer is built
 	entries map[types.UID]cachedPod // guarded by mu
+	// scratch is where a pod is encoded before its entry is copied out,
+	// as large as the largest pod's JSON; guarded by mu.
+	scratch []byte
 }
 
 // cachedPod is the JSON of a pod's status as GET /v1/pods/UID answers it
-// (writeJSON's encoding), and the Ready of the status it encodes.
+// (writeJSON's encoding, written by appendPod), and the Ready of the
+// status it encodes.
 type cachedPod struct {
 	json  []byte
 	ready bool
@@ -126,11 +129,15 @@ func (c *podCache) entry(uid types.UID) (cachedPod, bool) {
 	if !ok {
 		return cachedPod{}, false
 	}
-	b, err := json.MarshalIndent(p, "", indent)
+	var err error
+	c.scratch, err = appendPod(c.scratch[:0], &p)
 	if err != nil {
 		return cachedPod{}, false // a Pod is plain data: never happens
 	}
-	entry := cachedPod{json: append(b, '\n'), ready: p.Ready}
+	b := make([]byte, len(c.scratch)+1) // kept while cached: no room to spare
+	copy(b, c.scratch)
+	b[len(b)-1] = '\n'
+	entry := cachedPod{json: b, ready: p.Ready}
 	c.entries[uid] = entry
 	return entry, true
 }
@@ -156,7 +163,7 @@ func writeIndented(b *bytes.Buffer, entry []byte) {
 
 // writeEntry answers entry: what writeJSON writes for its pod.
 func writeEntry(w http.ResponseWriter, code int, entry cachedPod) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonType
 	w.WriteHeader(code)
 	_, _ = w.Write(entry.json)
 }

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -62,7 +63,7 @@ func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string][]Pod{"pods": s.cfg.Worlds.Pods()})
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonType
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(s.cache.pods())
 }
@@ -99,7 +100,7 @@ type claimsAnswer struct {
 // pod never appeared).
 func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 	uid := r.PathValue("uid")
-	wait, err := parseWait(r.URL.Query().Get("wait"))
+	wait, err := parseWait(waitParam(r.URL))
 	if err != nil {
 		writeText(w, http.StatusBadRequest, err.Error())
 		return
@@ -117,26 +118,24 @@ func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	extendWrite(w, r, wait)
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for !s.answerWhenReady(w, r, uid, deadline.C) {
+	// Registered before the first look: a change in between wakes it.
+	p := s.watch(uid, wait)
+	defer s.unwatch(p)
+	for !s.answerWhenReady(w, r, p) {
 	}
 }
 
-// answerWhenReady answers when the pod is ready, or waits for its next
-// change and answers if the wait ends otherwise. It reports whether it
-// answered (or the client went away). A change that leaves the pod not
+// answerWhenReady answers when the pod of p is ready, or waits for its
+// next change and answers if the wait ends otherwise. It reports whether
+// it answered (or the client went away). A change that leaves the pod not
 // ready (Worlds.Ready, the same decision as the status's) computes no
 // status: only the answer does.
-func (s *Server) answerWhenReady(w http.ResponseWriter, r *http.Request, uid string, deadline <-chan time.Time) bool {
-	// Wait for changes from before looking: a change in between wakes.
-	changed, done := s.changes(uid)
-	defer done()
-	if s.mayBeReady(uid) && s.answerIfReady(w, uid) {
+func (s *Server) answerWhenReady(w http.ResponseWriter, r *http.Request, p *poll) bool {
+	if s.mayBeReady(p) && s.answerIfReady(w, p.uid) {
 		return true
 	}
 	select {
-	case <-changed:
+	case <-p.changed:
 		return false
 	case <-r.Context().Done():
 		return true // the client went away: nobody to answer
@@ -145,16 +144,16 @@ func (s *Server) answerWhenReady(w http.ResponseWriter, r *http.Request, uid str
 		// code would start containers without their volumes.
 		writeText(w, http.StatusServiceUnavailable, "volume-agent is stopping; ask again once it is back")
 		return true
-	case <-deadline:
-		s.answer(w, uid, http.StatusGatewayTimeout)
+	case <-p.deadline.C:
+		s.answer(w, p.uid, http.StatusGatewayTimeout)
 		return true
 	}
 }
 
-// mayBeReady is Worlds.Ready when the server has worlds (true otherwise:
-// the status then decides alone).
-func (s *Server) mayBeReady(uid string) bool {
-	return s.cache == nil || s.cfg.Worlds.Ready(types.UID(uid))
+// mayBeReady is Worlds.Ready for the pod of p, in p's buffers, when the
+// server has worlds (true otherwise: the status then decides alone).
+func (s *Server) mayBeReady(p *poll) bool {
+	return s.cache == nil || p.readiness.ready(s.cfg.Worlds, types.UID(p.uid))
 }
 
 // answerIfReady answers 200 with the status of pod uid if that status says
@@ -202,6 +201,18 @@ func writePod(w http.ResponseWriter, p Pod, found bool, code int) {
 		return
 	}
 	writeJSON(w, code, p)
+}
+
+// waitParam is u.Query().Get("wait"), without a map for the query a
+// runtime sends, wait=DURATION alone with nothing to unescape.
+func waitParam(u *url.URL) string {
+	if u.RawQuery == "" {
+		return ""
+	}
+	if v, ok := strings.CutPrefix(u.RawQuery, "wait="); ok && !strings.ContainsAny(v, "&;%+") {
+		return v
+	}
+	return u.Query().Get("wait")
 }
 
 func parseWait(v string) (time.Duration, error) {

@@ -23,12 +23,27 @@ import (
 // inputs compute reads. Callers that answer "ready" still answer with the
 // computed status, whose Ready is what they send.
 func (w Worlds) Ready(uid types.UID) bool {
-	p, ok := w.Desired.Pod(uid)
+	var r readiness
+	return r.ready(w, uid)
+}
+
+// readiness holds the copies of a pod's volumes that Ready looks at: a
+// waiting request keeps one (in its poll) and reuses it at each look.
+type readiness struct {
+	desired []dsw.Volume
+	actual  []asw.Volume
+}
+
+// ready is Ready, looking at copies made in r's buffers.
+func (r *readiness) ready(w Worlds, uid types.UID) bool {
+	var ok bool
+	r.desired, ok = w.Desired.AppendPodVolumes(r.desired[:0], uid)
 	if !ok {
 		return false // Terminating, Held or unknown: never ready
 	}
-	actual, _ := w.Actual.PodVolumes(uid)
-	for _, d := range p.Volumes {
+	r.actual = w.Actual.AppendPodVolumes(r.actual[:0], uid)
+	actual := r.actual
+	for _, d := range r.desired {
 		i, have := slices.BinarySearchFunc(actual, d.Name, func(a asw.Volume, name string) int { return strings.Compare(a.Name, name) })
 		var a asw.Volume
 		if have {
@@ -39,6 +54,14 @@ func (w Worlds) Ready(uid types.UID) bool {
 		}
 	}
 	return true
+}
+
+// forget drops what r's buffers refer to (specs, subPath outcomes), and
+// keeps their room.
+func (r *readiness) forget() {
+	clear(r.desired[:cap(r.desired)])
+	clear(r.actual[:cap(r.actual)])
+	r.desired, r.actual = r.desired[:0], r.actual[:0]
 }
 
 // volumeReady is whether a volume lets its pod be ready, as compute

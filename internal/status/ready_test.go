@@ -127,6 +127,10 @@ func TestReadyAgreesWithCompute(t *testing.T) {
 	// Beside a ready volume and a pending one.
 	mounted := setUp("p", "a", cm, "1", asw.Mounted)
 	others := []readyCase{{desired: wanted("a", cm, "1"), actual: &mounted}, {desired: wanted("a", cm, "1")}}
+	// A readiness reused from case to case (as a waiting request reuses
+	// its own), its buffers holding a longer pod's volumes, decides the
+	// same.
+	var reused readiness
 	for _, other := range others {
 		for _, c := range cases {
 			w := worldsOf(other, c)
@@ -134,7 +138,18 @@ func TestReadyAgreesWithCompute(t *testing.T) {
 			if got := w.Ready("p"); got != p.Ready {
 				t.Fatalf("Ready = %v, compute says %v: %s beside %s", got, p.Ready, c, other)
 			}
+			if got := reused.ready(w, "p"); got != p.Ready {
+				t.Fatalf("a reused readiness = %v, compute says %v: %s beside %s", got, p.Ready, c, other)
+			}
+			alone := worldsOf(c)
+			if got, want := reused.ready(alone, "p"), alone.Ready("p"); got != want {
+				t.Fatalf("a reused readiness = %v, a fresh one %v: %s after %s beside it", got, want, c, other)
+			}
 		}
+	}
+	reused.forget()
+	if len(reused.desired) != 0 || len(reused.actual) != 0 || reused.desired[:1][0].Spec != nil || reused.actual[:1][0].SubPaths != nil {
+		t.Fatal("forget left the volumes looked at in the buffers")
 	}
 	t.Logf("%d cases, %d ready", len(cases), ready)
 }

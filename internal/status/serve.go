@@ -103,11 +103,13 @@ func limitRequests(h http.Handler, lim Limits) http.Handler {
 			writeText(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: at most %d bytes", lim.MaxBodyBytes))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes)
+		if r.Body != http.NoBody { // a request without a body (a GET) has nothing to bound
+			r.Body = http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes)
+		}
 		if lim.WriteTimeout > 0 {
 			// Not supported by every ResponseWriter (httptest's); then
 			// there is no deadline, as before.
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
+			setWriteDeadline(w, time.Now().Add(lim.WriteTimeout))
 			r = r.WithContext(context.WithValue(r.Context(), writeTimeoutKey{}, lim.WriteTimeout))
 		}
 		h.ServeHTTP(w, r)
@@ -118,6 +120,16 @@ func limitRequests(h http.Handler, lim Limits) http.Handler {
 // from now: for a handler that waits d before it answers.
 func extendWrite(w http.ResponseWriter, r *http.Request, d time.Duration) {
 	if base, ok := r.Context().Value(writeTimeoutKey{}).(time.Duration); ok {
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + base))
+		setWriteDeadline(w, time.Now().Add(d+base))
 	}
+}
+
+// setWriteDeadline is http.NewResponseController(w).SetWriteDeadline(t),
+// without the controller when w is net/http's own writer.
+func setWriteDeadline(w http.ResponseWriter, t time.Time) {
+	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		_ = d.SetWriteDeadline(t)
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(t)
 }

@@ -126,16 +126,31 @@ type Server struct {
 	waiting chan struct{}
 
 	mu      sync.Mutex
-	waiters map[string]*waiter // guarded by mu; by pod UID
-	addr    net.Addr           // guarded by mu; set once listening
-	conns   int                // guarded by mu; open connections
+	waiters map[string]*poll // guarded by mu; by pod UID, the requests waiting for it
+	addr    net.Addr         // guarded by mu; set once listening
+	conns   int              // guarded by mu; open connections
 }
 
-// waiter is the requests waiting for one pod.
-type waiter struct {
-	changed chan struct{} // closed at the pod's next change
-	n       int           // guarded by Server.mu; requests waiting on changed
+// poll is one request waiting (?wait=) for its pod to be ready. It is
+// registered once, before it first looks, and stays registered until it
+// answers: each change of its pod leaves a token in changed, which the
+// request takes before it looks again, so that a change at any moment
+// after the registration (while it looks, or between two looks) makes it
+// look once more, and none is missed. Polls are reused (pollPool): a
+// request allocates no waiter, channel or timer of its own.
+type poll struct {
+	uid      string
+	changed  chan struct{} // holds one token: the pod changed since the request last took it
+	deadline *time.Timer   // the end of the wait; nil until first used
+	next     *poll         // guarded by Server.mu; the next request waiting for the same pod
+	// readiness is the request's: its looks copy the pod's volumes into
+	// the same buffers.
+	readiness readiness
 }
+
+// pollPool keeps the polls of requests that answered. At most
+// Config.MaxWaiting are in use at once.
+var pollPool = sync.Pool{New: func() any { return &poll{changed: make(chan struct{}, 1)} }}
 
 // New returns a server; it starts nothing.
 func New(cfg Config) *Server {
@@ -145,7 +160,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxWaiting <= 0 {
 		cfg.MaxWaiting = DefaultMaxWaiting
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.Named("status"), waiters: map[string]*waiter{}, stopping: make(chan struct{}),
+	s := &Server{cfg: cfg, log: cfg.Logger.Named("status"), waiters: map[string]*poll{}, stopping: make(chan struct{}),
 		waiting: make(chan struct{}, cfg.MaxWaiting)}
 	if cfg.Worlds.Desired != nil && cfg.Worlds.Actual != nil {
 		s.cfg.Worlds.clock = newStateClock(cfg.Now)
@@ -175,38 +190,78 @@ func (s *Server) Notify() {
 }
 
 // wakeLocked wakes the requests waiting for pods, or for any pod when all.
+// Only the requests of a pod that changed are woken; they stay
+// registered.
 func (s *Server) wakeLocked(pods []types.UID, all bool) {
 	if all {
-		for uid, w := range s.waiters {
-			close(w.changed)
-			delete(s.waiters, uid)
+		for _, p := range s.waiters {
+			p.wake()
 		}
 		return
 	}
 	for _, uid := range pods {
-		if w, ok := s.waiters[string(uid)]; ok {
-			close(w.changed)
-			delete(s.waiters, string(uid))
+		s.waiters[string(uid)].wake()
+	}
+}
+
+// wake leaves a token in the changed of p and of the polls after it
+// (none when p is nil); one already there stands for this change too.
+func (p *poll) wake() {
+	for ; p != nil; p = p.next {
+		select {
+		case p.changed <- struct{}{}:
+		default:
 		}
 	}
 }
 
-// changes returns a channel closed at the next change of pod uid, and the
-// function to call once the caller stops waiting on it.
-func (s *Server) changes(uid string) (<-chan struct{}, func()) {
+// watch registers a poll of pod uid that ends wait from now; release it
+// with unwatch once the request answered.
+func (s *Server) watch(uid string, wait time.Duration) *poll {
+	p := pollPool.Get().(*poll)
+	p.uid = uid
+	if p.deadline == nil {
+		p.deadline = time.NewTimer(wait)
+	} else {
+		p.deadline.Reset(wait) // stopped by unwatch: no stale tick (Go 1.23's timers)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w := s.waiters[uid]
-	if w == nil {
-		w = &waiter{changed: make(chan struct{})}
-		s.waiters[uid] = w
+	p.next = s.waiters[uid]
+	s.waiters[uid] = p
+	return p
+}
+
+// unwatch unregisters p, after which no change reaches it, and puts it
+// back in the pool with no token and its timer stopped.
+func (s *Server) unwatch(p *poll) {
+	s.mu.Lock()
+	s.unlinkLocked(p)
+	s.mu.Unlock()
+	p.deadline.Stop()
+	select {
+	case <-p.changed:
+	default:
 	}
-	w.n++
-	return w.changed, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if w.n--; w.n == 0 && s.waiters[uid] == w {
-			delete(s.waiters, uid)
+	p.uid, p.next = "", nil
+	p.readiness.forget()
+	pollPool.Put(p)
+}
+
+// unlinkLocked removes p from the polls of its pod.
+func (s *Server) unlinkLocked(p *poll) {
+	head := s.waiters[p.uid]
+	switch {
+	case head == p && p.next == nil:
+		delete(s.waiters, p.uid)
+	case head == p:
+		s.waiters[p.uid] = p.next
+	default:
+		for q := head; q != nil; q = q.next {
+			if q.next == p {
+				q.next = p.next
+				return
+			}
 		}
 	}
 }
@@ -325,8 +380,15 @@ func profiling(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// The Content-Type of the answers, set without a slice per answer
+// (net/http copies the header, and never changes a value in place).
+var (
+	jsonType = []string{"application/json"}
+	textType = []string{"text/plain; charset=utf-8"}
+)
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonType
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", indent)
@@ -334,7 +396,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeText(w http.ResponseWriter, code int, text string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header()["Content-Type"] = textType
 	w.WriteHeader(code)
 	_, _ = w.Write([]byte(text + "\n")) //nolint:gosec // G705: text/plain, never rendered as HTML
 }

@@ -499,30 +499,28 @@ func TestChangeWakesOnlyTheRequestsOfItsPod(t *testing.T) {
 	f.addPod("a", false)
 	f.addPod("b", false)
 	f.srv.Notify() // the first look names no pod: every waiter wakes
-	isClosed := func(ch <-chan struct{}) bool {
+	woken := func(p *poll) bool {
 		select {
-		case <-ch:
+		case <-p.changed:
 			return true
 		default:
 			return false
 		}
 	}
-	a, doneA := f.srv.changes("a")
-	defer doneA()
+	a := f.srv.watch("a", time.Minute)
+	defer f.srv.unwatch(a)
 	f.mount("b")
 	f.worlds.Desired.SetError(dsw.Key{PodUID: "b", Volume: "data"}, "failed")
 	f.addPod("c", true)
-	if isClosed(a) {
+	if woken(a) {
 		t.Fatal("changes of other pods woke a request waiting for pod a")
 	}
 	f.mount("a")
-	if !isClosed(a) {
+	if !woken(a) {
 		t.Fatal("pod a's volume was set up, but its waiting request was not woken")
 	}
-	a2, doneA2 := f.srv.changes("a")
-	defer doneA2()
 	f.worlds.Desired.DeletePod("a")
-	if !isClosed(a2) {
+	if !woken(a) {
 		t.Fatal("pod a was deleted, but its waiting request was not woken")
 	}
 }
