@@ -107,9 +107,12 @@ func TestPodRemovedTearsDownEverything(t *testing.T) {
 	if m := mountsUnder(t, a.root); len(m) > 0 {
 		t.Errorf("still mounted after teardown: %v", m)
 	}
-	if _, ok := a.pod("default", "app"); ok {
-		t.Error("pod still listed by /v1/pods")
-	}
+	// The directory goes before the agent forgets the pod: /v1/pods may
+	// list it for that moment.
+	waitFor(t, 5*time.Second, "pod no longer listed by /v1/pods", func() (bool, string) {
+		_, ok := a.pod("default", "app")
+		return !ok, ""
+	})
 	checkFile(t, hostFile, "host data")
 }
 
