@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -39,19 +40,18 @@ type parser struct {
 // only those: checkKind refuses every other kind before the decoder sees it.
 // Registering client-go's whole scheme here cost about 4,500 allocations
 // and 0.6 MB at every start, cluster mode included, for some fifty groups
-// no manifest can use. It is still built at init: built on first use
-// instead, the same work left 1.5 to 2.9 MiB more of the binary's pages
-// resident, in its function tables (.gopclntab), measured idle.
-var manifestScheme = func() *runtime.Scheme {
+// no manifest can use. It is built on first use, so cluster mode, which
+// parses no manifest, never builds it.
+var manifestScheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := errors.Join(corev1.AddToScheme(s), storagev1.AddToScheme(s), volumesnapshot.AddToScheme(s)); err != nil {
 		panic(fmt.Sprintf("manifest scheme: %v", err)) // static registrations: a programming error
 	}
 	return s
-}()
+})
 
 func newParser(nodeName string) *parser {
-	s := manifestScheme
+	s := manifestScheme()
 	codecs := serializer.NewCodecFactory(s, serializer.EnableStrict)
 	types := make(map[string]reflect.Type, len(apiVersionOf))
 	for kind, apiVersion := range apiVersionOf {
