@@ -83,7 +83,7 @@ func checkAccepted(t *testing.T, o object) {
 	if namespaced[o.key.kind] != (o.key.namespace != "") {
 		t.Fatalf("accepted %s with namespace %q", o.key, o.key.namespace)
 	}
-	if pod, ok := o.obj.(*v1.Pod); ok && !safeUID.MatchString(string(pod.UID)) {
+	if pod, ok := o.obj.(*v1.Pod); ok && !isSafeUID(string(pod.UID)) {
 		t.Fatalf("accepted pod %s with UID %q, which is no safe directory name", o.key, pod.UID)
 	}
 }

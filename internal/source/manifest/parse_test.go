@@ -184,3 +184,19 @@ func TestIsManifestName(t *testing.T) {
 		}
 	}
 }
+
+// The manifest scheme registers only the groups of the supported kinds: each
+// of them must still have its Go type, which the field checks walk, and a
+// kind of a group left out must still be refused by name before decoding.
+func TestParserKnowsEverySupportedKind(t *testing.T) {
+	p := newParser("node-1")
+	for kind, apiVersion := range apiVersionOf {
+		if p.types[kind] == nil {
+			t.Errorf("%s %s: no Go type in the manifest scheme", apiVersion, kind)
+		}
+	}
+	_, problems := p.parseFile("d.yaml", []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n"))
+	if len(problems) != 1 || !strings.Contains(problems[0].format("d.yaml"), `unsupported kind "Deployment"`) {
+		t.Errorf("a Deployment gave %v, want one problem naming the unsupported kind", problems)
+	}
+}
