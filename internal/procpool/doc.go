@@ -13,10 +13,7 @@
 //     hung storage, most likely), the requests waiting get extra children,
 //     up to Config.MaxChildren (16) at once; so a request waits behind
 //     hung ones about BusyAfter, never a hung request's whole deadline.
-//     A request waits for a turn until its own context ends. One that
-//     must wait for a turn, or start a child, first gives back the slot
-//     of the executor operation it belongs to (executor.GiveSlot): that
-//     wait is bounded here, and others can work meanwhile.
+//     A request waits for a turn until its own context ends.
 //
 //   - While Config.MaxStuck (32) abandoned children are stuck in the
 //     kernel, requests are refused at once (ErrTooManyStuck): each is a
