@@ -135,8 +135,8 @@ func (e *Executor) run(key, generation string, granted chan struct{}, op Op) {
 		e.mu.Unlock()
 		return
 	}
-	give, release := e.holdSlot()
-	ctx, cancel := context.WithTimeout(WithSlot(e.base, give), e.cfg.Timeout)
+	release := e.holdSlot()
+	ctx, cancel := context.WithTimeout(e.base, e.cfg.Timeout)
 	err := op(ctx)
 	cancel()
 	release()
@@ -168,39 +168,14 @@ func (e *Executor) await(granted chan struct{}) bool {
 	}
 }
 
-// holdSlot gives the slot back after SlowAfter, or when give or release
-// is called, whichever comes first; release also stops the timer. The
-// slot is given back once, however many of them run.
-func (e *Executor) holdSlot() (give, release func()) {
+// holdSlot gives the slot back after SlowAfter, or when the returned
+// function is called, whichever comes first.
+func (e *Executor) holdSlot() (release func()) {
 	var once sync.Once
-	give = func() { once.Do(e.slots.give) }
+	give := func() { once.Do(e.slots.give) }
 	slow := e.cfg.Clock.AfterFunc(e.cfg.SlowAfter, give)
-	return give, func() {
+	return func() {
 		slow.Stop()
-		give()
-	}
-}
-
-// slotKey is the context key of an operation's GiveSlot.
-type slotKey struct{}
-
-// WithSlot returns ctx carrying give, which GiveSlot calls: the executor
-// gives each operation's context the function that gives its slot back.
-func WithSlot(ctx context.Context, give func()) context.Context {
-	return context.WithValue(ctx, slotKey{}, give)
-}
-
-// GiveSlot gives back the slot of the operation whose context is ctx at
-// once, as one that has held it for SlowAfter does: the operation goes
-// on, and the next one queued starts. An operation calls it before it
-// waits for something with a bound of its own, not for the file system
-// or the CPU: a checker process of internal/procpool, which a burst's
-// requests take turns on (2 of them, started only when a request needs
-// one). Waiting with their slots, the hostPath set-ups of a burst held up
-// to every slot while the checkers started, and no other volume was set
-// up meanwhile. Outside an operation, or once given, it does nothing.
-func GiveSlot(ctx context.Context) {
-	if give, ok := ctx.Value(slotKey{}).(func()); ok {
 		give()
 	}
 }

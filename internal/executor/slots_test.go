@@ -97,40 +97,6 @@ func TestASlowOperationGivesItsSlotBack(t *testing.T) {
 	_ = e.Wait(waitCtx(t))
 }
 
-// TestGiveSlotStartsTheNext: an operation that gives its slot back
-// (GiveSlot, before it waits for a checker process) goes on while the next
-// one runs; giving it twice, and again when it returns, frees one slot
-// only, so a third operation waits.
-func TestGiveSlotStartsTheNext(t *testing.T) {
-	e := New(Config{Parallelism: 1, SlowAfter: time.Hour})
-	waiting, ranNext, holding := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	gave := make(chan struct{})
-	e.Start("waits", "1", func(ctx context.Context) error {
-		GiveSlot(ctx)
-		GiveSlot(ctx)
-		close(gave)
-		<-waiting
-		return nil
-	})
-	<-gave
-	e.Start("next", "1", func(context.Context) error { close(ranNext); <-holding; return nil })
-	select {
-	case <-ranNext:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the slot given back was not given to the next operation")
-	}
-	close(waiting) // returns, releasing the slot it gave already
-	e.Start("third", "1", func(context.Context) error { return nil })
-	if e.Waiting() != 1 {
-		t.Errorf("Waiting = %d while the second operation holds the only slot; want 1 (the third)", e.Waiting())
-	}
-	close(holding)
-	if err := e.Wait(waitCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	GiveSlot(context.Background()) // outside an operation: nothing to give
-}
-
 // TestQueuedOperationsNeverStartOnceWaitBegins: at shutdown, what has not
 // started yet is dropped, and may be started again later by a new agent.
 func TestQueuedOperationsNeverStartOnceWaitBegins(t *testing.T) {

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/volume-agent/volume-agent/internal/executor"
 )
 
 // DefaultSize is the number of children kept when Config.Size is 0, and
@@ -280,7 +278,7 @@ func (p *Pool) acquire(ctx context.Context) (*child, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	c, err := p.take(ctx)
+	c, err := p.take()
 	if err != nil {
 		p.giveBack(turn)
 		return nil, 0, err
@@ -290,11 +288,8 @@ func (p *Pool) acquire(ctx context.Context) (*child, uint64, error) {
 
 // take returns the most recently used idle child (the others may then
 // grow idle enough to stop), or starts one. A child started while Close
-// runs is stopped when put back. A request that must start a child gives
-// back its executor slot first (executor.GiveSlot): the start, one start
-// of the agent's binary, takes tens of milliseconds, hundreds on a busy
-// node, and the requests behind it wait for their turns as long.
-func (p *Pool) take(ctx context.Context) (*child, error) {
+// runs is stopped when put back.
+func (p *Pool) take() (*child, error) {
 	p.mu.Lock()
 	closed, n := p.closed, len(p.idle)
 	var c *child
@@ -310,7 +305,6 @@ func (p *Pool) take(ctx context.Context) (*child, error) {
 	case c != nil:
 		return c, nil
 	}
-	executor.GiveSlot(ctx)
 	return p.start()
 }
 

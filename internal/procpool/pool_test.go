@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/volume-agent/volume-agent/internal/executor"
 )
 
 // liveness bounds the waits for something that must happen: never a
@@ -149,41 +146,6 @@ func TestWaitForAChild(t *testing.T) {
 	}
 	if err := h.giveUp(t); err == nil {
 		t.Fatal("a hung request succeeded")
-	}
-}
-
-// TestRequestsWaitingGiveTheirSlot: a request that starts a child, or
-// waits for a turn, gives its executor slot back before it waits
-// (executor.GiveSlot); one answered by an idle child keeps it.
-func TestRequestsWaitingGiveTheirSlot(t *testing.T) {
-	f := newFakeChildren(t)
-	p := f.pool(1)
-	var gave atomic.Int32
-	ctx := executor.WithSlot(context.Background(), func() { gave.Add(1) })
-	if _, err := p.Do(ctx, []byte("cold"), func() {}); err != nil || gave.Load() != 1 {
-		t.Fatalf("the request that started the child: %v, slot given %d times, want once", err, gave.Load())
-	}
-	if _, err := p.Do(ctx, []byte("warm"), func() {}); err != nil || gave.Load() != 1 {
-		t.Fatalf("the request an idle child answered: %v, slot given %d times in all, want still 1", err, gave.Load())
-	}
-	h := startHung(t, p, f) // holds the only turn
-	waited := make(chan error, 1)
-	go func() {
-		_, err := p.Do(ctx, []byte("behind"), func() {})
-		waited <- err
-	}()
-	deadline := time.Now().Add(liveness)
-	for gave.Load() != 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if gave.Load() != 2 {
-		t.Fatalf("the request waiting for a turn gave its slot %d times in all, want 2", gave.Load())
-	}
-	if err := h.giveUp(t); err == nil {
-		t.Fatal("a hung request succeeded")
-	}
-	if err := <-waited; err != nil {
-		t.Fatalf("the request behind the hung one: %v", err)
 	}
 }
 

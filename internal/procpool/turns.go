@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/volume-agent/volume-agent/internal/executor"
 )
 
 // waitTurn waits until the request may use a child, until ctx ends, and
@@ -41,9 +39,6 @@ func (p *Pool) waitTurn(ctx context.Context) (uint64, error) {
 	p.waiting = append(p.waiting, w)
 	p.armExtraLocked(now)
 	p.mu.Unlock()
-	// Waiting for a turn is waiting for the pool, which has its own
-	// bounds: the executor's slot goes to an operation that can work.
-	executor.GiveSlot(ctx)
 	select {
 	case <-w.granted:
 		return w.turn, nil
