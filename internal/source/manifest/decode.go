@@ -132,6 +132,7 @@ func (p *parser) parseDocument(d *document, js []byte, at where) ([]object, []pr
 func (p *parser) parseList(d *document, items []json.RawMessage, at where) ([]object, []problem) {
 	var objs []object
 	var problems []problem
+	repeatedInItems := false
 	for i, item := range items {
 		itemAt := where{doc: at.doc, item: i + 1}
 		itemAt.line = d.lineOf(itemAt, nil)
@@ -142,10 +143,25 @@ func (p *parser) parseList(d *document, items []json.RawMessage, at where) ([]ob
 			problems = append(problems, d.problemOf(itemAt, err))
 		case h.kind == kindList:
 			problems = append(problems, d.problemOf(itemAt, errors.New("a List inside a List is not supported")))
+		case d.repeated != nil && checkKind(h) == nil && len(repeatedProblems(d, p.types[h.kind], itemAt)) > 0:
+			// The decoder reads an item as JSON, in which the YAML
+			// conversion kept the last of a repeated key: only the text
+			// tells, as for a document (a name given twice would
+			// silently rename the object, and drop the first name).
+			problems = append(problems, repeatedProblems(d, p.types[h.kind], itemAt)...)
+			repeatedInItems = true
 		default:
 			o, ps := p.parseObject(d, item, item, h, itemAt)
 			objs, problems = append(objs, o...), append(problems, ps...)
 		}
+	}
+	if d.repeated != nil && !repeatedInItems {
+		// A key of the List itself given twice (items, kind...).
+		ps := repeatedProblems(d, nil, at)
+		if len(ps) == 0 {
+			ps = []problem{d.problemOf(at, d.repeated)}
+		}
+		problems = append(problems, ps...)
 	}
 	return objs, problems
 }
@@ -209,6 +225,18 @@ func decodeOne(dec runtime.Decoder, data []byte) (runtime.Object, error) {
 // that are repeated, unknown or of the wrong type, in document order.
 func (p *parser) fieldProblems(d *document, js []byte, kind string, at where) []problem {
 	t := p.types[kind]
+	ps := repeatedProblems(d, t, at)
+	for _, fe := range checkFields(t, js, !d.json) {
+		ps = append(ps, d.problemOf(at, fe))
+	}
+	slices.SortStableFunc(ps, func(a, b problem) int { return cmp.Compare(a.line, b.line) })
+	return ps
+}
+
+// repeatedProblems are the keys given more than once in the object at
+// at, whose Go type is t (nil if it has none), each at the line of its
+// repeat.
+func repeatedProblems(d *document, t reflect.Type, at where) []problem {
 	var ps []problem
 	for _, dup := range d.duplicatesOf(at) {
 		err := fmt.Errorf("given more than once (first at line %d)", d.line+dup.first-1)
@@ -216,10 +244,6 @@ func (p *parser) fieldProblems(d *document, js []byte, kind string, at where) []
 		pr.line = d.line + dup.line - 1 // the repeat, not the last one
 		ps = append(ps, pr)
 	}
-	for _, fe := range checkFields(t, js, !d.json) {
-		ps = append(ps, d.problemOf(at, fe))
-	}
-	slices.SortStableFunc(ps, func(a, b problem) int { return cmp.Compare(a.line, b.line) })
 	return ps
 }
 
