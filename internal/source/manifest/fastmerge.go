@@ -199,5 +199,8 @@ func podsOf(prev []*v1.Pod, changed []*v1.Pod, nodeName string) []*v1.Pod {
 	slices.SortFunc(pods, func(a, b *v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+	if len(pods) == 0 {
+		return nil // as newSnapshot gives it: no pod is nil, not empty
+	}
 	return pods
 }
