@@ -173,11 +173,7 @@ func TestEachChangeWakesExactlyTheRequestsOfItsPod(t *testing.T) {
 	}
 	f.srv.unwatch(a3)
 	f.srv.unwatch(b1)
-	f.srv.mu.Lock()
-	defer f.srv.mu.Unlock()
-	if len(f.srv.waiters) != 0 {
-		t.Fatalf("%d pods' waiters left behind", len(f.srv.waiters))
-	}
+	f.noWaitersLeft(t)
 }
 
 // TestChangeRacingTheRegistrationIsNotMissed: a change that makes a pod

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -70,15 +69,9 @@ func TestPodAnswersByCase(t *testing.T) {
 func TestPodAnswerOfAWaitThatEndsReady(t *testing.T) {
 	f := newFixture(t)
 	f.addPod("u1", false)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		time.Sleep(20 * time.Millisecond)
+	f.readyAfter(t, "u1", 20*time.Millisecond, func() {
 		f.worlds.Actual.NotePod("u1", "ns", "web-u1", "manifests") // wakes, not ready
-		f.mount("u1")
-	}()
+	})
 	code, contentType, body := getAnswer(t, f, "/v1/pods/u1?wait=1m")
 	if want := indented(t, f, "u1"); code != http.StatusOK || contentType != "application/json" || body != want {
 		t.Fatalf("wait = %d %s\n%s\nwant 200 application/json\n%s", code, contentType, body, want)

@@ -256,14 +256,7 @@ func TestPod(t *testing.T) {
 func TestPodWaitAnswersWhenReady(t *testing.T) {
 	f := newFixture(t)
 	f.addPod("u1", false)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		time.Sleep(50 * time.Millisecond)
-		f.mount("u1")
-	}()
+	f.readyAfter(t, "u1", 50*time.Millisecond)
 	start := time.Now()
 	code, body := f.get(t, "/v1/pods/u1?wait=5s")
 	elapsed := time.Since(start)
@@ -532,10 +525,32 @@ func TestWaitersOfPodsThatNeverAppearAreForgotten(t *testing.T) {
 	if code, _ := f.get(t, "/v1/pods/never?wait=50ms"); code != http.StatusNotFound {
 		t.Fatalf("GET = %d, want 404", code)
 	}
+	f.noWaitersLeft(t)
+}
+
+// readyAfter mounts pod uid's volume after delay, on a goroutine the
+// test's cleanup waits for, having first run each of before.
+func (f *fixture) readyAfter(t *testing.T, uid string, delay time.Duration, before ...func()) {
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(delay)
+		for _, fn := range before {
+			fn()
+		}
+		f.mount(uid)
+	}()
+}
+
+// noWaitersLeft fails the test if any pod still has a registered waiter.
+func (f *fixture) noWaitersLeft(t *testing.T) {
+	t.Helper()
 	f.srv.mu.Lock()
 	defer f.srv.mu.Unlock()
 	if len(f.srv.waiters) != 0 {
-		t.Fatalf("%d waiters left behind", len(f.srv.waiters))
+		t.Fatalf("%d pods' waiters left behind", len(f.srv.waiters))
 	}
 }
 
