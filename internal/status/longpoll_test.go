@@ -143,14 +143,6 @@ func TestEachChangeWakesExactlyTheRequestsOfItsPod(t *testing.T) {
 	f.addPod("a", false)
 	f.addPod("b", false)
 	f.srv.Notify() // the first look names no pod: every waiter wakes
-	woken := func(p *poll) bool {
-		select {
-		case <-p.changed:
-			return true
-		default:
-			return false
-		}
-	}
 	a1, a2, b1 := f.srv.watch("a", time.Minute), f.srv.watch("a", time.Minute), f.srv.watch("b", time.Minute)
 	f.mount("a")
 	if !woken(a1) || !woken(a2) || woken(b1) {

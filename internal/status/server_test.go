@@ -109,16 +109,18 @@ func newFixture(t *testing.T) *fixture {
 // get returns the status code and body of a GET.
 func (f *fixture) get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	resp, err := f.ts.Client().Get(f.ts.URL + path)
-	if err != nil {
-		t.Fatal(err)
+	code, _, body := getAnswer(t, f, path)
+	return code, body
+}
+
+// woken reports whether a change has woken p, without waiting.
+func woken(p *poll) bool {
+	select {
+	case <-p.changed:
+		return true
+	default:
+		return false
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
 }
 
 // addPod adds pod uid with one emptyDir volume "data", mounted or not.
@@ -492,14 +494,6 @@ func TestChangeWakesOnlyTheRequestsOfItsPod(t *testing.T) {
 	f.addPod("a", false)
 	f.addPod("b", false)
 	f.srv.Notify() // the first look names no pod: every waiter wakes
-	woken := func(p *poll) bool {
-		select {
-		case <-p.changed:
-			return true
-		default:
-			return false
-		}
-	}
 	a := f.srv.watch("a", time.Minute)
 	defer f.srv.unwatch(a)
 	f.mount("b")
